@@ -1,0 +1,2 @@
+/* Stand-in: nccl.h includes it but nccl-smoke needs nothing from it. */
+#pragma once

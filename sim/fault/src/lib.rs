@@ -1,0 +1,288 @@
+//! The fault-injection grammar of the simulation backend.
+//!
+//! `NCCL_SMOKE_SIM_FAULT=<where>[@<rank>][:<kind>][,…]`
+//!
+//! * `where` — the step that fails, named as nccl-smoke names its stages: `launch`, `driver`,
+//!   `device`, `alloc`, `unique-id`, `init`, `import` (buffer import while connecting), `proxy`
+//!   (proxy connect), `shm` (shared-memory transport), `net` (network transport), `run`,
+//!   `verify`, `finalize`.
+//! * `rank` — the rank it applies to (every rank when omitted).
+//! * `kind` — `error` (default: the return code and log lines the real library gives for that
+//!   failure), `hang`, `crash` (the process dies), `slow=<factor>` (transfers take `factor`
+//!   times as long), `corrupt` (one element of each received buffer is flipped).
+//!
+//! The simulation libraries and the harness share this parser, so a spec that one of them
+//! rejects is rejected everywhere, with a message naming the offending part.
+
+use std::fmt;
+
+/// Environment variable holding the fault list.
+pub const FAULT_ENV: &str = "NCCL_SMOKE_SIM_FAULT";
+/// Environment variable through which the harness tells the simulated driver its rank
+/// (the driver has no communicator to ask).
+pub const RANK_ENV: &str = "NCCL_SMOKE_SIM_RANK";
+
+/// Where a fault strikes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Where {
+    Launch,
+    Driver,
+    Device,
+    Alloc,
+    UniqueId,
+    Init,
+    Import,
+    Proxy,
+    Shm,
+    Net,
+    Run,
+    Verify,
+    Finalize,
+}
+
+impl Where {
+    pub const ALL: [Where; 13] = [
+        Where::Launch,
+        Where::Driver,
+        Where::Device,
+        Where::Alloc,
+        Where::UniqueId,
+        Where::Init,
+        Where::Import,
+        Where::Proxy,
+        Where::Shm,
+        Where::Net,
+        Where::Run,
+        Where::Verify,
+        Where::Finalize,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Where::Launch => "launch",
+            Where::Driver => "driver",
+            Where::Device => "device",
+            Where::Alloc => "alloc",
+            Where::UniqueId => "unique-id",
+            Where::Init => "init",
+            Where::Import => "import",
+            Where::Proxy => "proxy",
+            Where::Shm => "shm",
+            Where::Net => "net",
+            Where::Run => "run",
+            Where::Verify => "verify",
+            Where::Finalize => "finalize",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Where> {
+        Where::ALL.into_iter().find(|w| w.name() == s)
+    }
+}
+
+/// What happens when a fault strikes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kind {
+    /// The call fails the way the real library fails at this step.
+    Error,
+    /// The call never returns (or the operation never completes).
+    Hang,
+    /// The process dies (SIGABRT), as when a library segfaults.
+    Crash,
+    /// Transfers take `factor` times as long.
+    Slow(f64),
+    /// One element of each received buffer is flipped.
+    Corrupt,
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Kind::Error => f.write_str("error"),
+            Kind::Hang => f.write_str("hang"),
+            Kind::Crash => f.write_str("crash"),
+            Kind::Slow(x) => write!(f, "slow={x}"),
+            Kind::Corrupt => f.write_str("corrupt"),
+        }
+    }
+}
+
+/// One entry of the fault list.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fault {
+    pub at: Where,
+    /// `None`: every rank.
+    pub rank: Option<u32>,
+    pub kind: Kind,
+}
+
+impl Fault {
+    pub fn applies_to(&self, rank: Option<u32>) -> bool {
+        match (self.rank, rank) {
+            (None, _) => true,
+            (Some(want), Some(have)) => want == have,
+            (Some(_), None) => false,
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.at.name())?;
+        if let Some(r) = self.rank {
+            write!(f, "@{r}")?;
+        }
+        write!(f, ":{}", self.kind)
+    }
+}
+
+/// A spec that could not be parsed; the message names the bad part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError(pub String);
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{FAULT_ENV}: {}", self.0)
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+/// The parsed fault list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FaultSet(pub Vec<Fault>);
+
+impl FaultSet {
+    /// Parses a comma-separated list. Empty input means no faults.
+    pub fn parse(spec: &str) -> Result<FaultSet, SpecError> {
+        let mut out = Vec::new();
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            out.push(parse_one(part)?);
+        }
+        Ok(FaultSet(out))
+    }
+
+    /// Reads [`FAULT_ENV`]; unset means no faults.
+    pub fn from_env() -> Result<FaultSet, SpecError> {
+        match std::env::var(FAULT_ENV) {
+            Ok(s) => FaultSet::parse(&s),
+            Err(std::env::VarError::NotPresent) => Ok(FaultSet::default()),
+            Err(std::env::VarError::NotUnicode(_)) => {
+                Err(SpecError("value is not valid UTF-8".into()))
+            }
+        }
+    }
+
+    /// The first fault at `at` that applies to `rank`.
+    pub fn find(&self, at: Where, rank: Option<u32>) -> Option<Fault> {
+        self.0
+            .iter()
+            .copied()
+            .find(|f| f.at == at && f.applies_to(rank))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The rank the harness announced through [`RANK_ENV`], if any.
+pub fn rank_from_env() -> Option<u32> {
+    std::env::var(RANK_ENV).ok()?.trim().parse().ok()
+}
+
+fn parse_one(part: &str) -> Result<Fault, SpecError> {
+    let (head, kind) = match part.split_once(':') {
+        Some((h, k)) => (h, parse_kind(k, part)?),
+        None => (part, Kind::Error),
+    };
+    let (name, rank) = match head.split_once('@') {
+        Some((n, r)) => {
+            let rank = r.parse::<u32>().map_err(|_| {
+                SpecError(format!(
+                    "bad rank '{r}' in '{part}': expected a non-negative integer"
+                ))
+            })?;
+            (n, Some(rank))
+        }
+        None => (head, None),
+    };
+    let at = Where::parse(name).ok_or_else(|| {
+        let names: Vec<_> = Where::ALL.iter().map(|w| w.name()).collect();
+        SpecError(format!(
+            "unknown fault location '{name}' in '{part}': expected one of {}",
+            names.join(", ")
+        ))
+    })?;
+    Ok(Fault { at, rank, kind })
+}
+
+fn parse_kind(k: &str, part: &str) -> Result<Kind, SpecError> {
+    match k {
+        "error" => Ok(Kind::Error),
+        "hang" => Ok(Kind::Hang),
+        "crash" => Ok(Kind::Crash),
+        "corrupt" => Ok(Kind::Corrupt),
+        _ => match k.strip_prefix("slow=") {
+            Some(x) => match x.parse::<f64>() {
+                Ok(f) if f.is_finite() && f >= 1.0 => Ok(Kind::Slow(f)),
+                _ => Err(SpecError(format!(
+                    "bad slow factor '{x}' in '{part}': expected a number >= 1"
+                ))),
+            },
+            None => Err(SpecError(format!(
+                "unknown fault kind '{k}' in '{part}': expected error, hang, crash, slow=<factor> or corrupt"
+            ))),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_full_and_short_forms() {
+        let set = FaultSet::parse("import@1:error, run:slow=4,verify@0:corrupt,shm").unwrap();
+        assert_eq!(
+            set.0,
+            vec![
+                Fault { at: Where::Import, rank: Some(1), kind: Kind::Error },
+                Fault { at: Where::Run, rank: None, kind: Kind::Slow(4.0) },
+                Fault { at: Where::Verify, rank: Some(0), kind: Kind::Corrupt },
+                Fault { at: Where::Shm, rank: None, kind: Kind::Error },
+            ]
+        );
+        assert_eq!(set.find(Where::Import, Some(1)).map(|f| f.kind), Some(Kind::Error));
+        assert_eq!(set.find(Where::Import, Some(0)), None);
+        assert!(set.find(Where::Run, Some(7)).is_some());
+    }
+
+    #[test]
+    fn empty_means_no_fault() {
+        assert!(FaultSet::parse("").unwrap().is_empty());
+        assert!(FaultSet::parse(" , ").unwrap().is_empty());
+    }
+
+    #[test]
+    fn every_location_round_trips() {
+        for w in Where::ALL {
+            let f = FaultSet::parse(&format!("{}@3:hang", w.name())).unwrap().0[0];
+            assert_eq!(f.to_string(), format!("{}@3:hang", w.name()));
+        }
+    }
+
+    #[test]
+    fn bad_specs_name_the_bad_part() {
+        let e = FaultSet::parse("init,imprt@1").unwrap_err().to_string();
+        assert!(e.contains("'imprt'"), "{e}");
+        let e = FaultSet::parse("init@x").unwrap_err().to_string();
+        assert!(e.contains("bad rank 'x'"), "{e}");
+        let e = FaultSet::parse("run:slow=0.5").unwrap_err().to_string();
+        assert!(e.contains("bad slow factor '0.5'"), "{e}");
+        let e = FaultSet::parse("run:explode").unwrap_err().to_string();
+        assert!(e.contains("unknown fault kind 'explode'"), "{e}");
+        let e = FaultSet::parse("run@-1").unwrap_err().to_string();
+        assert!(e.contains("bad rank '-1'"), "{e}");
+    }
+}

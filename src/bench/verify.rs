@@ -1,0 +1,127 @@
+//! Data each rank sends, and the check of what it received.
+
+use crate::data::{self, DataType, RedOp};
+use crate::patterns::{Layout, Pattern, Source};
+use serde::{Deserialize, Serialize};
+
+/// The first wrong element a rank found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WrongElement {
+    /// Index in the receive buffer.
+    pub index: usize,
+    /// The rank whose data it should have been (`None` for a reduction of all ranks).
+    pub sender: Option<u32>,
+    pub expected: f64,
+    pub got: f64,
+}
+
+/// Fills `out` with what `rank` sends in `epoch`.
+pub fn fill_send(
+    out: &mut [u8],
+    layout: &Layout,
+    dtype: DataType,
+    op: RedOp,
+    rank: u32,
+    nranks: u32,
+    epoch: u32,
+) {
+    let sz = dtype.size();
+    for (i, el) in out[..layout.count * sz].chunks_exact_mut(sz).enumerate() {
+        dtype.encode(data::value(op, nranks, rank, i, epoch), el);
+    }
+}
+
+/// The value expected at a source.
+fn expected(src: Source, op: RedOp, nranks: u32, epoch: u32) -> (f64, Option<u32>) {
+    match src {
+        Source::Rank { rank, index } => (data::value(op, nranks, rank, index, epoch), Some(rank)),
+        Source::Reduced { index } => (
+            op.reduce((0..nranks).map(|r| data::value(op, nranks, r, index, epoch))),
+            None,
+        ),
+    }
+}
+
+/// Counts the elements of `got` that differ from what the senders sent, and the first one.
+#[allow(clippy::too_many_arguments)]
+pub fn check(
+    got: &[u8],
+    pattern: &dyn Pattern,
+    layout: &Layout,
+    dtype: DataType,
+    op: RedOp,
+    rank: u32,
+    nranks: u32,
+    epoch: u32,
+) -> (u64, Option<WrongElement>) {
+    let sz = dtype.size();
+    let mut want = vec![0u8; sz];
+    let mut wrong = 0u64;
+    let mut first = None;
+    for (i, el) in got[..layout.recv_count * sz].chunks_exact(sz).enumerate() {
+        let (v, sender) = expected(pattern.source(rank, nranks, i, layout), op, nranks, epoch);
+        dtype.encode(v, &mut want);
+        if el != want.as_slice() {
+            wrong += 1;
+            if first.is_none() {
+                first = Some(WrongElement {
+                    index: i,
+                    sender,
+                    expected: v,
+                    got: dtype.decode(el),
+                });
+            }
+        }
+    }
+    (wrong, first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::patterns::select;
+
+    /// Simulates a pattern on the host: every rank's receive buffer built from the senders'
+    /// buffers by the pattern's own source map; then corrupts one element.
+    #[test]
+    fn correct_data_passes_and_a_flipped_element_names_its_sender() {
+        let n = 4;
+        let dt = DataType::Float;
+        let p = select(&["all_to_all".into()]).unwrap()[0];
+        let l = p.layout(4 * 64, dt.size(), n);
+        let sends: Vec<Vec<u8>> = (0..n)
+            .map(|r| {
+                let mut b = vec![0u8; l.count * 4];
+                fill_send(&mut b, &l, dt, RedOp::Sum, r, n, 3);
+                b
+            })
+            .collect();
+        let mut recv = vec![0u8; l.recv_count * 4];
+        for i in 0..l.recv_count {
+            if let Source::Rank { rank, index } = p.source(2, n, i, &l) {
+                recv[i * 4..i * 4 + 4].copy_from_slice(&sends[rank as usize][index * 4..index * 4 + 4]);
+            }
+        }
+        assert_eq!(check(&recv, p, &l, dt, RedOp::Sum, 2, n, 3), (0, None));
+        recv[4 * 40] ^= 0xff; // element 40: chunk 2 (from rank 2 itself, 16 per peer)
+        let (wrong, first) = check(&recv, p, &l, dt, RedOp::Sum, 2, n, 3);
+        assert_eq!(wrong, 1);
+        let first = first.unwrap();
+        assert_eq!((first.index, first.sender), (40, Some(2)));
+    }
+
+    #[test]
+    fn reduction_is_checked_against_all_ranks() {
+        let n = 3;
+        let dt = DataType::Half;
+        let p = select(&["all_reduce".into()]).unwrap()[0];
+        let l = p.layout(2 * 10, dt.size(), n);
+        let mut recv = vec![0u8; l.count * 2];
+        for i in 0..l.count {
+            let s: f64 = (0..n).map(|r| data::value(RedOp::Max, n, r, i, 0)).fold(0.0, f64::max);
+            dt.encode(s, &mut recv[i * 2..i * 2 + 2]);
+        }
+        assert_eq!(check(&recv, p, &l, dt, RedOp::Max, 0, n, 0).0, 0);
+        assert_eq!(check(&recv, p, &l, dt, RedOp::Sum, 0, n, 0).0 > 0, true);
+    }
+}

@@ -1,0 +1,108 @@
+//! Which library files a run loads.
+//!
+//! The real backend leaves the choice to the dynamic linker (or `--nccl-lib`). The simulation
+//! backend gathers its two libraries into a private folder under every name the loaders try
+//! (`libcuda.so`, `libcuda.so.1`, `libnccl.so.2`), which goes first on the worker's
+//! `LD_LIBRARY_PATH`: even on a GPU node, where a real `libcuda.so` is on the search path,
+//! cudarc then finds the simulation and never the real driver.
+
+use super::{Backend, RunArgs};
+use std::path::{Path, PathBuf};
+
+/// Environment variable through which the supervisor hands the folder to its worker.
+pub const SIM_LINK_DIR_ENV: &str = "NCCL_SMOKE_SIM_LINK_DIR";
+
+/// The library files to load: `None` means "by soname, through the dynamic linker".
+#[derive(Debug, Clone, PartialEq)]
+pub struct Libraries {
+    pub nccl: Option<String>,
+    pub cuda: Option<String>,
+}
+
+/// Where the built simulation libraries are: `--sim-dir`, else next to the binary (a cargo
+/// target folder), else `../lib/nccl-smoke` beside it (an installed layout).
+fn sim_source_dir(args: &RunArgs) -> Result<PathBuf, String> {
+    let has_libs = |d: &Path| {
+        ["libnccl.so.2", "libnccl.so"].iter().any(|f| d.join(f).exists())
+            && ["libcuda.so.1", "libcuda.so"].iter().any(|f| d.join(f).exists())
+    };
+    if let Some(d) = &args.sim_dir {
+        return if has_libs(d) {
+            Ok(d.clone())
+        } else {
+            Err(format!(
+                "--sim-dir {}: no simulation libraries there (libnccl.so[.2] and libcuda.so[.1])",
+                d.display()
+            ))
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate nccl-smoke itself: {e}"))?;
+    let bin_dir = exe.parent().unwrap_or(Path::new("."));
+    let candidates = [
+        bin_dir.to_path_buf(),
+        bin_dir.join("../lib/nccl-smoke"),
+        // `cargo test` runs binaries from target/<profile>/deps' parent.
+        bin_dir.join(".."),
+    ];
+    candidates
+        .iter()
+        .find(|d| has_libs(d))
+        .cloned()
+        .ok_or_else(|| {
+            format!(
+                "--backend sim: the simulation libraries were not found next to {} \
+                 (build them with `cargo build --release`, or pass --sim-dir)",
+                exe.display()
+            )
+        })
+}
+
+fn first_existing(dir: &Path, names: &[&str]) -> Option<PathBuf> {
+    names.iter().map(|n| dir.join(n)).find(|p| p.exists())
+}
+
+/// Makes the private folder of links for the simulation and returns it.
+pub fn prepare_sim_dir(args: &RunArgs) -> Result<PathBuf, String> {
+    let src = sim_source_dir(args)?;
+    let nccl = first_existing(&src, &["libnccl.so.2", "libnccl.so"]).unwrap_or_default();
+    let cuda = first_existing(&src, &["libcuda.so.1", "libcuda.so"]).unwrap_or_default();
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (nccl, cuda) = (canon(&nccl), canon(&cuda));
+    let dir = std::env::temp_dir().join(format!("nccl-smoke-sim.{}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let links = [
+        ("libnccl.so.2", &nccl),
+        ("libnccl.so", &nccl),
+        ("libcuda.so.1", &cuda),
+        ("libcuda.so", &cuda),
+    ];
+    for (name, target) in links {
+        let link = dir.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(target, &link)
+            .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
+    }
+    Ok(dir)
+}
+
+/// The libraries the worker loads.
+pub fn libraries(args: &RunArgs) -> Result<Libraries, String> {
+    match args.backend {
+        Backend::Nccl => Ok(Libraries {
+            nccl: args.nccl_lib.clone(),
+            cuda: None,
+        }),
+        Backend::Sim => {
+            let dir = match std::env::var_os(SIM_LINK_DIR_ENV) {
+                Some(d) => PathBuf::from(d),
+                None => prepare_sim_dir(args)?,
+            };
+            let path = |n: &str| dir.join(n).display().to_string();
+            Ok(Libraries {
+                nccl: Some(args.nccl_lib.clone().unwrap_or_else(|| path("libnccl.so.2"))),
+                cuda: Some(path("libcuda.so.1")),
+            })
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! Command-line interface: flags, their validation, and the hand-over to each subcommand.
+
+mod backend;
+mod run;
+mod supervise;
+
+use crate::bench::sweep::{self, Step};
+use crate::data::{DataType, RedOp};
+use crate::stage::{Stage, exit};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "nccl-smoke",
+    version,
+    about = "Does NCCL work across this job's ranks, how fast, and if not, which step broke where?",
+    long_about = "nccl-smoke runs real NCCL traffic (all_reduce, all_to_all, point-to-point send/recv) \
+across the ranks of a job, verifies every byte, reports bandwidth like nccl-tests, and when \
+something breaks names the stage, the rank and the host, with the library's own error.\n\n\
+Launch it like nccl-tests: `mpirun -np 16 -H a:8,b:8 nccl-smoke run`, `srun nccl-smoke run`, \
+or from an MPIJob. Without GPUs, `--backend sim` runs the same code against nccl-smoke's CPU \
+simulation of libnccl and libcuda (results labelled SIMULATED).",
+    after_help = "Exit codes: 0 pass · 2 bad input · 10 launch · 11 nccl-load · 12 driver · 13 device · \
+14 alloc · 15 unique-id · 16 init · 17 connect · 18 connect:buffer-import · 19 connect:proxy · \
+20 connect:shm · 21 connect:net · 22 run · 23 verify · 24 finalize"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the patterns across all ranks of the job: verify, measure, and name what fails.
+    Run(RunArgs),
+}
+
+/// Which libraries run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// The node's libnccl.so.2 (or --nccl-lib) and CUDA driver.
+    Nccl,
+    /// nccl-smoke's CPU simulation of libnccl and libcuda: real processes and bytes, no GPU;
+    /// every result is labelled SIMULATED.
+    Sim,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Libraries to run against.
+    #[arg(long, value_enum, default_value = "nccl")]
+    pub backend: Backend,
+    /// The libnccl to load (default: libnccl.so.2 through the dynamic linker).
+    #[arg(long, env = "NCCL_SMOKE_NCCL_LIB", value_name = "PATH")]
+    pub nccl_lib: Option<String>,
+    /// Where the simulation libraries are (default: next to the nccl-smoke binary).
+    #[arg(long, env = "NCCL_SMOKE_SIM_DIR", value_name = "DIR")]
+    pub sim_dir: Option<PathBuf>,
+    /// Patterns to run, comma-separated; a prefix selects a family (`send_recv`).
+    #[arg(long, value_delimiter = ',', default_value = "all_reduce,all_to_all,send_recv")]
+    pub patterns: Vec<String>,
+    /// Smallest message size in bytes (K, M, G suffixes allowed).
+    #[arg(short = 'b', long = "minbytes", default_value = "8", value_parser = sweep::parse_size)]
+    pub minbytes: usize,
+    /// Largest message size [default: 128M; 1M with --backend sim].
+    #[arg(short = 'e', long = "maxbytes", value_parser = sweep::parse_size)]
+    pub maxbytes: Option<usize>,
+    /// Multiply the size by this factor between steps.
+    #[arg(short = 'f', long = "stepfactor", default_value = "2", conflicts_with = "stepbytes")]
+    pub stepfactor: f64,
+    /// Add this many bytes between steps (instead of -f).
+    #[arg(short = 'i', long = "stepbytes", value_parser = sweep::parse_size)]
+    pub stepbytes: Option<usize>,
+    /// Timed iterations per size.
+    #[arg(short = 'n', long = "iters", default_value = "20", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub iters: u32,
+    /// Untimed warm-up iterations per size.
+    #[arg(short = 'w', long = "warmup_iters", default_value = "5", value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub warmup_iters: u32,
+    /// Verify received data (1) or not (0).
+    #[arg(short = 'c', long = "check", default_value = "1", value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub check: u8,
+    /// Element type.
+    #[arg(short = 'd', long = "datatype", value_enum, default_value = "float")]
+    pub datatype: DataType,
+    /// Reduction for all_reduce.
+    #[arg(short = 'o', long = "op", value_enum, default_value = "sum")]
+    pub op: RedOp,
+    /// GPU ordinal for this rank (default: local rank modulo the visible devices).
+    #[arg(long)]
+    pub device: Option<i32>,
+    /// Write the results document here (rank 0), updated after every size.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Deadline in seconds for every stage (a hang is named when it passes).
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<f64>,
+    /// Deadline for one stage, e.g. `init=60` (repeatable; overrides --timeout).
+    #[arg(long, value_name = "STAGE=SECS", value_parser = parse_stage_timeout)]
+    pub stage_timeout: Vec<(Stage, f64)>,
+}
+
+fn parse_stage_timeout(s: &str) -> Result<(Stage, f64), String> {
+    let (name, secs) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}': expected STAGE=SECS, e.g. init=60"))?;
+    let stage = Stage::parse(name).ok_or_else(|| {
+        let names: Vec<_> = Stage::ALL.iter().map(|s| s.name()).collect();
+        format!("unknown stage '{name}': expected one of {}", names.join(", "))
+    })?;
+    let secs: f64 = secs
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite() && *v > 0.0)
+        .ok_or_else(|| format!("'{secs}' is not a positive number of seconds"))?;
+    Ok((stage, secs))
+}
+
+impl RunArgs {
+    pub fn maxbytes(&self) -> usize {
+        self.maxbytes.unwrap_or(match self.backend {
+            Backend::Nccl => 128 << 20,
+            Backend::Sim => 1 << 20,
+        })
+    }
+
+    pub fn step(&self) -> Step {
+        match self.stepbytes {
+            Some(b) => Step::Bytes(b),
+            None => Step::Factor(self.stepfactor),
+        }
+    }
+
+    /// The deadline of `stage`.
+    pub fn deadline(&self, stage: Stage) -> Duration {
+        let secs = self
+            .stage_timeout
+            .iter()
+            .rev()
+            .find(|(s, _)| *s == stage)
+            .map(|(_, v)| *v)
+            .or(self.timeout)
+            .unwrap_or(stage.default_deadline_s() as f64);
+        Duration::from_secs_f64(secs)
+    }
+
+    /// Everything that can be checked before any rank touches a library.
+    pub fn validate(&self) -> Result<Vec<usize>, String> {
+        crate::patterns::select(&self.patterns)?;
+        let sizes = sweep::sizes(self.minbytes, self.maxbytes(), self.step())?;
+        if self.backend == Backend::Sim {
+            nccl_smoke_fault::FaultSet::from_env().map_err(|e| e.to_string())?;
+        }
+        if let Some(t) = self.timeout {
+            if !(t.is_finite() && t > 0.0) {
+                return Err(format!("--timeout must be a positive number of seconds, got {t}"));
+            }
+        }
+        Ok(sizes)
+    }
+}
+
+/// Runs the parsed command; returns the process exit code.
+pub fn dispatch(cli: Cli) -> u8 {
+    match cli.command {
+        Command::Run(args) => {
+            if let Err(msg) = args.validate() {
+                eprintln!("nccl-smoke: {msg}");
+                return exit::USAGE;
+            }
+            if supervise::is_worker() {
+                run::worker(&args)
+            } else {
+                supervise::supervise(&args)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
+        let mut v = vec!["nccl-smoke", "run"];
+        v.extend_from_slice(args);
+        Cli::try_parse_from(v).map(|c| match c.command {
+            Command::Run(a) => a,
+        })
+    }
+
+    #[test]
+    fn nccl_tests_flags_parse() {
+        let a = parse(&["-b", "1K", "-e", "1M", "-f", "4", "-n", "7", "-w", "2", "-c", "0", "-d", "half", "-o", "max"]).unwrap();
+        assert_eq!((a.minbytes, a.maxbytes(), a.iters, a.warmup_iters, a.check), (1024, 1 << 20, 7, 2, 0));
+        assert_eq!((a.datatype, a.op), (DataType::Half, RedOp::Max));
+        assert_eq!(a.validate().unwrap(), [1024, 4096, 16384, 65536, 262144, 1048576]);
+    }
+
+    #[test]
+    fn bad_input_is_refused_with_the_reason() {
+        assert!(parse(&["-d", "float17"]).is_err());
+        assert!(parse(&["-b", "lots"]).is_err());
+        assert!(parse(&["-c", "2"]).is_err());
+        assert!(parse(&["-n", "0"]).is_err());
+        assert!(parse(&["--stage-timeout", "nope=3"]).unwrap_err().to_string().contains("unknown stage 'nope'"));
+        let a = parse(&["-b", "1M", "-e", "1K"]).unwrap();
+        assert!(a.validate().unwrap_err().contains("-b/--minbytes"));
+        let a = parse(&["--patterns", "all_reduce,bogus"]).unwrap();
+        assert!(a.validate().unwrap_err().contains("unknown pattern 'bogus'"));
+    }
+
+    #[test]
+    fn deadlines_default_then_global_then_per_stage() {
+        let a = parse(&[]).unwrap();
+        assert_eq!(a.deadline(Stage::Init), Duration::from_secs(300));
+        let a = parse(&["--timeout", "5", "--stage-timeout", "init=9"]).unwrap();
+        assert_eq!(a.deadline(Stage::Init), Duration::from_secs(9));
+        assert_eq!(a.deadline(Stage::Run), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn sim_backend_defaults_to_a_smaller_sweep() {
+        assert_eq!(parse(&["--backend", "sim"]).unwrap().maxbytes(), 1 << 20);
+        assert_eq!(parse(&[]).unwrap().maxbytes(), 128 << 20);
+    }
+}

@@ -1,0 +1,614 @@
+//! The worker side of `nccl-smoke run`: walk the stages, measure, and say how it ended.
+
+use super::backend;
+use super::supervise::RUN_DIR_ENV;
+use super::{Backend, RunArgs};
+use crate::bench::{self, Buffers, SizeResult, Timing};
+use crate::bootstrap::{self, Bootstrap};
+use crate::comm::{CommError, Communicator};
+use crate::diagnose::classify;
+use crate::error::{AtStage, Failure, Who};
+use crate::ffi::cuda::{self, CudaError, Device, Driver};
+use crate::ffi::nccl::{self, Nccl, NcclError};
+use crate::ffi::os;
+use crate::patterns::{self, Pattern};
+use crate::progress::{self, Event};
+use crate::report::fingerprint::{self, DriverInfo, Fingerprint, NcclInfo, RankInfo};
+use crate::report::results::{ResultsDoc, ResultsFile, RunConfig, StageRecord, Status, Verdict};
+use crate::report::table;
+use crate::stage::{Stage, exit};
+use nccl_smoke_fault::{FaultSet, Kind, Where};
+use std::time::{Instant, SystemTime};
+
+/// One rank's run: where it is, and what rank 0 keeps.
+struct Run<'a> {
+    args: &'a RunArgs,
+    who: Who,
+    stage: Stage,
+    stage_start: Instant,
+    /// Rank 0 only.
+    results: Option<ResultsFile>,
+    stages: Vec<StageRecord>,
+    simulated: bool,
+}
+
+pub fn worker(args: &RunArgs) -> u8 {
+    os::die_with_parent();
+    let who = Who {
+        rank: bootstrap::launcher::from_env().and_then(|v| v.rank),
+        host: os::hostname(),
+    };
+    let mut run = Run {
+        args,
+        who,
+        stage: Stage::Launch,
+        stage_start: Instant::now(),
+        results: None,
+        stages: Vec::new(),
+        simulated: args.backend == Backend::Sim,
+    };
+    match run.go() {
+        Ok(code) => code,
+        Err(f) => run.fail(f),
+    }
+}
+
+impl Run<'_> {
+    fn enter(&mut self, stage: Stage) {
+        self.leave(true);
+        self.stage = stage;
+        self.stage_start = Instant::now();
+        progress::enter(stage, self.who.rank);
+    }
+
+    fn leave(&mut self, ok: bool) {
+        if self.who.rank == Some(0) {
+            self.stages.push(StageRecord {
+                stage: self.stage,
+                seconds: self.stage_start.elapsed().as_secs_f64(),
+                ok,
+            });
+            if let Some(r) = self.results.as_mut() {
+                r.doc.stages = self.stages.clone();
+            }
+        }
+    }
+
+    fn save(&self) {
+        if let Some(r) = &self.results {
+            if let Err(e) = r.save() {
+                eprintln!("nccl-smoke: cannot update the results file: {e}");
+            }
+        }
+    }
+
+    /// Reports a failure of this rank: verdict line, results file, supervisor.
+    fn fail(&mut self, f: Failure) -> u8 {
+        self.stage = f.stage;
+        self.leave(false);
+        println!("{}{f}", if self.simulated { "[SIMULATED] " } else { "" });
+        for line in &f.evidence {
+            println!("#   evidence: {line}");
+        }
+        if let Some(r) = self.results.as_mut() {
+            r.doc.failures.push(f.clone());
+            r.doc.verdict = Verdict {
+                status: Status::Fail,
+                line: f.to_string(),
+                exit_code: f.exit_code(),
+                stage: Some(f.stage),
+            };
+        }
+        self.save();
+        progress::send(&Event::Failed { failure: f.clone() });
+        f.exit_code()
+    }
+
+    fn go(&mut self) -> Result<u8, Failure> {
+        let sizes = self
+            .args
+            .validate()
+            .map_err(|e| Failure::new(Stage::Launch, &self.who, e))?;
+        let boot = self.launch()?;
+        let (rank, nranks) = (boot.rank(), boot.size());
+
+        self.enter(Stage::NcclLoad);
+        let libs = backend::libraries(self.args).at(Stage::NcclLoad, &self.who)?;
+        let nccl = Nccl::load(libs.nccl.as_deref()).map_err(|e| self.nccl_load_failure(e))?;
+        self.simulated |= nccl.simulated.is_some();
+        if rank == 0 {
+            println!("# nccl-smoke {}", env!("CARGO_PKG_VERSION"));
+            table::nccl_lines(&nccl_info(&nccl)).iter().for_each(|l| println!("{l}"));
+        }
+
+        self.enter(Stage::Driver);
+        let driver = Driver::load(libs.cuda.as_deref()).map_err(|e| self.driver_failure(e))?;
+        self.simulated |= driver.simulated.is_some();
+        if rank == 0 {
+            println!("{}", table::driver_line(&driver_info(&driver)));
+        }
+
+        self.enter(Stage::Device);
+        let device = self.open_device(&driver, boot.local_rank())?;
+        let me = RankInfo {
+            rank,
+            host: self.who.host.clone(),
+            local_rank: boot.local_rank(),
+            pid: std::process::id(),
+            device: device.info.clone(),
+        };
+        let infos = gather_json(boot.as_ref(), &me);
+        if let Some(infos) = infos {
+            self.start_results(boot.as_ref(), &nccl, &driver, infos);
+        }
+
+        let selected = patterns::select(&self.args.patterns).at(Stage::Launch, &self.who)?;
+        let timing = Timing {
+            warmup: self.args.warmup_iters,
+            iters: self.args.iters,
+            check: self.args.check == 1,
+            dtype: self.args.datatype,
+            op: self.args.op,
+            deadline: self.args.deadline(Stage::Run),
+        };
+
+        self.enter(Stage::Alloc);
+        let (send_max, recv_max) = buffer_sizes(&selected, &sizes, &timing, nranks);
+        let mut bufs = Buffers::new(send_max, recv_max, timing.iters).map_err(|e| {
+            Failure::new(Stage::Alloc, &self.who, &e)
+                .cause(format!(
+                    "{} + {} bytes of device memory (and {} timing events) could not be had",
+                    send_max,
+                    recv_max,
+                    2 * timing.iters
+                ))
+                .hint("lower -e/--maxbytes, or check what else holds GPU memory (nvidia-smi)")
+        })?;
+
+        self.enter(Stage::UniqueId);
+        let id = self.unique_id(boot.as_ref(), &nccl)?;
+
+        self.enter(Stage::Init);
+        let mut comm = Communicator::init(&nccl, &id, rank, nranks, self.args.deadline(Stage::Init))
+            .map_err(|e| self.comm_failure(Stage::Init, e))?;
+
+        self.enter(Stage::Connect);
+        let connect_timing = Timing {
+            deadline: self.args.deadline(Stage::Connect),
+            ..timing
+        };
+        for p in &selected {
+            bench::connect(&mut comm, *p, &bufs, &connect_timing)
+                .map_err(|e| self.comm_failure(Stage::Connect, e))?;
+        }
+
+        self.enter(Stage::Run);
+        let rows = self.sweep(&mut comm, boot.as_ref(), &selected, &sizes, &mut bufs, &timing)?;
+
+        self.enter(Stage::Verify);
+        if let Some(f) = self.verify_failure(&rows) {
+            // Tear down cleanly anyway: a data error is no reason to leave a hung peer.
+            let _ = comm.finalize(self.args.deadline(Stage::Finalize));
+            return Err(f);
+        }
+
+        self.enter(Stage::Finalize);
+        comm.finalize(self.args.deadline(Stage::Finalize))
+            .map_err(|e| self.comm_failure(Stage::Finalize, e))?;
+        drop(bufs);
+        drop(device);
+        self.leave(true);
+        Ok(self.pass(&selected, &sizes, nranks))
+    }
+
+    /// MPI (or a world of one), the launcher cross-check, and the first MPI collective.
+    fn launch(&mut self) -> Result<Box<dyn Bootstrap>, Failure> {
+        progress::enter(Stage::Launch, self.who.rank);
+        let boot = init_bootstrap().at(Stage::Launch, &self.who)?;
+        if let Some(msg) = bootstrap::launcher::mismatch(boot.size(), bootstrap::launcher::from_env().as_ref()) {
+            return Err(Failure::new(Stage::Launch, &self.who, msg)
+                .cause("nccl-smoke was built against one MPI and started by another's launcher")
+                .hint("use the mpirun of the MPI nccl-smoke was built with (see `ldd nccl-smoke | grep mpi`), or rebuild against this one"));
+        }
+        self.who.rank = Some(boot.rank());
+        progress::enter(Stage::Launch, self.who.rank);
+        if self.args.backend == Backend::Sim {
+            self.simulated_launch_fault()?;
+        }
+        boot.barrier();
+        Ok(boot)
+    }
+
+    /// The simulation's `launch` fault: a rank that never reaches the first MPI collective.
+    fn simulated_launch_fault(&self) -> Result<(), Failure> {
+        let faults = FaultSet::from_env().at(Stage::Launch, &self.who)?;
+        match faults.find(Where::Launch, self.who.rank).map(|f| f.kind) {
+            Some(Kind::Hang) => loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            },
+            Some(Kind::Crash) => std::process::abort(),
+            Some(Kind::Error) => Err(Failure::new(
+                Stage::Launch,
+                &self.who,
+                "simulated launch failure (NCCL_SMOKE_SIM_FAULT)",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn nccl_load_failure(&self, e: NcclError) -> Failure {
+        let f = Failure::new(Stage::NcclLoad, &self.who, &e);
+        match e {
+            NcclError::NotFound { .. } => f
+                .cause("libnccl could not be loaded from that path or the library search path")
+                .hint("install NCCL (e.g. the nvidia-nccl-cu12 wheel), or point --nccl-lib / NCCL_SMOKE_NCCL_LIB at libnccl.so.2"),
+            NcclError::MissingSymbol { .. } => f
+                .cause("this libnccl is older than nccl-smoke supports")
+                .hint("use NCCL 2.7.3 or newer (--nccl-lib)"),
+            NcclError::Call { .. } => f,
+        }
+    }
+
+    fn driver_failure(&self, e: CudaError) -> Failure {
+        let f = Failure::new(Stage::Driver, &self.who, &e);
+        match e.code_name() {
+            None => f
+                .cause(format!(
+                    "no usable NVIDIA driver library ({}) on this node or in this container",
+                    cuda::DRIVER_SONAME
+                ))
+                .hint("install the NVIDIA driver; in a container, run with the NVIDIA container toolkit \
+                       (--gpus all / runtimeClassName: nvidia) so the driver library is mounted"),
+            Some("CUDA_ERROR_NO_DEVICE") => f
+                .cause("the driver sees no GPU")
+                .hint("check CUDA_VISIBLE_DEVICES and that the container/pod was given GPUs (nvidia-smi -L)"),
+            Some("CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE" | "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH") => f
+                .cause("the user-space driver library does not match the kernel module")
+                .hint("make the container's libcuda match the host driver (NVIDIA container toolkit), or reboot after a driver upgrade"),
+            Some(_) => f.hint("nvidia-smi and dmesg show the driver's state"),
+        }
+    }
+
+    fn open_device(&self, driver: &Driver, local_rank: u32) -> Result<Device, Failure> {
+        let count = driver.device_count().at(Stage::Device, &self.who)?;
+        let visible = std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "(unset)".into());
+        if count <= 0 {
+            return Err(Failure::new(Stage::Device, &self.who, "the driver reports 0 devices")
+                .cause(format!("no GPU visible to this process (CUDA_VISIBLE_DEVICES={visible})"))
+                .hint("check CUDA_VISIBLE_DEVICES and the GPUs given to the container"));
+        }
+        let ordinal = self.args.device.unwrap_or((local_rank % count as u32) as i32);
+        if ordinal < 0 || ordinal >= count {
+            return Err(Failure::new(
+                Stage::Device,
+                &self.who,
+                format!("device {ordinal} does not exist: {count} visible (CUDA_VISIBLE_DEVICES={visible})"),
+            )
+            .hint("--device must be below the number of visible devices"));
+        }
+        Device::open(ordinal).map_err(|e| {
+            Failure::new(Stage::Device, &self.who, &e)
+                .cause(format!("device {ordinal} of {count} could not be opened (CUDA_VISIBLE_DEVICES={visible})"))
+                .hint("check nvidia-smi for a GPU in a bad state (Xid errors in dmesg) or in exclusive-process mode")
+        })
+    }
+
+    fn start_results(&mut self, boot: &dyn Bootstrap, nccl: &Nccl, driver: &Driver, ranks: Vec<RankInfo>) {
+        let fp = Fingerprint {
+            hosts: fingerprint::hosts_of(&ranks),
+            ranks,
+            driver: Some(driver_info(driver)),
+            nccl: Some(nccl_info(nccl)),
+            launcher: boot.describe(),
+            env: fingerprint::env_snapshot(),
+        };
+        for line in table::fingerprint_lines(&fp, self.simulated) {
+            println!("{line}");
+        }
+        warn_shared_gpus(&fp);
+        let Some(path) = &self.args.json else { return };
+        let a = self.args;
+        let doc = ResultsDoc {
+            schema: crate::report::results::SCHEMA.into(),
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            backend: if self.simulated { "SIMULATED".into() } else { "nccl".into() },
+            simulated: self.simulated,
+            command: std::env::args().collect(),
+            config: RunConfig {
+                patterns: a.patterns.clone(),
+                minbytes: a.minbytes,
+                maxbytes: a.maxbytes(),
+                stepfactor: a.stepbytes.is_none().then_some(a.stepfactor),
+                stepbytes: a.stepbytes,
+                iters: a.iters,
+                warmup_iters: a.warmup_iters,
+                check: a.check == 1,
+                datatype: a.datatype.name().into(),
+                op: a.op.name().into(),
+            },
+            fingerprint: fp,
+            stages: self.stages.clone(),
+            results: Vec::new(),
+            failures: Vec::new(),
+            verdict: Verdict {
+                status: Status::Incomplete,
+                line: "INCOMPLETE: the run has not finished".into(),
+                exit_code: exit::INTERNAL,
+                stage: None,
+            },
+        };
+        self.results = Some(ResultsFile::new(path, doc));
+        self.save();
+        progress::send(&Event::Results {
+            path: path.display().to_string(),
+        });
+    }
+
+    /// Rank 0 makes the id and broadcasts it with a status byte, so that when it cannot, the
+    /// other ranks say so instead of waiting for an id that never comes.
+    fn unique_id(&self, boot: &dyn Bootstrap, nccl: &Nccl) -> Result<nccl::UniqueId, Failure> {
+        let mut msg = vec![0u8; 1 + nccl::NCCL_UNIQUE_ID_BYTES as usize];
+        let mine = if boot.rank() == 0 {
+            let r = nccl.get_unique_id();
+            if let Ok(id) = &r {
+                msg[0] = 1;
+                msg[1..].copy_from_slice(id);
+            }
+            Some(r)
+        } else {
+            None
+        };
+        boot.broadcast(&mut msg);
+        match mine {
+            Some(Err(e)) => Err(self.nccl_failure(Stage::UniqueId, &e).hint(
+                "ncclGetUniqueId needs a usable network interface: check NCCL_SOCKET_IFNAME",
+            )),
+            _ if msg[0] != 1 => Err(Failure::new(
+                Stage::UniqueId,
+                &self.who,
+                "rank 0 could not create the NCCL unique id (see rank 0's verdict)",
+            )),
+            _ => {
+                let mut id = [0u8; nccl::NCCL_UNIQUE_ID_BYTES as usize];
+                id.copy_from_slice(&msg[1..]);
+                Ok(id)
+            }
+        }
+    }
+
+    fn nccl_failure(&self, stage: Stage, e: &NcclError) -> Failure {
+        let mut f = Failure::new(stage, &self.who, e);
+        f.evidence = self.log_warnings();
+        f
+    }
+
+    /// A communicator failure, with "connect" split by NCCL's own words.
+    fn comm_failure(&self, stage: Stage, e: CommError) -> Failure {
+        let mut f = Failure::new(stage, &self.who, &e);
+        f.evidence = self.log_warnings();
+        let mut lines: Vec<&str> = vec![f.error.as_str()];
+        lines.extend(f.evidence.iter().map(String::as_str));
+        if let Some(found) = classify::classify(lines.iter().copied()) {
+            if stage == Stage::Connect {
+                f.stage = found.stage;
+            }
+            if !f.evidence.contains(&found.evidence) {
+                f.evidence.insert(0, found.evidence.clone());
+            }
+            f = f.cause(found.cause).hint(found.hint);
+        } else if let CommError::Timeout { .. } = e {
+            f = f.cause("an operation did not complete: a peer stopped, or a link hangs").hint(
+                "rerun with NCCL_DEBUG=INFO; the ranks that did not report are the suspects",
+            );
+        } else if e.nccl().and_then(NcclError::last_error).is_some_and(|l| l.contains("driver version is insufficient")) {
+            f = f
+                .cause("the CUDA driver is older than the CUDA runtime this libnccl was built for")
+                .hint("upgrade the driver, or use an NCCL build for the driver's CUDA version");
+        }
+        f
+    }
+
+    /// WARN lines this process's NCCL wrote to its debug file, when the supervisor set one up.
+    fn log_warnings(&self) -> Vec<String> {
+        let Some(dir) = std::env::var_os(RUN_DIR_ENV) else {
+            return Vec::new();
+        };
+        let pid = format!(".{}.log", std::process::id());
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(&pid))
+            .filter_map(|e| std::fs::read(e.path()).ok())
+            .flat_map(|bytes| {
+                String::from_utf8_lossy(&bytes)
+                    .lines()
+                    .filter(|l| l.contains(" NCCL WARN "))
+                    .map(|l| l.trim().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .take(20)
+            .collect()
+    }
+
+    fn sweep(
+        &mut self,
+        comm: &mut Communicator,
+        boot: &dyn Bootstrap,
+        selected: &[&dyn Pattern],
+        sizes: &[usize],
+        bufs: &mut Buffers,
+        timing: &Timing,
+    ) -> Result<Vec<SizeResult>, Failure> {
+        let nranks = comm.nranks;
+        let mut rows = Vec::new();
+        for p in selected {
+            if self.who.rank == Some(0) {
+                for line in table::table_header(p.name(), nranks, self.simulated) {
+                    println!("{line}");
+                }
+            }
+            let mut last_count = None;
+            let mut pattern_rows = Vec::new();
+            for (epoch, &size) in sizes.iter().enumerate() {
+                let layout = p.layout(size, timing.dtype.size(), nranks);
+                if last_count == Some(layout.count) {
+                    continue; // rounding made it the same message as the previous size
+                }
+                last_count = Some(layout.count);
+                let sample = bench::measure(comm, boot, *p, &layout, bufs, timing, epoch as u32)
+                    .map_err(|e| self.comm_failure(Stage::Run, e))?;
+                progress::beat();
+                if let Some(all) = gather_json(boot, &sample) {
+                    let row = bench::combine(*p, &layout, timing, nranks, &all);
+                    println!("{}", table::table_row(&row));
+                    if let Some(r) = self.results.as_mut() {
+                        r.doc.results.push(row.clone());
+                    }
+                    self.save();
+                    pattern_rows.push(row);
+                }
+            }
+            if self.who.rank == Some(0) {
+                println!("{}", table::avg_busbw_line(&pattern_rows, self.simulated));
+            }
+            rows.extend(pattern_rows);
+        }
+        Ok(rows)
+    }
+
+    fn verify_failure(&self, rows: &[SizeResult]) -> Option<Failure> {
+        let bad: Vec<&SizeResult> = rows.iter().filter(|r| r.wrong > 0).collect();
+        let first = bad.first()?;
+        let total: u64 = bad.iter().map(|r| r.wrong).sum();
+        let detail = match &first.first_wrong {
+            Some((receiver, w)) => {
+                let from = w.sender.map(|s| format!(", sent by rank {s}")).unwrap_or_default();
+                format!(
+                    "; first at element {} on rank {receiver}: expected {}, got {}{from}",
+                    w.index, w.expected, w.got
+                )
+            }
+            None => String::new(),
+        };
+        let sizes: Vec<String> = bad.iter().map(|r| format!("{} {} B", r.pattern, r.size_bytes)).collect();
+        Some(
+            Failure::new(
+                Stage::Verify,
+                &self.who,
+                format!("{total} wrong elements in {}{detail}", sizes.join(", ")),
+            )
+            .cause("data was corrupted between ranks: a faulty link (NVLink/PCIe/network), GPU memory, or a library bug")
+            .hint("rerun the failing pattern alone; check ECC and link errors (nvidia-smi -q -d ECC, nvidia-smi nvlink -e, dmesg)"),
+        )
+    }
+
+    fn pass(&mut self, selected: &[&dyn Pattern], sizes: &[usize], nranks: u32) -> u8 {
+        let hosts = self
+            .results
+            .as_ref()
+            .map(|r| r.doc.fingerprint.hosts.len())
+            .unwrap_or(1);
+        let label = if self.simulated { " [SIMULATED]" } else { "" };
+        let checked = if self.args.check == 1 { "verified" } else { "NOT verified (-c 0)" };
+        let line = format!(
+            "PASS{label} — {} patterns × {} sizes, {checked}, on {nranks} ranks{}",
+            selected.len(),
+            sizes.len(),
+            if self.results.is_some() { format!(", {hosts} host(s)") } else { String::new() }
+        );
+        if self.who.rank == Some(0) {
+            println!("{line}");
+        }
+        if let Some(r) = self.results.as_mut() {
+            r.doc.stages = self.stages.clone();
+            r.doc.verdict = Verdict {
+                status: Status::Pass,
+                line,
+                exit_code: exit::PASS,
+                stage: None,
+            };
+        }
+        self.save();
+        exit::PASS
+    }
+}
+
+fn nccl_info(nccl: &Nccl) -> NcclInfo {
+    NcclInfo {
+        version: nccl.version(),
+        version_code: nccl.version_code,
+        path: nccl.path.clone(),
+        capabilities: nccl.caps,
+        simulated: nccl.simulated.clone(),
+    }
+}
+
+fn driver_info(driver: &Driver) -> DriverInfo {
+    DriverInfo {
+        cuda_version: cuda::version_string(driver.version),
+        version_code: driver.version,
+        path: driver.path.clone(),
+        simulated: driver.simulated.clone(),
+    }
+}
+
+/// Largest send and receive buffers any selected pattern needs over the sweep (and connect).
+fn buffer_sizes(selected: &[&dyn Pattern], sizes: &[usize], t: &Timing, nranks: u32) -> (usize, usize) {
+    let elem = t.dtype.size();
+    let mut send = elem * nranks as usize;
+    let mut recv = send;
+    for p in selected {
+        for &s in sizes {
+            let l = p.layout(s, elem, nranks);
+            send = send.max(l.count * elem);
+            recv = recv.max(l.recv_count * elem);
+        }
+    }
+    (send, recv)
+}
+
+/// Gathers one serialisable value per rank to rank 0.
+fn gather_json<T: serde::Serialize + serde::de::DeserializeOwned>(
+    boot: &dyn Bootstrap,
+    mine: &T,
+) -> Option<Vec<T>> {
+    let bytes = serde_json::to_vec(mine).unwrap_or_default();
+    let all = boot.gather(&bytes)?;
+    Some(
+        all.iter()
+            .filter_map(|b| serde_json::from_slice(b).ok())
+            .collect(),
+    )
+}
+
+/// Two ranks of one host on one GPU is a classic misconfiguration; NCCL before 2.30 refuses it.
+fn warn_shared_gpus(fp: &Fingerprint) {
+    for (i, a) in fp.ranks.iter().enumerate() {
+        if let Some(b) = fp.ranks[..i]
+            .iter()
+            .find(|b| b.host == a.host && b.device.uuid == a.device.uuid)
+        {
+            println!(
+                "# WARNING: ranks {} and {} on {} share GPU {} ({}): bind one GPU per local rank \
+                 (CUDA_VISIBLE_DEVICES or --device)",
+                b.rank, a.rank, a.host, a.device.ordinal, a.device.uuid
+            );
+        }
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn init_bootstrap() -> Result<Box<dyn Bootstrap>, String> {
+    match bootstrap::mpi::Mpi::init() {
+        Some(m) => Ok(Box::new(m)),
+        None => Err("MPI_Init failed or MPI was already initialised".into()),
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+fn init_bootstrap() -> Result<Box<dyn Bootstrap>, String> {
+    Ok(Box::new(bootstrap::single::Single))
+}

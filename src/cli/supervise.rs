@@ -1,0 +1,260 @@
+//! Each rank is two processes: the one the launcher started (the supervisor) and a worker it
+//! spawns to do the work. The worker touches MPI, NCCL and the driver; the supervisor touches
+//! none of them, so it survives whatever they do. It follows the worker's stages over a Unix
+//! socket and, when the worker stops making progress within the stage's deadline or dies of a
+//! signal, names the stage, the rank and the host, kills the worker and exits with the stage's
+//! code. A hang or a segfault inside a library becomes a verdict instead of a silent job.
+
+use super::RunArgs;
+use super::backend::{self, SIM_LINK_DIR_ENV};
+use crate::bootstrap::launcher;
+use crate::error::{Failure, Who};
+use crate::ffi::os;
+use crate::progress::{Event, SOCKET_ENV};
+use crate::report::results::{self, Status, Verdict};
+use crate::stage::{Stage, exit};
+use std::io::{BufRead, BufReader};
+use std::os::unix::net::UnixListener;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Set in the worker's environment.
+const WORKER_ENV: &str = "NCCL_SMOKE_WORKER";
+/// Where the worker finds the run folder (NCCL logs, socket).
+pub const RUN_DIR_ENV: &str = "NCCL_SMOKE_RUN_DIR";
+/// The supervisor's own deadline trails the worker's, so that the worker, which can abort the
+/// communicator and say more, reports first when it can.
+const GRACE: Duration = Duration::from_millis(1500);
+
+pub fn is_worker() -> bool {
+    std::env::var_os(WORKER_ENV).is_some()
+}
+
+/// What the supervisor knows of its worker.
+struct Watch {
+    stage: Stage,
+    rank: Option<u32>,
+    since: Instant,
+    results: Option<PathBuf>,
+    failed: Option<Failure>,
+}
+
+pub fn supervise(args: &RunArgs) -> u8 {
+    let host = os::hostname();
+    let view = launcher::from_env();
+    let rank = view.as_ref().and_then(|v| v.rank);
+    let who = Who { rank, host };
+    if rank.unwrap_or(0) == 0 {
+        if let Some(p) = &args.json {
+            if let Err(msg) = results::check_writable(p) {
+                eprintln!("nccl-smoke: {msg}");
+                return exit::USAGE;
+            }
+        }
+    }
+    let run_dir = std::env::temp_dir().join(format!("nccl-smoke.{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&run_dir) {
+        return say(Failure::new(Stage::Launch, &who, format!("cannot create {}: {e}", run_dir.display())));
+    }
+    let code = match spawn_and_watch(args, &who, &run_dir) {
+        Ok(code) => code,
+        Err(f) => say(f),
+    };
+    // Keep NCCL's logs of a failed run for the operator; a clean run leaves nothing behind.
+    if code == exit::PASS {
+        let _ = std::fs::remove_dir_all(&run_dir);
+    } else if has_logs(&run_dir) {
+        eprintln!("nccl-smoke: NCCL logs of this rank kept in {}", run_dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&run_dir);
+    }
+    code
+}
+
+fn has_logs(dir: &Path) -> bool {
+    std::fs::read_dir(dir)
+        .map(|it| it.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".log")))
+        .unwrap_or(false)
+}
+
+fn say(f: Failure) -> u8 {
+    println!("{f}");
+    f.exit_code()
+}
+
+fn spawn_and_watch(args: &RunArgs, who: &Who, run_dir: &Path) -> Result<u8, Failure> {
+    let sock = run_dir.join("supervisor.sock");
+    let listener = UnixListener::bind(&sock)
+        .map_err(|e| Failure::new(Stage::Launch, who, format!("cannot listen on {}: {e}", sock.display())))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::new(Stage::Launch, who, format!("cannot locate nccl-smoke itself: {e}")))?;
+    let mut cmd = Command::new(exe);
+    cmd.args(std::env::args_os().skip(1))
+        .env(WORKER_ENV, "1")
+        .env(SOCKET_ENV, &sock)
+        .env(RUN_DIR_ENV, run_dir);
+    if std::env::var_os("NCCL_DEBUG").is_none() {
+        // NCCL's own words are the best evidence; keep its warnings out of the user's output.
+        cmd.env("NCCL_DEBUG", "WARN")
+            .env("NCCL_DEBUG_FILE", run_dir.join("nccl.%h.%p.log"));
+    }
+    if args.backend == super::Backend::Sim {
+        let dir = backend::prepare_sim_dir(args).map_err(|e| Failure::new(Stage::NcclLoad, who, e))?;
+        let old = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
+        let ld = if old.is_empty() {
+            dir.display().to_string()
+        } else {
+            format!("{}:{old}", dir.display())
+        };
+        cmd.env("LD_LIBRARY_PATH", ld).env(SIM_LINK_DIR_ENV, &dir);
+        if let Some(r) = who.rank {
+            cmd.env(nccl_smoke_fault::RANK_ENV, r.to_string());
+        }
+    }
+    let child = cmd
+        .spawn()
+        .map_err(|e| Failure::new(Stage::Launch, who, format!("cannot start the worker process: {e}")))?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        if let Ok((stream, _)) = listener.accept() {
+            for line in BufReader::new(stream).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(ev) = serde_json::from_str::<Event>(&line) {
+                    if tx.send(ev).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    Ok(watch(args, who, child, rx))
+}
+
+fn watch(args: &RunArgs, who: &Who, mut child: Child, rx: mpsc::Receiver<Event>) -> u8 {
+    let mut w = Watch {
+        stage: Stage::Launch,
+        rank: who.rank,
+        since: Instant::now(),
+        results: None,
+        failed: None,
+    };
+    loop {
+        while let Ok(ev) = rx.recv_timeout(Duration::from_millis(50)) {
+            apply(&mut w, ev);
+        }
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                // Drain what the worker said just before it ended.
+                while let Ok(ev) = rx.try_recv() {
+                    apply(&mut w, ev);
+                }
+                if let Some(code) = status.code() {
+                    return code.clamp(0, 255) as u8;
+                }
+                let sig = status.signal().unwrap_or(0);
+                let f = crashed(&w, who, sig);
+                return conclude(&w, f);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                let f = Failure::new(w.stage, &who_at(&w, who), format!("lost track of the worker: {e}"));
+                return conclude(&w, f);
+            }
+        }
+        let deadline = args.deadline(w.stage);
+        if w.failed.is_none() && w.since.elapsed() > deadline + GRACE {
+            let _ = child.kill();
+            let _ = child.wait();
+            let f = hung(&w, who, deadline);
+            return conclude(&w, f);
+        }
+    }
+}
+
+fn apply(w: &mut Watch, ev: Event) {
+    match ev {
+        Event::Stage { stage, rank } => {
+            w.stage = stage;
+            w.rank = rank.or(w.rank);
+            w.since = Instant::now();
+        }
+        Event::Beat => w.since = Instant::now(),
+        Event::Results { path } => w.results = Some(PathBuf::from(path)),
+        Event::Failed { failure } => w.failed = Some(failure),
+    }
+}
+
+fn who_at(w: &Watch, who: &Who) -> Who {
+    Who {
+        rank: w.rank,
+        host: who.host.clone(),
+    }
+}
+
+fn hung(w: &Watch, who: &Who, deadline: Duration) -> Failure {
+    let f = Failure::new(
+        w.stage,
+        &who_at(w, who),
+        format!(
+            "no progress for {:.0} s in the {} stage (deadline {:.0} s): it hung; the worker was killed",
+            w.since.elapsed().as_secs_f64(),
+            w.stage,
+            deadline.as_secs_f64()
+        ),
+    );
+    match w.stage {
+        Stage::Launch => f
+            .cause("the first MPI collective did not complete: a rank never arrived, or MPI's collective \
+                    layer hangs (Open MPI HCOLL over container RDMA is a known case)")
+            .hint("mpirun -mca coll_hcoll_enable 0 -mca btl tcp,self; check UCX_NET_DEVICES, \
+                   NCCL_SOCKET_IFNAME and NCCL_IB_HCA name devices that exist in the pod"),
+        Stage::Init | Stage::UniqueId => f
+            .cause("not every rank joined the communicator: a rank is missing, or the bootstrap network \
+                    between hosts is unreachable")
+            .hint("check that NCCL_SOCKET_IFNAME names an interface that reaches every host; look for a rank \
+                   that failed earlier"),
+        Stage::Connect | Stage::ConnectImport | Stage::ConnectProxy | Stage::ConnectShm | Stage::ConnectNet => f
+            .cause("transport setup between ranks never completed")
+            .hint("rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P,SHM,NET and look at the last lines per rank"),
+        Stage::Finalize => f
+            .cause("communicator teardown hung")
+            .hint("a peer may have died or never finalized; NCCL_DEBUG=INFO shows which"),
+        _ => f.hint("rerun with NCCL_DEBUG=INFO to see where the library stopped"),
+    }
+}
+
+fn crashed(w: &Watch, who: &Who, sig: i32) -> Failure {
+    let culprit = match w.stage {
+        Stage::Launch => "the MPI library",
+        Stage::Driver | Stage::Device | Stage::Alloc => "the CUDA driver",
+        _ => "libnccl or the CUDA driver",
+    };
+    Failure::new(
+        w.stage,
+        &who_at(w, who),
+        format!("the worker died of {} during the {} stage", os::signal_name(sig), w.stage),
+    )
+    .cause(format!("a crash inside {culprit}"))
+    .hint("a core dump (ulimit -c unlimited) and NCCL_DEBUG=INFO show where")
+}
+
+/// Prints the verdict, records it in the results file when this is rank 0, and returns the code.
+fn conclude(w: &Watch, f: Failure) -> u8 {
+    println!("{f}");
+    if let Some(path) = &w.results {
+        if let Ok(mut doc) = results::load(path) {
+            doc.failures.push(f.clone());
+            doc.verdict = Verdict {
+                status: Status::Fail,
+                line: f.to_string(),
+                exit_code: f.exit_code(),
+                stage: Some(f.stage),
+            };
+            let _ = results::save(path, &doc);
+        }
+    }
+    f.exit_code()
+}

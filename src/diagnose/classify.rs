@@ -1,0 +1,149 @@
+//! Signatures of known failures in NCCL's error text and log lines.
+//!
+//! Each signature is a set of phrases NCCL prints for one failure (learned from NCCL's
+//! sources and public issue threads, 2.19 onwards) and the finding it stands for: the stage
+//! to name, the likely cause and what to try. The field reports behind each are cited.
+
+use crate::stage::Stage;
+
+/// What a signature stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub stage: Stage,
+    pub cause: &'static str,
+    pub hint: &'static str,
+    /// The line that matched.
+    pub evidence: String,
+}
+
+struct Signature {
+    stage: Stage,
+    /// Any of these phrases (case-insensitive) identifies the failure.
+    phrases: &'static [&'static str],
+    cause: &'static str,
+    hint: &'static str,
+}
+
+/// Most specific first: the first signature any line matches wins.
+const SIGNATURES: &[Signature] = &[
+    // Seed 000: cuMem handle import across containers, driver 570 UMD.
+    Signature {
+        stage: Stage::ConnectImport,
+        phrases: &[
+            "cuMemImportFromShareableHandle",
+            "ImportShareableBuffer",
+            "invalid device ordinal",
+            "cudaIpcOpenMemHandle",
+        ],
+        cause: "importing a peer GPU's buffer for the P2P transport failed (cuMem/IPC handle import); \
+                seen with the 570-series driver when ranks in separate containers each see their GPU as device 0",
+        hint: "upgrade the GPU driver; meanwhile NCCL_CUMEM_ENABLE=0 (legacy IPC) or NCCL_P2P_DISABLE=1 (SHM fallback)",
+    },
+    // Seed 003: proxy service cannot accept / serve a local rank.
+    Signature {
+        stage: Stage::ConnectProxy,
+        phrases: &[
+            "Proxy Service",
+            "proxy call",
+            "Could not receive type from localRank",
+            "proxyConnect",
+            "Resource temporarily unavailable",
+        ],
+        cause: "NCCL's proxy service could not accept or serve a local rank's connection: typically ranks \
+                not bound to their own GPU before init, or sends and receives that do not pair up",
+        hint: "set each rank's device before communicator init (one GPU per local rank); make every send \
+               match a receive on the peer; check NCCL_* settings and open-file limits (ulimit -n)",
+    },
+    // Seed 004: /dev/shm too small (Kubernetes default 64 MB).
+    Signature {
+        stage: Stage::ConnectShm,
+        phrases: &[
+            "/dev/shm",
+            "shared memory segment",
+            "shmOpen",
+            "shm_open",
+        ],
+        cause: "NCCL's shared-memory transport could not create or grow its segment: /dev/shm is too small \
+                or full (a pod's default is 64 MB)",
+        hint: "mount a memory-backed emptyDir at /dev/shm (Kubernetes) or raise --shm-size (Docker); \
+               NCCL_SHM_DISABLE=1 avoids the transport at a bandwidth cost",
+    },
+    Signature {
+        stage: Stage::ConnectNet,
+        phrases: &[
+            "NET/IB",
+            "NET/Socket",
+            "ibv_",
+            "NET/Plugin",
+            "Connection reset by peer",
+            "Connection refused",
+            "No route to host",
+        ],
+        cause: "the network transport between hosts failed (socket or InfiniBand)",
+        hint: "check NCCL_SOCKET_IFNAME and NCCL_IB_HCA name interfaces that exist and reach the peers; \
+               firewall rules; IB port state (ibstat)",
+    },
+];
+
+/// The first finding among `lines` (error text first, then log lines).
+pub fn classify<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<Finding> {
+    let lines: Vec<&str> = lines.into_iter().collect();
+    SIGNATURES.iter().find_map(|sig| {
+        lines.iter().find_map(|line| {
+            let lower = line.to_lowercase();
+            sig.phrases
+                .iter()
+                .any(|p| lower.contains(&p.to_lowercase()))
+                .then(|| Finding {
+                    stage: sig.stage,
+                    cause: sig.cause,
+                    hint: sig.hint,
+                    evidence: line.trim().to_string(),
+                })
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_000_import_failure() {
+        let f = classify([
+            "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] via P2P/CUMEM",
+            "host:1:2 [0] transport/p2p.cc:275 NCCL WARN Cuda failure 101 'invalid device ordinal'",
+        ])
+        .unwrap();
+        assert_eq!(f.stage, Stage::ConnectImport);
+        assert!(f.evidence.contains("invalid device ordinal"));
+    }
+
+    #[test]
+    fn seed_003_proxy_failure() {
+        let f = classify(["proxy.cc:1473 NCCL WARN [Service thread] Accept failed Resource temporarily unavailable"]).unwrap();
+        assert_eq!(f.stage, Stage::ConnectProxy);
+    }
+
+    #[test]
+    fn seed_004_shm_failure() {
+        let f = classify([
+            "unhandled system error",
+            "shm.cc:114 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-Zr3l1 (size 9637888)",
+        ])
+        .unwrap();
+        assert_eq!(f.stage, Stage::ConnectShm);
+        assert!(f.evidence.starts_with("shm.cc"));
+    }
+
+    #[test]
+    fn healthy_lines_give_nothing() {
+        assert_eq!(
+            classify([
+                "host:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>",
+                "host:1:1 [0] NCCL INFO comm 0x5 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE",
+            ]),
+            None
+        );
+    }
+}

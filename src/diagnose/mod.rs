@@ -1,0 +1,3 @@
+//! From symptoms to causes: which sub-step of "connect" failed, and why, from NCCL's own words.
+
+pub mod classify;

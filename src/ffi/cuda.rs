@@ -1,0 +1,388 @@
+//! The CUDA driver API, loaded at run time through `cudarc` (dynamic loading).
+//!
+//! cudarc panics when its library or a symbol is missing, and has no library-path option.
+//! So this module opens the driver library itself first (`RTLD_GLOBAL`, so cudarc's own
+//! lookups by soname resolve to the very same library), checks every symbol nccl-smoke will
+//! call, and only then lets cudarc near it. A missing driver or symbol is a finding, not a crash.
+//!
+//! Safe wrappers own what they create: a [`Stream`], [`Event`] or [`DeviceBuffer`] releases
+//! itself on drop.
+
+use super::os;
+use cudarc::driver::result::{self, DriverError};
+use cudarc::driver::sys;
+use std::ffi::{CStr, c_void};
+use std::path::PathBuf;
+
+/// The soname the dynamic linker resolves for the CUDA driver.
+pub const DRIVER_SONAME: &str = "libcuda.so.1";
+
+/// Every driver symbol nccl-smoke calls, checked at load so that cudarc never meets a missing one.
+const REQUIRED_SYMBOLS: &[&str] = &[
+    "cuInit",
+    "cuDriverGetVersion",
+    "cuGetErrorName",
+    "cuGetErrorString",
+    "cuDeviceGetCount",
+    "cuDeviceGet",
+    "cuDeviceGetName",
+    "cuDeviceGetUuid",
+    "cuDeviceGetPCIBusId",
+    "cuDeviceTotalMem_v2",
+    "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxRelease_v2",
+    "cuCtxSetCurrent",
+    "cuStreamCreate",
+    "cuStreamDestroy_v2",
+    "cuStreamQuery",
+    "cuStreamSynchronize",
+    "cuEventCreate",
+    "cuEventRecord",
+    "cuEventQuery",
+    "cuEventElapsedTime",
+    "cuEventDestroy_v2",
+    "cuMemAlloc_v2",
+    "cuMemFree_v2",
+    "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyDtoHAsync_v2",
+    "cuMemsetD8Async",
+];
+
+/// A failure of the driver API, decoded by name.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CudaError {
+    #[error("no CUDA driver library: cannot load {tried} ({detail})")]
+    NotFound { tried: String, detail: String },
+    #[error("the CUDA driver library {path} has no symbol {symbol}")]
+    MissingSymbol { path: String, symbol: String },
+    #[error("{call} failed: {name} ({code}): {message}")]
+    Call {
+        call: &'static str,
+        code: i32,
+        name: String,
+        message: String,
+    },
+}
+
+impl CudaError {
+    fn call(call: &'static str, e: DriverError) -> CudaError {
+        let name = e
+            .error_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "CUDA_ERROR_UNKNOWN".into());
+        let message = e
+            .error_string()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "no description from the driver".into());
+        CudaError::Call {
+            call,
+            code: e.0 as i32,
+            name,
+            message,
+        }
+    }
+
+    /// The driver's error name (`CUDA_ERROR_…`), when the driver gave one.
+    pub fn code_name(&self) -> Option<&str> {
+        match self {
+            CudaError::Call { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, CudaError>;
+
+fn check(call: &'static str, r: sys::CUresult) -> Result<()> {
+    r.result().map_err(|e| CudaError::call(call, e))
+}
+
+/// The loaded and initialised driver.
+#[derive(Debug)]
+pub struct Driver {
+    /// Absolute path of the library that was loaded.
+    pub path: String,
+    /// `cuDriverGetVersion`, e.g. 12080 for CUDA 12.8.
+    pub version: i32,
+    /// The library's marker when it is nccl-smoke's simulation, else `None`.
+    pub simulated: Option<String>,
+    _lib: os::Library,
+}
+
+impl Driver {
+    /// Opens the driver (`path`, else [`DRIVER_SONAME`] through the dynamic linker), checks its
+    /// symbols and calls `cuInit(0)`.
+    pub fn load(path: Option<&str>) -> Result<Driver> {
+        let tried = path.unwrap_or(DRIVER_SONAME).to_string();
+        let lib = os::Library::open_global(&tried).map_err(|detail| CudaError::NotFound {
+            tried: tried.clone(),
+            detail,
+        })?;
+        let resolved = lib.path_of("cuInit").unwrap_or_else(|| tried.clone());
+        for symbol in REQUIRED_SYMBOLS {
+            if !lib.has(symbol) {
+                return Err(CudaError::MissingSymbol {
+                    path: resolved,
+                    symbol: (*symbol).into(),
+                });
+            }
+        }
+        // SAFETY: cudarc's loader panics only when no library or symbol is found; the library
+        // is open with RTLD_GLOBAL under its soname and every symbol was checked above.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(CudaError::NotFound {
+                tried,
+                detail: "cudarc could not find it by name after it was loaded".into(),
+            });
+        }
+        let simulated = lib.marker("ncclSmokeSimDriver");
+        let mut version = 0;
+        // SAFETY: valid out-pointer.
+        check("cuDriverGetVersion", unsafe {
+            sys::cuDriverGetVersion(&mut version)
+        })?;
+        result::init().map_err(|e| CudaError::call("cuInit", e))?;
+        Ok(Driver {
+            path: resolved,
+            version,
+            simulated,
+            _lib: lib,
+        })
+    }
+
+    pub fn device_count(&self) -> Result<i32> {
+        result::device::get_count().map_err(|e| CudaError::call("cuDeviceGetCount", e))
+    }
+}
+
+/// Formats a driver version code as `major.minor` (12080 → "12.8").
+pub fn version_string(code: i32) -> String {
+    format!("{}.{}", code / 1000, (code % 1000) / 10)
+}
+
+/// What identifies a GPU in a report.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct DeviceInfo {
+    /// Ordinal as this process sees it (after CUDA_VISIBLE_DEVICES).
+    pub ordinal: i32,
+    pub name: String,
+    /// `GPU-xxxxxxxx-xxxx-…`, as nvidia-smi prints it.
+    pub uuid: String,
+    /// PCI bus id, `0000:19:00.0` style.
+    pub bus_id: String,
+    /// Device memory in bytes.
+    pub total_mem: u64,
+}
+
+/// A device with its primary context made current on this thread.
+pub struct Device {
+    pub info: DeviceInfo,
+    cu: sys::CUdevice,
+}
+
+impl Device {
+    pub fn open(ordinal: i32) -> Result<Device> {
+        let cu = result::device::get(ordinal).map_err(|e| CudaError::call("cuDeviceGet", e))?;
+        let name =
+            result::device::get_name(cu).map_err(|e| CudaError::call("cuDeviceGetName", e))?;
+        let uuid = result::device::get_uuid(cu)
+            .map(|u| format_uuid(&u.bytes.map(|b| b as u8)))
+            .map_err(|e| CudaError::call("cuDeviceGetUuid", e))?;
+        let mut bus = [0 as std::ffi::c_char; 64];
+        // SAFETY: the buffer is 64 bytes and its length is passed.
+        check("cuDeviceGetPCIBusId", unsafe {
+            sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as i32, cu)
+        })?;
+        // SAFETY: the driver NUL-terminates within the length given.
+        let bus_id = unsafe { CStr::from_ptr(bus.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        // SAFETY: `cu` came from cuDeviceGet.
+        let total_mem = unsafe { result::device::total_mem(cu) }
+            .map_err(|e| CudaError::call("cuDeviceTotalMem", e))? as u64;
+        // SAFETY: `cu` is a valid device; the primary context is released in Drop.
+        let ctx = unsafe { result::primary_ctx::retain(cu) }
+            .map_err(|e| CudaError::call("cuDevicePrimaryCtxRetain", e))?;
+        // SAFETY: `ctx` was just retained.
+        unsafe { result::ctx::set_current(ctx) }
+            .map_err(|e| CudaError::call("cuCtxSetCurrent", e))?;
+        Ok(Device {
+            info: DeviceInfo {
+                ordinal,
+                name,
+                uuid,
+                bus_id,
+                total_mem,
+            },
+            cu,
+        })
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        // SAFETY: retained in `open`. A failure here cannot be acted on.
+        let _ = unsafe { result::primary_ctx::release(self.cu) };
+    }
+}
+
+fn format_uuid(b: &[u8; 16]) -> String {
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// An in-order work queue on the current device.
+pub struct Stream(sys::CUstream);
+
+impl Stream {
+    pub fn new() -> Result<Stream> {
+        result::stream::create(result::stream::StreamKind::NonBlocking)
+            .map(Stream)
+            .map_err(|e| CudaError::call("cuStreamCreate", e))
+    }
+
+    /// The raw handle, for NCCL calls.
+    pub fn raw(&self) -> *mut c_void {
+        self.0 as *mut c_void
+    }
+
+    /// `true` when all work queued so far has completed; never blocks.
+    pub fn is_idle(&self) -> Result<bool> {
+        // SAFETY: the stream is alive while `self` is.
+        match unsafe { sys::cuStreamQuery(self.0) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            other => check("cuStreamQuery", other).map(|_| false),
+        }
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`; destroying with work pending is allowed.
+        let _ = unsafe { result::stream::destroy(self.0) };
+    }
+}
+
+/// A timing event.
+pub struct Event(sys::CUevent);
+
+impl Event {
+    pub fn new() -> Result<Event> {
+        result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+            .map(Event)
+            .map_err(|e| CudaError::call("cuEventCreate", e))
+    }
+
+    pub fn record(&self, stream: &Stream) -> Result<()> {
+        // SAFETY: both handles are alive.
+        unsafe { result::event::record(self.0, stream.0) }
+            .map_err(|e| CudaError::call("cuEventRecord", e))
+    }
+
+    /// Milliseconds between `start` and `self`; both must have completed.
+    pub fn elapsed_ms_since(&self, start: &Event) -> Result<f32> {
+        // SAFETY: both events are alive and were recorded on one stream.
+        unsafe { result::event::elapsed(start.0, self.0) }
+            .map_err(|e| CudaError::call("cuEventElapsedTime", e))
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`.
+        let _ = unsafe { result::event::destroy(self.0) };
+    }
+}
+
+/// Device memory.
+pub struct DeviceBuffer {
+    ptr: sys::CUdeviceptr,
+    len: usize,
+}
+
+impl DeviceBuffer {
+    pub fn alloc(len: usize) -> Result<DeviceBuffer> {
+        // SAFETY: a context is current (Device::open); freed in Drop.
+        let ptr = unsafe { result::malloc_sync(len.max(1)) }
+            .map_err(|e| CudaError::call("cuMemAlloc", e))?;
+        Ok(DeviceBuffer { ptr, len })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The device address, for NCCL calls.
+    pub fn raw(&self) -> *mut c_void {
+        self.ptr as *mut c_void
+    }
+
+    /// Queues a copy of `src` to the start of the buffer. `src` must stay untouched until the
+    /// stream has passed this point; callers synchronise before reusing it.
+    pub fn copy_from_host(&self, src: &[u8], stream: &Stream) -> Result<()> {
+        assert!(src.len() <= self.len, "host slice larger than device buffer");
+        // SAFETY: lengths checked; the caller keeps `src` alive until the stream is idle.
+        unsafe { result::memcpy_htod_async(self.ptr, src, stream.0) }
+            .map_err(|e| CudaError::call("cuMemcpyHtoDAsync", e))
+    }
+
+    /// Queues a copy of the start of the buffer into `dst` (see [`copy_from_host`]).
+    pub fn copy_to_host(&self, dst: &mut [u8], stream: &Stream) -> Result<()> {
+        assert!(dst.len() <= self.len, "host slice larger than device buffer");
+        // SAFETY: lengths checked; the caller keeps `dst` alive until the stream is idle.
+        unsafe { result::memcpy_dtoh_async(dst, self.ptr, stream.0) }
+            .map_err(|e| CudaError::call("cuMemcpyDtoHAsync", e))
+    }
+
+    /// Queues filling the buffer with `byte`.
+    pub fn fill(&self, byte: u8, stream: &Stream) -> Result<()> {
+        // SAFETY: the whole allocation.
+        unsafe { result::memset_d8_async(self.ptr, byte, self.len, stream.0) }
+            .map_err(|e| CudaError::call("cuMemsetD8Async", e))
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `alloc`, freed once.
+        let _ = unsafe { result::free_sync(self.ptr) };
+    }
+}
+
+/// Where the driver library is expected, for messages.
+pub fn search_hint() -> PathBuf {
+    PathBuf::from(DRIVER_SONAME)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuid_is_formatted_like_nvidia_smi() {
+        let b: [u8; 16] = core::array::from_fn(|i| i as u8);
+        assert_eq!(
+            format_uuid(&b),
+            "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"
+        );
+    }
+
+    #[test]
+    fn version_codes_read_as_major_minor() {
+        assert_eq!(version_string(12080), "12.8");
+        assert_eq!(version_string(13000), "13.0");
+        assert_eq!(version_string(12020), "12.2");
+    }
+}

@@ -1,0 +1,157 @@
+//! The C library and the dynamic linker: the few POSIX calls std does not wrap.
+
+use libloading::os::unix::{Library as RawLibrary, RTLD_GLOBAL, RTLD_NOW};
+use std::ffi::{CStr, CString, c_char, c_void};
+
+/// A shared library opened with `RTLD_NOW | RTLD_GLOBAL`: its symbols resolve immediately and
+/// become visible to later `dlopen`s by soname (how cudarc finds the driver nccl-smoke chose).
+pub struct Library {
+    raw: RawLibrary,
+}
+
+impl std::fmt::Debug for Library {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Library")
+    }
+}
+
+impl Library {
+    /// Opens `name_or_path`; the error is the dynamic linker's own message.
+    pub fn open_global(name_or_path: &str) -> Result<Library, String> {
+        // SAFETY: loading a library runs its initialisers; that is the point of this tool and
+        // the libraries it loads are the ones the operator asked to test.
+        unsafe { RawLibrary::open(Some(name_or_path), RTLD_NOW | RTLD_GLOBAL) }
+            .map(|raw| Library { raw })
+            .map_err(|e| error_chain(&e))
+    }
+
+    /// Whether the library exports `symbol`.
+    pub fn has(&self, symbol: &str) -> bool {
+        self.address(symbol).is_some()
+    }
+
+    fn address(&self, symbol: &str) -> Option<*mut c_void> {
+        // SAFETY: the symbol is only inspected as an address, never called here.
+        unsafe { self.raw.get::<*mut c_void>(symbol.as_bytes()) }
+            .ok()
+            .map(|s| *s)
+    }
+
+    /// The absolute path of the file that defines `symbol` (dladdr), i.e. the library
+    /// actually loaded, whatever name it was asked by.
+    pub fn path_of(&self, symbol: &str) -> Option<String> {
+        let addr = self.address(symbol)?;
+        let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+        // SAFETY: `addr` is a symbol address from dlsym; `info` is a valid out-pointer.
+        let ok = unsafe { libc::dladdr(addr, info.as_mut_ptr()) };
+        if ok == 0 {
+            return None;
+        }
+        // SAFETY: dladdr succeeded, so the struct is filled.
+        let info = unsafe { info.assume_init() };
+        if info.dli_fname.is_null() {
+            return None;
+        }
+        // SAFETY: dli_fname is a NUL-terminated string owned by the loader.
+        let name = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy();
+        Some(
+            std::fs::canonicalize(name.as_ref())
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| name.into_owned()),
+        )
+    }
+
+    /// Calls a `const char *name(void)` marker function if the library exports one.
+    pub fn marker(&self, symbol: &str) -> Option<String> {
+        // SAFETY: marker symbols are `const char *(void)` by the simulation's contract; a
+        // library without the symbol is not asked.
+        let f = unsafe { self.raw.get::<unsafe extern "C" fn() -> *const c_char>(symbol.as_bytes()) }
+            .ok()?;
+        // SAFETY: see above.
+        let p = unsafe { f() };
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: a static NUL-terminated string.
+        Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+
+    /// The underlying handle, for the typed symbol tables built on it.
+    pub fn raw(&self) -> &RawLibrary {
+        &self.raw
+    }
+
+    /// Hands the handle to a symbol table that will own it.
+    pub fn into_raw(self) -> RawLibrary {
+        self.raw
+    }
+}
+
+/// An error and its sources, joined: libloading puts the dynamic linker's words in the source.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        src = s.source();
+    }
+    out
+}
+
+/// This machine's host name (`gethostname`), or "unknown".
+pub fn hostname() -> String {
+    let mut buf = [0 as c_char; 256];
+    // SAFETY: buffer and length match; the result is NUL-terminated on success.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr(), buf.len() - 1) };
+    if rc != 0 {
+        return "unknown".into();
+    }
+    // SAFETY: NUL-terminated by gethostname (last byte left zero).
+    unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Asks the kernel to kill this process when its parent dies, so that a worker never outlives
+/// the supervisor that a launcher (mpirun, srun, kubectl) is tearing down.
+pub fn die_with_parent() {
+    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and no pointers.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+    }
+}
+
+/// The name of a signal number, e.g. "SIGSEGV".
+pub fn signal_name(sig: i32) -> String {
+    // SAFETY: strsignal returns a pointer to a static or thread-local string.
+    let p = unsafe { libc::strsignal(sig) };
+    let desc = if p.is_null() {
+        String::new()
+    } else {
+        // SAFETY: NUL-terminated string from libc.
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    };
+    let abbrev = match sig {
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGILL => "SIGILL",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        _ => "",
+    };
+    match (abbrev.is_empty(), desc.is_empty()) {
+        (false, false) => format!("{abbrev} ({desc})"),
+        (false, true) => abbrev.to_string(),
+        (true, false) => format!("signal {sig} ({desc})"),
+        (true, true) => format!("signal {sig}"),
+    }
+}
+
+/// Converts to a C string, refusing interior NULs with a message instead of a panic.
+pub fn cstring(s: &str) -> Result<CString, String> {
+    CString::new(s).map_err(|_| format!("'{s}' contains a NUL byte"))
+}

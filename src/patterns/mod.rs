@@ -1,0 +1,181 @@
+//! Communication patterns: one file each, one trait, one registry.
+//!
+//! A pattern says how a message size maps to buffers, how to launch itself on a communicator,
+//! its busbw factor (as nccl-tests defines it), and where each received element comes from, so
+//! verification needs no extra communication and a wrong element is attributed to its sender.
+//! Adding a pattern is one new file and one line in [`REGISTRY`].
+
+mod all_reduce;
+mod all_to_all;
+mod send_recv_pairwise;
+mod send_recv_ring;
+
+use crate::comm::{CommError, Communicator, Region};
+use crate::data::{DataType, RedOp};
+
+/// Buffer shapes for one message size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Elements in the send buffer of each rank: the "count" column.
+    pub count: usize,
+    /// Elements each rank receives.
+    pub recv_count: usize,
+    /// Elements per peer, for patterns that split the buffer by peer (else `count`).
+    pub per_peer: usize,
+}
+
+impl Layout {
+    /// The "size" column: bytes each rank sends.
+    pub fn bytes(&self, dtype: DataType) -> usize {
+        self.count * dtype.size()
+    }
+}
+
+/// Where a received element comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Element `index` of `rank`'s send buffer.
+    Rank { rank: u32, index: usize },
+    /// The reduction over all ranks of their element `index`.
+    Reduced { index: usize },
+}
+
+/// One communication pattern.
+pub trait Pattern: Sync {
+    /// The name used in `--patterns`, tables and JSON.
+    fn name(&self) -> &'static str;
+    /// Whether the reduction op matters (the "redop" column).
+    fn reduces(&self) -> bool {
+        false
+    }
+    /// Buffer shapes for a message of about `bytes` bytes (rounded down to what divides evenly).
+    fn layout(&self, bytes: usize, elem_size: usize, nranks: u32) -> Layout;
+    /// busbw = algbw × this factor (nccl-tests' definition).
+    fn busbw_factor(&self, nranks: u32) -> f64;
+    /// Queues one operation on the communicator's stream.
+    fn launch(
+        &self,
+        comm: &Communicator,
+        send: Region,
+        recv: Region,
+        layout: &Layout,
+        dtype: DataType,
+        op: RedOp,
+    ) -> Result<(), CommError>;
+    /// Where element `index` of `rank`'s receive buffer comes from.
+    fn source(&self, rank: u32, nranks: u32, index: usize, layout: &Layout) -> Source;
+}
+
+/// Every pattern nccl-smoke knows, in the order it runs them.
+pub static REGISTRY: &[&dyn Pattern] = &[
+    &all_reduce::AllReduce,
+    &all_to_all::AllToAll,
+    &send_recv_ring::SendRecvRing,
+    &send_recv_pairwise::SendRecvPairwise,
+];
+
+/// Resolves a `--patterns` list: exact names, or a prefix (`send_recv` selects both shapes).
+pub fn select(names: &[String]) -> Result<Vec<&'static dyn Pattern>, String> {
+    let mut out: Vec<&'static dyn Pattern> = Vec::new();
+    for want in names {
+        let hits: Vec<_> = REGISTRY
+            .iter()
+            .filter(|p| p.name() == want || p.name().starts_with(&format!("{want}_")))
+            .collect();
+        if hits.is_empty() {
+            let known: Vec<_> = REGISTRY.iter().map(|p| p.name()).collect();
+            return Err(format!(
+                "unknown pattern '{want}': known patterns are {}",
+                known.join(", ")
+            ));
+        }
+        for p in hits {
+            if !out.iter().any(|q| q.name() == p.name()) {
+                out.push(*p);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn by_name(n: &str) -> &'static dyn Pattern {
+        select(&[n.to_string()]).unwrap()[0]
+    }
+
+    #[test]
+    fn busbw_factors_are_nccl_tests_ones() {
+        let n = 8;
+        assert_eq!(by_name("all_reduce").busbw_factor(n), 2.0 * 7.0 / 8.0);
+        assert_eq!(by_name("all_to_all").busbw_factor(n), 7.0 / 8.0);
+        assert_eq!(by_name("send_recv_ring").busbw_factor(n), 1.0);
+        assert_eq!(by_name("send_recv_pairwise").busbw_factor(n), 1.0);
+    }
+
+    #[test]
+    fn selection_by_prefix_and_errors() {
+        let names: Vec<_> = select(&["send_recv".into(), "all_reduce".into()])
+            .unwrap()
+            .iter()
+            .map(|p| p.name())
+            .collect();
+        assert_eq!(names, ["send_recv_ring", "send_recv_pairwise", "all_reduce"]);
+        let e = select(&["allreduce".into()]).err().unwrap();
+        assert!(e.contains("unknown pattern 'allreduce'") && e.contains("all_reduce"), "{e}");
+    }
+
+    #[test]
+    fn layouts_round_down_to_what_divides_evenly() {
+        let a2a = by_name("all_to_all").layout(100, 4, 3);
+        assert_eq!((a2a.count, a2a.per_peer, a2a.recv_count), (24, 8, 24));
+        let pw = by_name("send_recv_pairwise").layout(100, 4, 3);
+        assert_eq!((pw.count, pw.per_peer, pw.recv_count), (24, 12, 24));
+        let ar = by_name("all_reduce").layout(10, 4, 3);
+        assert_eq!((ar.count, ar.recv_count), (2, 2));
+        assert_eq!(by_name("all_reduce").layout(0, 4, 3).count, 0);
+    }
+
+    /// Every element a rank receives is claimed by exactly one sender element, and each sender
+    /// element goes to exactly one receiver: the data flow is a permutation.
+    #[test]
+    fn point_to_point_sources_form_a_permutation() {
+        for name in ["all_to_all", "send_recv_ring", "send_recv_pairwise"] {
+            let p = by_name(name);
+            for n in [1u32, 2, 3, 4, 5] {
+                let l = p.layout(4 * 60, 4, n);
+                let mut seen = std::collections::HashSet::new();
+                for r in 0..n {
+                    for i in 0..l.recv_count {
+                        match p.source(r, n, i, &l) {
+                            Source::Rank { rank, index } => {
+                                assert!(rank < n && index < l.count, "{name} n={n}");
+                                assert!(seen.insert((rank, index)), "{name} n={n} dup");
+                            }
+                            Source::Reduced { .. } => panic!("{name} does not reduce"),
+                        }
+                    }
+                }
+                assert_eq!(seen.len(), n as usize * l.recv_count, "{name} n={n}");
+            }
+        }
+    }
+
+    #[test]
+    fn all_to_all_chunk_j_comes_from_rank_j() {
+        let p = by_name("all_to_all");
+        let l = p.layout(4 * 8, 4, 4); // 2 elements per peer
+        assert_eq!(p.source(1, 4, 0, &l), Source::Rank { rank: 0, index: 2 });
+        assert_eq!(p.source(1, 4, 7, &l), Source::Rank { rank: 3, index: 3 });
+    }
+
+    #[test]
+    fn ring_receives_from_the_previous_rank() {
+        let p = by_name("send_recv_ring");
+        let l = p.layout(16, 4, 4);
+        assert_eq!(p.source(0, 4, 2, &l), Source::Rank { rank: 3, index: 2 });
+        assert_eq!(p.source(2, 4, 0, &l), Source::Rank { rank: 1, index: 0 });
+    }
+}

@@ -1,0 +1,81 @@
+//! The worker's side of the line to its supervisor (see `crate::supervise`): which stage it is
+//! in, that it is still making progress, and how it ended. One JSON object per line over a
+//! Unix socket; a worker started without a supervisor reports nowhere.
+
+use crate::error::Failure;
+use crate::stage::Stage;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::sync::{Mutex, OnceLock};
+
+/// Environment variable carrying the supervisor's socket path to the worker.
+pub const SOCKET_ENV: &str = "NCCL_SMOKE_SUPERVISOR_SOCKET";
+
+/// What a worker tells its supervisor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// Entered `stage`; the supervisor's deadline for it starts now.
+    Stage {
+        stage: Stage,
+        #[serde(default)]
+        rank: Option<u32>,
+    },
+    /// Still making progress within the current stage (restarts its deadline).
+    Beat,
+    /// Rank 0 writes its results document here.
+    Results { path: String },
+    /// The worker failed and has printed its own verdict.
+    Failed { failure: Failure },
+}
+
+static LINE: OnceLock<Mutex<Option<UnixStream>>> = OnceLock::new();
+
+fn line() -> &'static Mutex<Option<UnixStream>> {
+    LINE.get_or_init(|| {
+        let stream = std::env::var(SOCKET_ENV)
+            .ok()
+            .and_then(|p| UnixStream::connect(p).ok());
+        Mutex::new(stream)
+    })
+}
+
+/// Sends an event; a lost supervisor is not the worker's failure, so errors are dropped.
+pub fn send(event: &Event) {
+    let Ok(mut guard) = line().lock() else { return };
+    if let Some(stream) = guard.as_mut() {
+        let mut text = serde_json::to_string(event).unwrap_or_default();
+        text.push('\n');
+        if stream.write_all(text.as_bytes()).is_err() {
+            *guard = None;
+        }
+    }
+}
+
+/// Shorthand: entered `stage`.
+pub fn enter(stage: Stage, rank: Option<u32>) {
+    send(&Event::Stage { stage, rank });
+}
+
+/// Shorthand: still going.
+pub fn beat() {
+    send(&Event::Beat);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_one_json_line_each() {
+        let e = Event::Stage {
+            stage: Stage::Init,
+            rank: Some(1),
+        };
+        let text = serde_json::to_string(&e).unwrap();
+        assert_eq!(text, r#"{"event":"stage","stage":"init","rank":1}"#);
+        let back: Event = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, e);
+    }
+}

@@ -1,0 +1,5 @@
+//! What rank 0 shows and keeps: the fingerprint, nccl-tests-style tables, the results file.
+
+pub mod fingerprint;
+pub mod results;
+pub mod table;

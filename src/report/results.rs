@@ -1,0 +1,174 @@
+//! The results file: one versioned JSON document, rewritten after every measured size so a
+//! crash or a kill leaves everything that completed. `compare` reads it back.
+
+use super::fingerprint::Fingerprint;
+use crate::bench::SizeResult;
+use crate::error::Failure;
+use crate::stage::Stage;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Schema identifier; bumped when a field changes meaning.
+pub const SCHEMA: &str = "nccl-smoke/results/v1";
+
+/// How the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Status {
+    Pass,
+    Fail,
+    /// Still running, or killed before it could say.
+    Incomplete,
+}
+
+/// The run's verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub status: Status,
+    /// The line printed at the end of the run.
+    pub line: String,
+    /// The process exit code this verdict gives.
+    pub exit_code: u8,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<Stage>,
+}
+
+/// Sweep settings, as given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    pub patterns: Vec<String>,
+    pub minbytes: usize,
+    pub maxbytes: usize,
+    /// `-f`, when sizes grow by a factor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stepfactor: Option<f64>,
+    /// `-i`, when sizes grow by a fixed step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stepbytes: Option<usize>,
+    pub iters: u32,
+    pub warmup_iters: u32,
+    pub check: bool,
+    pub datatype: String,
+    pub op: String,
+}
+
+/// Seconds one stage took on rank 0.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageRecord {
+    pub stage: Stage,
+    /// Wall seconds from entering the stage to leaving it.
+    pub seconds: f64,
+    pub ok: bool,
+}
+
+/// The whole results document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultsDoc {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    pub tool_version: String,
+    /// RFC 3339, UTC.
+    pub started_at: String,
+    /// "nccl" for a real run, "SIMULATED" for the simulation backend.
+    pub backend: String,
+    /// True when any library that ran is nccl-smoke's simulation: numbers are CPU numbers.
+    pub simulated: bool,
+    /// The command line of rank 0.
+    pub command: Vec<String>,
+    pub config: RunConfig,
+    pub fingerprint: Fingerprint,
+    /// Rank 0's walk through the stages.
+    pub stages: Vec<StageRecord>,
+    /// One entry per measured size, in the order measured.
+    pub results: Vec<SizeResult>,
+    /// Failures known to rank 0.
+    pub failures: Vec<Failure>,
+    pub verdict: Verdict,
+}
+
+/// The document on disk, saved atomically (write, then rename).
+pub struct ResultsFile {
+    path: PathBuf,
+    pub doc: ResultsDoc,
+}
+
+impl ResultsFile {
+    pub fn new(path: &Path, doc: ResultsDoc) -> ResultsFile {
+        ResultsFile {
+            path: path.to_path_buf(),
+            doc,
+        }
+    }
+
+    pub fn save(&self) -> std::io::Result<()> {
+        save(&self.path, &self.doc)
+    }
+}
+
+/// Writes `doc` to `path` atomically.
+pub fn save(path: &Path, doc: &ResultsDoc) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let text = serde_json::to_vec_pretty(doc).map_err(std::io::Error::other)?;
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Why a results file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("cannot read results file {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path} is not an nccl-smoke results file: {detail}")]
+    Format { path: String, detail: String },
+}
+
+/// Reads a results file, checking its schema.
+pub fn load(path: &Path) -> Result<ResultsDoc, ReadError> {
+    let p = path.display().to_string();
+    let text = std::fs::read(path).map_err(|source| ReadError::Io {
+        path: p.clone(),
+        source,
+    })?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|e| ReadError::Format {
+            path: p.clone(),
+            detail: e.to_string(),
+        })?;
+    match value.get("schema").and_then(|s| s.as_str()) {
+        Some(SCHEMA) => {}
+        Some(other) => {
+            return Err(ReadError::Format {
+                path: p,
+                detail: format!("schema '{other}', this nccl-smoke reads '{SCHEMA}'"),
+            });
+        }
+        None => {
+            return Err(ReadError::Format {
+                path: p,
+                detail: "no \"schema\" field".into(),
+            });
+        }
+    }
+    serde_json::from_value(value).map_err(|e| ReadError::Format {
+        path: p,
+        detail: e.to_string(),
+    })
+}
+
+/// Checks that `path` can be written, before any rank touches a GPU.
+pub fn check_writable(path: &Path) -> Result<(), String> {
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| format!("--json {}: cannot write there: {e}", path.display()))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
