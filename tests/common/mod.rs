@@ -1,0 +1,109 @@
+//! Helpers for tests that start real processes: mpirun, the built binary, the libraries.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_nccl-smoke"))
+}
+
+/// The real libnccl.so.2 from the nvidia-nccl-cu12 wheel that scripts/setup.sh unpacks.
+pub fn wheel_nccl() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/nccl-cu12/nvidia/nccl/lib/libnccl.so.2");
+    assert!(p.exists(), "{} is missing: run scripts/setup.sh first", p.display());
+    p
+}
+
+/// Fails loudly when the simulation libraries were not built beside the binary.
+pub fn require_sim() {
+    let dir = bin().parent().unwrap().to_path_buf();
+    assert!(
+        dir.join("libnccl.so").exists() && dir.join("libcuda.so").exists(),
+        "simulation libraries missing in {}: run `cargo build --release --workspace` first",
+        dir.display()
+    );
+}
+
+/// A fresh scratch folder for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "nccl-smoke-test.{}.{}.{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst),
+        name
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `mpirun -np N nccl-smoke <args>` (Open MPI, as root allowed, oversubscribed), bounded
+/// by `limit_s` seconds of wall time so a broken test cannot hang the suite.
+pub fn mpirun(np: u32, args: &[&str], env: &[(&str, &str)], limit_s: u32) -> Output {
+    let mut cmd = Command::new("timeout");
+    cmd.arg("-k").arg("5").arg(limit_s.to_string());
+    cmd.arg("mpirun")
+        .arg("--oversubscribe")
+        .arg("--bind-to")
+        .arg("none")
+        .arg("-np")
+        .arg(np.to_string());
+    for (k, _) in env {
+        cmd.arg("-x").arg(k);
+    }
+    cmd.arg(bin()).args(args);
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_btl", "self,tcp")
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("mpirun could not be started: is openmpi-bin installed (scripts/setup.sh)?")
+}
+
+/// Runs the binary directly (one rank, no launcher).
+pub fn run1(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new("timeout");
+    cmd.arg("-k").arg("5").arg("120").arg(bin()).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}\n--- stderr ---\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+pub fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+/// Processes whose command line mentions `tag` (a test's unique scratch path).
+pub fn leftovers(tag: &str) -> Vec<String> {
+    let out = Command::new("pgrep").arg("-af").arg(tag).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.contains("pgrep"))
+        .map(String::from)
+        .collect()
+}
+
+/// Waits briefly for processes to go (killed ranks take a moment), then returns what is left.
+pub fn leftovers_after_grace(tag: &str) -> Vec<String> {
+    for _ in 0..50 {
+        if leftovers(tag).is_empty() {
+            return Vec::new();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    leftovers(tag)
+}
