@@ -479,25 +479,38 @@ impl Run<'_> {
         Ok(rows)
     }
 
+    /// Wrong data, pinned on the rank that sent it where the pattern tells (point-to-point and
+    /// all-to-all), else on the rank that received it.
     fn verify_failure(&self, rows: &[SizeResult]) -> Option<Failure> {
         let bad: Vec<&SizeResult> = rows.iter().filter(|r| r.wrong > 0).collect();
-        let first = bad.first()?;
+        if bad.is_empty() {
+            return None;
+        }
         let total: u64 = bad.iter().map(|r| r.wrong).sum();
-        let detail = match &first.first_wrong {
-            Some((receiver, w)) => {
+        let wrongs = bad.iter().filter_map(|r| r.first_wrong.as_ref().map(|w| (*r, w)));
+        let blamed = wrongs.clone().find(|(_, (_, w))| w.sender.is_some()).or(wrongs.clone().next());
+        let (detail, culprit) = match blamed {
+            Some((row, (receiver, w))) => {
                 let from = w.sender.map(|s| format!(", sent by rank {s}")).unwrap_or_default();
-                format!(
-                    "; first at element {} on rank {receiver}: expected {}, got {}{from}",
-                    w.index, w.expected, w.got
-                )
+                let detail = format!(
+                    "; e.g. {} {} B: element {} received by rank {receiver} is {} instead of {}{from}",
+                    row.pattern, row.size_bytes, w.index, w.got, w.expected
+                );
+                (detail, w.sender.unwrap_or(*receiver))
             }
-            None => String::new(),
+            None => (String::new(), self.who.rank.unwrap_or(0)),
         };
         let sizes: Vec<String> = bad.iter().map(|r| format!("{} {} B", r.pattern, r.size_bytes)).collect();
+        let host = self
+            .results
+            .as_ref()
+            .and_then(|r| r.doc.fingerprint.ranks.iter().find(|i| i.rank == culprit).map(|i| i.host.clone()))
+            .unwrap_or_else(|| self.who.host.clone());
+        let who = Who { rank: Some(culprit), host };
         Some(
             Failure::new(
                 Stage::Verify,
-                &self.who,
+                &who,
                 format!("{total} wrong elements in {}{detail}", sizes.join(", ")),
             )
             .cause("data was corrupted between ranks: a faulty link (NVLink/PCIe/network), GPU memory, or a library bug")
