@@ -1,6 +1,7 @@
 //! Command-line interface: flags, their validation, and the hand-over to each subcommand.
 
 mod backend;
+mod explain;
 mod run;
 mod supervise;
 
@@ -35,6 +36,10 @@ pub struct Cli {
 pub enum Command {
     /// Run the patterns across all ranks of the job: verify, measure, and name what fails.
     Run(RunArgs),
+    /// Diagnose NCCL logs from any job (PyTorch, nccl-tests, …) offline: which step failed,
+    /// on which host and process, the likely cause, and what to try. Exit code: 0 when nothing
+    /// known was found, else the stage code of the first finding; 2 when a file is unreadable.
+    Explain(explain::ExplainArgs),
 }
 
 /// Which libraries run.
@@ -165,6 +170,7 @@ impl RunArgs {
 /// Runs the parsed command; returns the process exit code.
 pub fn dispatch(cli: Cli) -> u8 {
     match cli.command {
+        Command::Explain(args) => explain::explain(&args),
         Command::Run(args) => {
             if let Err(msg) = args.validate() {
                 eprintln!("nccl-smoke: {msg}");
@@ -188,6 +194,7 @@ mod tests {
         v.extend_from_slice(args);
         Cli::try_parse_from(v).map(|c| match c.command {
             Command::Run(a) => a,
+            _ => unreachable!("parsed `run`"),
         })
     }
 
