@@ -13,6 +13,12 @@ pub struct LauncherView {
 /// Launcher variable families, most specific first: (label, size, rank, local rank).
 const FAMILIES: &[(&str, &str, &str, &str)] = &[
     (
+        "nccl-smoke launch (NCCL_SMOKE_WORLD_SIZE)",
+        super::tcp::SIZE_ENV,
+        super::tcp::RANK_ENV,
+        super::tcp::LOCAL_RANK_ENV,
+    ),
+    (
         "Open MPI (OMPI_COMM_WORLD_SIZE)",
         "OMPI_COMM_WORLD_SIZE",
         "OMPI_COMM_WORLD_RANK",

@@ -9,6 +9,7 @@ pub mod launcher;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod single;
+pub mod tcp;
 
 /// The collective operations nccl-smoke needs from its launcher, all blocking.
 pub trait Bootstrap {

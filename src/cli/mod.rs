@@ -2,6 +2,7 @@
 
 mod backend;
 mod explain;
+mod launch;
 mod run;
 mod supervise;
 
@@ -40,6 +41,9 @@ pub enum Command {
     /// on which host and process, the likely cause, and what to try. Exit code: 0 when nothing
     /// known was found, else the stage code of the first finding; 2 when a file is unreadable.
     Explain(explain::ExplainArgs),
+    /// Start N ranks on this node without MPI, e.g. `nccl-smoke launch -n 8 run`: each gets
+    /// its rank, local rank and the address of rank 0 through the environment.
+    Launch(launch::LaunchArgs),
 }
 
 /// Which libraries run.
@@ -171,6 +175,7 @@ impl RunArgs {
 pub fn dispatch(cli: Cli) -> u8 {
     match cli.command {
         Command::Explain(args) => explain::explain(&args),
+        Command::Launch(args) => launch::launch(&args),
         Command::Run(args) => {
             if let Err(msg) = args.validate() {
                 eprintln!("nccl-smoke: {msg}");

@@ -204,7 +204,7 @@ impl Run<'_> {
     /// MPI (or a world of one), the launcher cross-check, and the first MPI collective.
     fn launch(&mut self) -> Result<Box<dyn Bootstrap>, Failure> {
         progress::enter(Stage::Launch, self.who.rank);
-        let boot = init_bootstrap().at(Stage::Launch, &self.who)?;
+        let boot = init_bootstrap(self.args.deadline(Stage::Launch)).at(Stage::Launch, &self.who)?;
         if let Some(msg) = bootstrap::launcher::mismatch(boot.size(), bootstrap::launcher::from_env().as_ref()) {
             return Err(Failure::new(Stage::Launch, &self.who, msg)
                 .cause("nccl-smoke was built against one MPI and started by another's launcher")
@@ -613,8 +613,17 @@ fn warn_shared_gpus(fp: &Fingerprint) {
     }
 }
 
+/// `nccl-smoke launch`'s TCP star when its variables are set, else MPI (or, built without
+/// MPI, a world of one).
+fn init_bootstrap(deadline: std::time::Duration) -> Result<Box<dyn Bootstrap>, String> {
+    if bootstrap::tcp::Tcp::requested() {
+        return Ok(Box::new(bootstrap::tcp::Tcp::init(deadline)?));
+    }
+    mpi_or_single()
+}
+
 #[cfg(feature = "mpi")]
-fn init_bootstrap() -> Result<Box<dyn Bootstrap>, String> {
+fn mpi_or_single() -> Result<Box<dyn Bootstrap>, String> {
     match bootstrap::mpi::Mpi::init() {
         Some(m) => Ok(Box::new(m)),
         None => Err("MPI_Init failed or MPI was already initialised".into()),
@@ -622,6 +631,6 @@ fn init_bootstrap() -> Result<Box<dyn Bootstrap>, String> {
 }
 
 #[cfg(not(feature = "mpi"))]
-fn init_bootstrap() -> Result<Box<dyn Bootstrap>, String> {
+fn mpi_or_single() -> Result<Box<dyn Bootstrap>, String> {
     Ok(Box::new(bootstrap::single::Single))
 }
