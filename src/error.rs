@@ -68,6 +68,14 @@ impl Failure {
     }
 }
 
+impl Failure {
+    /// The same finding as a warning: it explains a slow run instead of failing it.
+    pub fn warning_line(&self) -> String {
+        let line = self.to_string();
+        line.replacen("FAIL at", "WARN at", 1)
+    }
+}
+
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let rank = match self.rank {

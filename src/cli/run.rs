@@ -30,6 +30,8 @@ struct Run<'a> {
     results: Option<ResultsFile>,
     stages: Vec<StageRecord>,
     simulated: bool,
+    /// (CUDA driver, NCCL) versions once known, for findings that depend on them.
+    versions: (Option<String>, Option<String>),
 }
 
 pub fn worker(args: &RunArgs) -> u8 {
@@ -46,6 +48,7 @@ pub fn worker(args: &RunArgs) -> u8 {
         results: None,
         stages: Vec::new(),
         simulated: args.backend == Backend::Sim,
+        versions: (None, None),
     };
     match run.go() {
         Ok(code) => code,
@@ -116,6 +119,7 @@ impl Run<'_> {
         let libs = backend::libraries(self.args).at(Stage::NcclLoad, &self.who)?;
         let nccl = Nccl::load(libs.nccl.as_deref()).map_err(|e| self.nccl_load_failure(e))?;
         self.simulated |= nccl.simulated.is_some();
+        self.versions.1 = Some(nccl.version());
         if rank == 0 {
             println!("# nccl-smoke {}", env!("CARGO_PKG_VERSION"));
             table::nccl_lines(&nccl_info(&nccl)).iter().for_each(|l| println!("{l}"));
@@ -124,6 +128,7 @@ impl Run<'_> {
         self.enter(Stage::Driver);
         let driver = Driver::load(libs.cuda.as_deref()).map_err(|e| self.driver_failure(e))?;
         self.simulated |= driver.simulated.is_some();
+        self.versions.0 = Some(cuda::version_string(driver.version));
         if rank == 0 {
             println!("{}", table::driver_line(&driver_info(&driver)));
         }
@@ -184,6 +189,8 @@ impl Run<'_> {
 
         self.enter(Stage::Run);
         let rows = self.sweep(&mut comm, boot.as_ref(), &selected, &sizes, &mut bufs, &timing)?;
+
+        self.advisories(boot.as_ref());
 
         self.enter(Stage::Verify);
         if let Some(f) = self.verify_failure(&rows) {
@@ -331,6 +338,7 @@ impl Run<'_> {
             stages: self.stages.clone(),
             results: Vec::new(),
             failures: Vec::new(),
+            warnings: Vec::new(),
             verdict: Verdict {
                 status: Status::Incomplete,
                 line: "INCOMPLETE: the run has not finished".into(),
@@ -396,7 +404,8 @@ impl Run<'_> {
             if !f.evidence.contains(&found.evidence) {
                 f.evidence.insert(0, found.evidence.clone());
             }
-            f = f.cause(found.cause).hint(found.hint);
+            let cause = format!("{}{}", found.cause, self.context_for(f.stage));
+            f = f.cause(cause).hint(found.hint);
         } else if let CommError::Timeout { .. } = e {
             f = f.cause("an operation did not complete: a peer stopped, or a link hangs").hint(
                 "rerun with NCCL_DEBUG=INFO; the ranks that did not report are the suspects",
@@ -409,8 +418,58 @@ impl Run<'_> {
         f
     }
 
+    /// Every rank reads its NCCL log for findings that explain a slow run; rank 0 prints and
+    /// keeps them.
+    fn advisories(&mut self, boot: &dyn Bootstrap) {
+        let lines = self.nccl_log_lines(|l| classify::advise([l]).is_some());
+        let mine: Vec<Failure> = classify::advise(lines.iter().map(String::as_str))
+            .map(|found| {
+                let mut f = Failure::new(Stage::Run, &self.who, &found.evidence)
+                    .cause(found.cause)
+                    .hint(found.hint);
+                f.evidence = vec![found.evidence];
+                f
+            })
+            .into_iter()
+            .collect();
+        let Some(all) = gather_json(boot, &mine) else { return };
+        for w in all.iter().flatten() {
+            println!("{}", w.warning_line());
+        }
+        if let Some(r) = self.results.as_mut() {
+            r.doc.warnings = all.into_iter().flatten().collect();
+        }
+        self.save();
+    }
+
+    /// Facts of this node that bear on a finding: the versions for a buffer-import failure
+    /// (a driver bug), the size of /dev/shm for a shared-memory one.
+    fn context_for(&self, stage: Stage) -> String {
+        match stage {
+            Stage::ConnectImport => format!(
+                " [this node: CUDA driver {}, NCCL {}]",
+                self.versions.0.as_deref().unwrap_or("unknown"),
+                self.versions.1.as_deref().unwrap_or("unknown")
+            ),
+            Stage::ConnectShm => match os::fs_space("/dev/shm") {
+                Some((total, free)) => format!(
+                    " [this node: /dev/shm {} MiB, {} MiB free]",
+                    total >> 20,
+                    free >> 20
+                ),
+                None => " [this node: /dev/shm is missing]".into(),
+            },
+            _ => String::new(),
+        }
+    }
+
     /// WARN lines this process's NCCL wrote to its debug file, when the supervisor set one up.
     fn log_warnings(&self) -> Vec<String> {
+        self.nccl_log_lines(|l| l.contains(" NCCL WARN "))
+    }
+
+    /// Lines of this process's NCCL debug file that `keep` selects (at most 20).
+    fn nccl_log_lines(&self, keep: impl Fn(&str) -> bool) -> Vec<String> {
         let Some(dir) = std::env::var_os(RUN_DIR_ENV) else {
             return Vec::new();
         };
@@ -425,7 +484,7 @@ impl Run<'_> {
             .flat_map(|bytes| {
                 String::from_utf8_lossy(&bytes)
                     .lines()
-                    .filter(|l| l.contains(" NCCL WARN "))
+                    .filter(|l| keep(l))
                     .map(|l| l.trim().to_string())
                     .collect::<Vec<_>>()
             })

@@ -97,8 +97,10 @@ fn spawn_and_watch(args: &RunArgs, who: &Who, run_dir: &Path) -> Result<u8, Fail
         .env(SOCKET_ENV, &sock)
         .env(RUN_DIR_ENV, run_dir);
     if std::env::var_os("NCCL_DEBUG").is_none() {
-        // NCCL's own words are the best evidence; keep its warnings out of the user's output.
-        cmd.env("NCCL_DEBUG", "WARN")
+        // NCCL's own words are the best evidence: its warnings, and the INIT/NET lines that say
+        // which transports it chose. They go to a file per process, not the user's screen.
+        cmd.env("NCCL_DEBUG", "INFO")
+            .env("NCCL_DEBUG_SUBSYS", "INIT,NET")
             .env("NCCL_DEBUG_FILE", run_dir.join("nccl.%h.%p.log"));
     }
     if args.backend == super::Backend::Sim {

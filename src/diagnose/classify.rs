@@ -85,10 +85,40 @@ const SIGNATURES: &[Signature] = &[
     },
 ];
 
+/// Lines that do not fail a run but explain a slow one.
+const ADVISORIES: &[Signature] = &[
+    // Seed 002: GPUDirect RDMA off, so inter-node traffic bounces through host memory.
+    Signature {
+        stage: Stage::Run,
+        phrases: &["GPU Direct RDMA Disabled"],
+        cause: "NCCL moves network data without GPUDirect RDMA (through host memory), so inter-node bandwidth \
+                is low; NCCL before 2.23.4 only looks for the legacy peer-memory paths \
+                (/sys/kernel/mm/memory_peers/nv_mem*/version) and misses the nvidia_peermem module",
+        hint: "load nvidia_peermem (modprobe nvidia_peermem) and use NCCL >= 2.23.4; check NCCL_NET_GDR_LEVEL, \
+               NCCL_IB_DISABLE=0 and NCCL_IB_HCA",
+    },
+];
+
+/// The first advisory (a cause of slowness, not a failure) among `lines`.
+pub fn advise<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<Finding> {
+    find(ADVISORIES, lines)
+}
+
 /// The first finding among `lines` (error text first, then log lines).
+/// NCCL's INFO and TRACE lines describe healthy progress ("NET/IB : Using mlx5_0"), so they
+/// never count as failure evidence; only WARN lines and error texts do.
 pub fn classify<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<Finding> {
+    find(
+        SIGNATURES,
+        lines
+            .into_iter()
+            .filter(|l| !l.contains(" NCCL INFO ") && !l.contains(" NCCL TRACE ")),
+    )
+}
+
+fn find<'a>(table: &[Signature], lines: impl IntoIterator<Item = &'a str>) -> Option<Finding> {
     let lines: Vec<&str> = lines.into_iter().collect();
-    SIGNATURES.iter().find_map(|sig| {
+    table.iter().find_map(|sig| {
         lines.iter().find_map(|line| {
             let lower = line.to_lowercase();
             sig.phrases
@@ -137,9 +167,20 @@ mod tests {
     }
 
     #[test]
+    fn seed_002_gdr_disabled_is_advice_not_failure() {
+        let line = "n1:7:7 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'";
+        assert_eq!(classify([line]), None);
+        let a = advise([line]).unwrap();
+        assert_eq!(a.stage, Stage::Run);
+        assert!(a.hint.contains("nvidia_peermem"));
+        assert_eq!(advise(["NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'"]), None);
+    }
+
+    #[test]
     fn healthy_lines_give_nothing() {
         assert_eq!(
             classify([
+                "host:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.0.2<0>",
                 "host:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>",
                 "host:1:1 [0] NCCL INFO comm 0x5 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE",
             ]),

@@ -84,7 +84,7 @@ pub fn explain_reader(file: &str, input: impl Read) -> std::io::Result<LogSummar
         if line.contains(" NCCL ") {
             summary.nccl_lines += 1;
         }
-        if let Some(f) = classify::classify([line]) {
+        if let Some(f) = classify::classify([line]).or_else(|| classify::advise([line])) {
             let line_no = summary.lines;
             add(&mut summary, f, line_no, line);
         }

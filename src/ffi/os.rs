@@ -155,3 +155,17 @@ pub fn signal_name(sig: i32) -> String {
 pub fn cstring(s: &str) -> Result<CString, String> {
     CString::new(s).map_err(|_| format!("'{s}' contains a NUL byte"))
 }
+
+/// Size and free bytes of the file system holding `path` (statvfs), e.g. `/dev/shm`.
+pub fn fs_space(path: &str) -> Option<(u64, u64)> {
+    let c = cstring(path).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: valid NUL-terminated path and out-pointer.
+    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: statvfs succeeded.
+    let st = unsafe { st.assume_init() };
+    let frsize = st.f_frsize as u64;
+    Some((st.f_blocks as u64 * frsize, st.f_bavail as u64 * frsize))
+}

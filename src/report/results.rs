@@ -83,6 +83,9 @@ pub struct ResultsDoc {
     pub results: Vec<SizeResult>,
     /// Failures known to rank 0.
     pub failures: Vec<Failure>,
+    /// Findings that did not fail the run but explain a slow one (e.g. GPUDirect RDMA off).
+    #[serde(default)]
+    pub warnings: Vec<Failure>,
     pub verdict: Verdict,
 }
 
