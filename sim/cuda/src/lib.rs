@@ -1,0 +1,55 @@
+//! CPU stand-in for the CUDA driver (`libcuda.so.1`), loaded by nccl-smoke and cudarc through
+//! `dlopen` exactly like the real driver. See `sim/README.md` for the contract.
+//!
+//! Device memory is host memory, streams are in-order queues drained by worker threads, and
+//! cuMem allocations are memfds that local processes share as file descriptors.
+//!
+//! Every export has the exact CUDA 12 driver signature; the `# Safety` contract of each is that of
+//! the CUDA driver API function of the same name.
+#![allow(clippy::missing_safety_doc)]
+
+mod config;
+mod context;
+mod device;
+mod error;
+mod fault;
+mod memory;
+mod stream;
+mod vmm;
+
+use std::ffi::c_char;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Marker the harness looks for to recognise this library.
+const MARKER: &str = concat!(
+    "nccl-smoke simulated CUDA driver ",
+    env!("CARGO_PKG_VERSION"),
+    "\0"
+);
+
+/// `const char *ncclSmokeSimDriver(void)`: identifies the simulated driver.
+#[unsafe(no_mangle)]
+pub extern "C" fn ncclSmokeSimDriver() -> *const c_char {
+    MARKER.as_ptr().cast()
+}
+
+/// A fresh opaque handle (context, stream, event, allocation): never 0, 1 or 2 (reserved stream
+/// handles), never reused, and never dereferenced.
+pub(crate) fn next_handle() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0x5eed_0000);
+    NEXT.fetch_add(0x10, Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::CStr;
+
+    #[test]
+    fn marker_names_the_simulation() {
+        // SAFETY: static NUL-terminated string.
+        let s = unsafe { CStr::from_ptr(super::ncclSmokeSimDriver()) };
+        let s = s.to_str().unwrap();
+        assert!(s.starts_with("nccl-smoke simulated CUDA driver "), "{s}");
+        assert!(s.ends_with(env!("CARGO_PKG_VERSION")));
+    }
+}

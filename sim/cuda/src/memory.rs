@@ -1,0 +1,468 @@
+//! Device memory is host memory: allocation with per-device accounting, copies and fills,
+//! synchronous or queued on a stream.
+
+use crate::context::current_device;
+use crate::device::{CUdevice, platform};
+use crate::error::*;
+use crate::fault;
+use crate::stream::{CUstream, default_stream, lookup};
+use nccl_smoke_fault::Where;
+use std::alloc::Layout;
+use std::collections::HashMap;
+use std::ffi::{c_uchar, c_uint, c_void};
+use std::sync::{LazyLock, Mutex, MutexGuard};
+
+pub type CUdeviceptr = u64;
+
+/// Alignment of every allocation (cuMemAlloc guarantees at least 256 bytes).
+pub const ALIGN: usize = 256;
+
+struct Block {
+    layout: Layout,
+    /// Device it is accounted on; `None` for page-locked host memory.
+    device: Option<CUdevice>,
+}
+
+static BLOCKS: LazyLock<Mutex<HashMap<usize, Block>>> = LazyLock::new(Mutex::default);
+
+fn blocks() -> MutexGuard<'static, HashMap<usize, Block>> {
+    BLOCKS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn allocate(size: usize, device: Option<CUdevice>) -> CuResult<usize> {
+    if size == 0 {
+        return Err(CUDA_ERROR_INVALID_VALUE);
+    }
+    let layout = Layout::from_size_align(size, ALIGN).map_err(|_| CUDA_ERROR_OUT_OF_MEMORY)?;
+    let p = platform()?;
+    if let Some(dev) = device {
+        p.reserve(dev, size as u64)?;
+    }
+    // SAFETY: the layout has a non-zero size.
+    let ptr = unsafe { std::alloc::alloc(layout) };
+    if ptr.is_null() {
+        if let Some(dev) = device {
+            p.unreserve(dev, size as u64);
+        }
+        return Err(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    blocks().insert(ptr as usize, Block { layout, device });
+    Ok(ptr as usize)
+}
+
+fn release(addr: usize, host: bool) -> CuResult {
+    platform()?;
+    if addr == 0 {
+        return Ok(());
+    }
+    let block = {
+        let mut b = blocks();
+        match b.get(&addr) {
+            Some(blk) if blk.device.is_none() == host => b.remove(&addr),
+            _ => None,
+        }
+    }
+    .ok_or(CUDA_ERROR_INVALID_VALUE)?;
+    // SAFETY: allocated by `allocate` with this layout, removed from the table so freed once.
+    unsafe { std::alloc::dealloc(addr as *mut u8, block.layout) };
+    if let (Some(dev), Ok(p)) = (block.device, platform()) {
+        p.unreserve(dev, block.layout.size() as u64);
+    }
+    Ok(())
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
+    ffi(|| {
+        non_null(dptr)?;
+        let dev = current_device()?;
+        fault::strike(Where::Alloc, CUDA_ERROR_OUT_OF_MEMORY)?;
+        let addr = allocate(bytesize, Some(dev))?;
+        // SAFETY: checked non-null.
+        unsafe { put(dptr, addr as CUdeviceptr) }
+    })
+}
+
+/// Does not wait for streams still using the memory (the caller must have synchronised).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
+    ffi(|| release(dptr as usize, false))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CUresult {
+    ffi(|| {
+        non_null(free)?;
+        non_null(total)?;
+        let dev = current_device()?;
+        let p = platform()?;
+        let f = p.free_bytes(dev)? as usize;
+        // SAFETY: both checked non-null.
+        unsafe {
+            put(free, f)?;
+            put(total, p.mem_bytes as usize)
+        }
+    })
+}
+
+fn host_alloc(pp: *mut *mut c_void, bytesize: usize) -> CuResult {
+    non_null(pp)?;
+    current_device()?;
+    let addr = allocate(bytesize, None)?;
+    // SAFETY: checked non-null.
+    unsafe { put(pp, addr as *mut c_void) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytesize: usize) -> CUresult {
+    ffi(|| host_alloc(pp, bytesize))
+}
+
+/// Flags (portable, device-mapped, write-combined) are accepted; the memory is ordinary.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemHostAlloc(
+    pp: *mut *mut c_void,
+    bytesize: usize,
+    flags: c_uint,
+) -> CUresult {
+    ffi(|| {
+        if flags & !0x7 != 0 {
+            return Err(CUDA_ERROR_INVALID_VALUE);
+        }
+        host_alloc(pp, bytesize)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
+    ffi(|| release(p as usize, true))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Copies and fills
+
+/// One memory operation, run now or on a stream worker.
+#[derive(Clone, Copy)]
+enum Op {
+    Copy { dst: usize, src: usize, n: usize },
+    Set8 { dst: usize, v: u8, n: usize },
+    Set32 { dst: usize, v: u32, n: usize },
+}
+
+impl Op {
+    fn check(self) -> CuResult<Op> {
+        let (dst, src, bytes) = match self {
+            Op::Copy { dst, src, n } => (dst, src, n),
+            Op::Set8 { dst, n, .. } => (dst, dst, n),
+            Op::Set32 { dst, n, .. } => {
+                if !dst.is_multiple_of(4) {
+                    return Err(CUDA_ERROR_INVALID_VALUE);
+                }
+                (dst, dst, n.checked_mul(4).ok_or(CUDA_ERROR_INVALID_VALUE)?)
+            }
+        };
+        if bytes > 0 && (dst == 0 || src == 0) {
+            return Err(CUDA_ERROR_INVALID_VALUE);
+        }
+        if dst.checked_add(bytes).is_none() || src.checked_add(bytes).is_none() {
+            return Err(CUDA_ERROR_INVALID_VALUE);
+        }
+        Ok(self)
+    }
+
+    /// # Safety
+    /// The addresses must be valid for the operation's extent (the CUDA caller's contract).
+    unsafe fn run(self) {
+        // SAFETY (whole body): guaranteed by the caller; `copy` allows overlap.
+        unsafe {
+            match self {
+                Op::Copy { dst, src, n } => std::ptr::copy(src as *const u8, dst as *mut u8, n),
+                Op::Set8 { dst, v, n } => std::ptr::write_bytes(dst as *mut u8, v, n),
+                Op::Set32 { dst, v, n } => {
+                    let p = dst as *mut u32;
+                    for i in 0..n {
+                        p.add(i).write(v);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Synchronous: waits for the default stream, then does the work.
+fn now(op: Op) -> CuResult {
+    platform()?;
+    let op = op.check()?;
+    default_stream()?.synchronize();
+    // SAFETY: the caller of the CUDA API vouches for the addresses.
+    unsafe { op.run() };
+    Ok(())
+}
+
+/// Queued behind the stream's earlier work.
+fn queued(op: Op, stream: CUstream) -> CuResult {
+    let s = lookup(stream)?;
+    let op = op.check()?;
+    s.enqueue(Box::new(move || {
+        // SAFETY: the caller keeps the memory alive until the stream passes this point.
+        unsafe { op.run() }
+    }));
+    Ok(())
+}
+
+fn copy(dst: usize, src: usize, n: usize) -> Op {
+    Op::Copy { dst, src, n }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpy(
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    byte_count: usize,
+) -> CUresult {
+    ffi(|| now(copy(dst as usize, src as usize, byte_count)))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyHtoD_v2(
+    dst: CUdeviceptr,
+    src: *const c_void,
+    byte_count: usize,
+) -> CUresult {
+    ffi(|| now(copy(dst as usize, src as usize, byte_count)))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyDtoH_v2(
+    dst: *mut c_void,
+    src: CUdeviceptr,
+    byte_count: usize,
+) -> CUresult {
+    ffi(|| now(copy(dst as usize, src as usize, byte_count)))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyDtoD_v2(
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    byte_count: usize,
+) -> CUresult {
+    ffi(|| now(copy(dst as usize, src as usize, byte_count)))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyAsync(
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    byte_count: usize,
+    h_stream: CUstream,
+) -> CUresult {
+    ffi(|| queued(copy(dst as usize, src as usize, byte_count), h_stream))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
+    dst: CUdeviceptr,
+    src: *const c_void,
+    byte_count: usize,
+    h_stream: CUstream,
+) -> CUresult {
+    ffi(|| queued(copy(dst as usize, src as usize, byte_count), h_stream))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
+    dst: *mut c_void,
+    src: CUdeviceptr,
+    byte_count: usize,
+    h_stream: CUstream,
+) -> CUresult {
+    ffi(|| queued(copy(dst as usize, src as usize, byte_count), h_stream))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    byte_count: usize,
+    h_stream: CUstream,
+) -> CUresult {
+    ffi(|| queued(copy(dst as usize, src as usize, byte_count), h_stream))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, uc: c_uchar, n: usize) -> CUresult {
+    ffi(|| {
+        now(Op::Set8 {
+            dst: dst as usize,
+            v: uc,
+            n,
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemsetD32_v2(dst: CUdeviceptr, ui: c_uint, n: usize) -> CUresult {
+    ffi(|| {
+        now(Op::Set32 {
+            dst: dst as usize,
+            v: ui,
+            n,
+        })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemsetD8Async(
+    dst: CUdeviceptr,
+    uc: c_uchar,
+    n: usize,
+    h_stream: CUstream,
+) -> CUresult {
+    ffi(|| {
+        queued(
+            Op::Set8 {
+                dst: dst as usize,
+                v: uc,
+                n,
+            },
+            h_stream,
+        )
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemsetD32Async(
+    dst: CUdeviceptr,
+    ui: c_uint,
+    n: usize,
+    h_stream: CUstream,
+) -> CUresult {
+    ffi(|| {
+        queued(
+            Op::Set32 {
+                dst: dst as usize,
+                v: ui,
+                n,
+            },
+            h_stream,
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::tests::{new_stream, use_device};
+    use crate::stream::{cuStreamDestroy_v2, cuStreamSynchronize};
+    use std::ptr::null_mut;
+
+    fn alloc(n: usize) -> CUdeviceptr {
+        let mut d: CUdeviceptr = 0;
+        // SAFETY: valid out-pointer.
+        assert_eq!(unsafe { cuMemAlloc_v2(&mut d, n) }, CUDA_SUCCESS);
+        d
+    }
+
+    #[test]
+    fn memcpy_round_trip() {
+        use_device(3);
+        let n = 1 << 16;
+        let src: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
+        let mut back = vec![0u8; n];
+        let (a, b) = (alloc(n), alloc(n));
+        assert_eq!(a % ALIGN as u64, 0);
+        let s = new_stream();
+        // SAFETY: buffers of `n` bytes, kept alive until the stream is synchronised.
+        unsafe {
+            assert_eq!(
+                cuMemcpyHtoDAsync_v2(a, src.as_ptr().cast(), n, s),
+                CUDA_SUCCESS
+            );
+            assert_eq!(cuMemcpyDtoDAsync_v2(b, a, n, s), CUDA_SUCCESS);
+            assert_eq!(
+                cuMemcpyDtoHAsync_v2(back.as_mut_ptr().cast(), b, n, s),
+                CUDA_SUCCESS
+            );
+            assert_eq!(cuStreamSynchronize(s), CUDA_SUCCESS);
+            assert_eq!(back, src);
+
+            assert_eq!(cuMemsetD8Async(b, 0xab, n, s), CUDA_SUCCESS);
+            assert_eq!(cuMemcpyAsync(a, b, n, s), CUDA_SUCCESS);
+            assert_eq!(cuStreamSynchronize(s), CUDA_SUCCESS);
+            assert_eq!(
+                cuMemcpyDtoH_v2(back.as_mut_ptr().cast(), a, n),
+                CUDA_SUCCESS
+            );
+            assert!(back.iter().all(|&x| x == 0xab));
+
+            assert_eq!(cuMemsetD32_v2(a, 0x0102_0304, n / 4), CUDA_SUCCESS);
+            assert_eq!(cuMemcpyDtoD_v2(b, a, n), CUDA_SUCCESS);
+            let mut words = vec![0u32; n / 4];
+            assert_eq!(
+                cuMemcpy(words.as_mut_ptr() as CUdeviceptr, b, n),
+                CUDA_SUCCESS
+            );
+            assert!(words.iter().all(|&w| w == 0x0102_0304));
+            assert_eq!(cuMemsetD32Async(a + 1, 0, 4, s), CUDA_ERROR_INVALID_VALUE);
+            assert_eq!(cuMemsetD8_v2(a, 1, n), CUDA_SUCCESS);
+            assert_eq!(cuMemcpyHtoD_v2(b, src.as_ptr().cast(), n), CUDA_SUCCESS);
+            assert_eq!(
+                cuMemcpyDtoH_v2(back.as_mut_ptr().cast(), b, n),
+                CUDA_SUCCESS
+            );
+            assert_eq!(back, src);
+            assert_eq!(
+                cuMemcpyHtoD_v2(0, src.as_ptr().cast(), 1),
+                CUDA_ERROR_INVALID_VALUE
+            );
+            assert_eq!(cuMemcpyHtoD_v2(0, src.as_ptr().cast(), 0), CUDA_SUCCESS);
+
+            assert_eq!(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+            assert_eq!(cuMemFree_v2(a), CUDA_SUCCESS);
+            assert_eq!(cuMemFree_v2(b), CUDA_SUCCESS);
+            assert_eq!(cuMemFree_v2(b), CUDA_ERROR_INVALID_VALUE);
+            assert_eq!(cuMemFree_v2(0), CUDA_SUCCESS);
+        }
+    }
+
+    #[test]
+    fn allocation_is_accounted_until_out_of_memory() {
+        use_device(7);
+        let (mut free0, mut total) = (0usize, 0usize);
+        // SAFETY: valid out-pointers; the allocation is freed below.
+        unsafe {
+            assert_eq!(cuMemGetInfo_v2(&mut free0, &mut total), CUDA_SUCCESS);
+            assert_eq!(total, 80 << 30);
+            assert_eq!(free0, total);
+            let a = alloc(3 << 20);
+            let mut free1 = 0usize;
+            assert_eq!(cuMemGetInfo_v2(&mut free1, &mut total), CUDA_SUCCESS);
+            assert_eq!(free0 - free1, 3 << 20);
+            // More than what is left: refused before any host memory is touched.
+            let mut d: CUdeviceptr = 0;
+            assert_eq!(cuMemAlloc_v2(&mut d, free1 + 1), CUDA_ERROR_OUT_OF_MEMORY);
+            assert_eq!(cuMemAlloc_v2(&mut d, 0), CUDA_ERROR_INVALID_VALUE);
+            assert_eq!(cuMemAlloc_v2(null_mut(), 16), CUDA_ERROR_INVALID_VALUE);
+            assert_eq!(cuMemFree_v2(a), CUDA_SUCCESS);
+            assert_eq!(cuMemGetInfo_v2(&mut free1, &mut total), CUDA_SUCCESS);
+            assert_eq!(free1, free0);
+        }
+    }
+
+    #[test]
+    fn host_memory_is_not_device_memory() {
+        use_device(3);
+        let mut p: *mut c_void = null_mut();
+        let mut q: *mut c_void = null_mut();
+        // SAFETY: valid out-pointers; freed below.
+        unsafe {
+            assert_eq!(cuMemAllocHost_v2(&mut p, 4096), CUDA_SUCCESS);
+            assert_eq!(cuMemHostAlloc(&mut q, 4096, 1), CUDA_SUCCESS);
+            assert_eq!(cuMemFree_v2(p as CUdeviceptr), CUDA_ERROR_INVALID_VALUE);
+            assert_eq!(cuMemFreeHost(p), CUDA_SUCCESS);
+            assert_eq!(cuMemFreeHost(q), CUDA_SUCCESS);
+            assert_eq!(cuMemFreeHost(q), CUDA_ERROR_INVALID_VALUE);
+        }
+    }
+}

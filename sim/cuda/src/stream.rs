@@ -1,0 +1,675 @@
+//! Streams and events. A stream is an in-order queue of host closures drained by its own worker
+//! thread; events record the moment the worker reaches them.
+
+use crate::context::current_device;
+use crate::device::{CUdevice, platform};
+use crate::error::*;
+use std::collections::{HashMap, VecDeque};
+use std::ffi::{c_float, c_int, c_uint, c_void};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
+use std::time::Instant;
+
+pub type CUstream = *mut c_void;
+pub type CUevent = *mut c_void;
+pub type CUhostFn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+/// `CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD`; both, and 0, are the process default stream.
+const STREAM_LEGACY: usize = 1;
+const STREAM_PER_THREAD: usize = 2;
+const CU_STREAM_NON_BLOCKING: c_uint = 1;
+const CU_EVENT_DISABLE_TIMING: c_uint = 2;
+const EVENT_FLAGS_ALL: c_uint = 0x1 | 0x2 | 0x4;
+
+pub type Task = Box<dyn FnOnce() + Send + 'static>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[derive(Default)]
+struct Queue {
+    tasks: VecDeque<Task>,
+    submitted: u64,
+    completed: u64,
+    closing: bool,
+}
+
+pub struct Stream {
+    /// Device of the context it was created in; `None` for the default stream.
+    device: Option<CUdevice>,
+    queue: Mutex<Queue>,
+    /// Signalled when work arrives or the stream closes.
+    work: Condvar,
+    /// Signalled when a task completes.
+    done: Condvar,
+}
+
+impl Stream {
+    fn spawn(device: Option<CUdevice>) -> CuResult<Arc<Stream>> {
+        let s = Arc::new(Stream {
+            device,
+            queue: Mutex::default(),
+            work: Condvar::new(),
+            done: Condvar::new(),
+        });
+        let worker = Arc::clone(&s);
+        std::thread::Builder::new()
+            .name("sim-cuda-stream".into())
+            .spawn(move || worker.run())
+            .map_err(|_| CUDA_ERROR_OUT_OF_MEMORY)?;
+        Ok(s)
+    }
+
+    fn run(&self) {
+        loop {
+            let task = {
+                let mut q = lock(&self.queue);
+                loop {
+                    if let Some(t) = q.tasks.pop_front() {
+                        break t;
+                    }
+                    if q.closing {
+                        return;
+                    }
+                    q = self.work.wait(q).unwrap_or_else(|e| e.into_inner());
+                }
+            };
+            // A panicking task (a bug) must not kill the worker and leave waiters hanging.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(task));
+            lock(&self.queue).completed += 1;
+            self.done.notify_all();
+        }
+    }
+
+    /// Queues `task` behind everything queued so far.
+    pub fn enqueue(&self, task: Task) {
+        let mut q = lock(&self.queue);
+        q.tasks.push_back(task);
+        q.submitted += 1;
+        drop(q);
+        self.work.notify_one();
+    }
+
+    /// Waits until everything queued before this call has run.
+    pub fn synchronize(&self) {
+        let mut q = lock(&self.queue);
+        let target = q.submitted;
+        while q.completed < target {
+            q = self.done.wait(q).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    pub fn is_idle(&self) -> bool {
+        let q = lock(&self.queue);
+        q.completed == q.submitted
+    }
+
+    fn close(&self) {
+        lock(&self.queue).closing = true;
+        self.work.notify_all();
+    }
+}
+
+static DEFAULT: Mutex<Option<Arc<Stream>>> = Mutex::new(None);
+static STREAMS: LazyLock<Mutex<HashMap<usize, Arc<Stream>>>> = LazyLock::new(Mutex::default);
+
+/// The process-wide default stream (handles 0, `CU_STREAM_LEGACY`, `CU_STREAM_PER_THREAD`).
+pub fn default_stream() -> CuResult<Arc<Stream>> {
+    let mut d = lock(&DEFAULT);
+    if let Some(s) = d.as_ref() {
+        return Ok(Arc::clone(s));
+    }
+    let s = Stream::spawn(None)?;
+    *d = Some(Arc::clone(&s));
+    Ok(s)
+}
+
+/// The stream behind a handle; `CUDA_ERROR_INVALID_HANDLE` for an unknown one.
+pub fn lookup(h: CUstream) -> CuResult<Arc<Stream>> {
+    platform()?;
+    match h as usize {
+        0 | STREAM_LEGACY | STREAM_PER_THREAD => default_stream(),
+        id => lock(&STREAMS)
+            .get(&id)
+            .cloned()
+            .ok_or(CUDA_ERROR_INVALID_HANDLE),
+    }
+}
+
+/// Waits for the default stream and every stream created on `dev`.
+pub fn synchronize_device(dev: CUdevice) {
+    let mut streams: Vec<Arc<Stream>> = lock(&STREAMS)
+        .values()
+        .filter(|s| s.device == Some(dev))
+        .cloned()
+        .collect();
+    if let Ok(d) = default_stream() {
+        streams.push(d);
+    }
+    for s in streams {
+        s.synchronize();
+    }
+}
+
+fn create_stream(ph: *mut CUstream, flags: c_uint) -> CuResult {
+    non_null(ph)?;
+    let dev = current_device()?;
+    if flags & !CU_STREAM_NON_BLOCKING != 0 {
+        return Err(CUDA_ERROR_INVALID_VALUE);
+    }
+    let s = Stream::spawn(Some(dev))?;
+    let id = crate::next_handle();
+    lock(&STREAMS).insert(id, s);
+    // SAFETY: checked non-null.
+    unsafe { put(ph, id as CUstream) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuStreamCreate(ph_stream: *mut CUstream, flags: c_uint) -> CUresult {
+    ffi(|| create_stream(ph_stream, flags))
+}
+
+/// Priorities are accepted and ignored.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuStreamCreateWithPriority(
+    ph_stream: *mut CUstream,
+    flags: c_uint,
+    _priority: c_int,
+) -> CUresult {
+    ffi(|| create_stream(ph_stream, flags))
+}
+
+/// Returns at once; the worker finishes the queued work, then exits.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuStreamDestroy_v2(h_stream: CUstream) -> CUresult {
+    ffi(|| {
+        platform()?;
+        let s = lock(&STREAMS)
+            .remove(&(h_stream as usize))
+            .ok_or(CUDA_ERROR_INVALID_HANDLE)?;
+        s.close();
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuStreamSynchronize(h_stream: CUstream) -> CUresult {
+    ffi(|| {
+        lookup(h_stream)?.synchronize();
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuStreamQuery(h_stream: CUstream) -> CUresult {
+    ffi(|| {
+        if lookup(h_stream)?.is_idle() {
+            Ok(())
+        } else {
+            Err(CUDA_ERROR_NOT_READY)
+        }
+    })
+}
+
+/// A pointer handed to a worker thread; the API contract keeps what it points to alive.
+#[derive(Clone, Copy)]
+pub struct SendPtr(pub *mut c_void);
+// SAFETY: only an address; the CUDA API contract makes the caller responsible for the pointee.
+unsafe impl Send for SendPtr {}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuLaunchHostFunc(
+    h_stream: CUstream,
+    func: CUhostFn,
+    user_data: *mut c_void,
+) -> CUresult {
+    ffi(|| {
+        let f = func.ok_or(CUDA_ERROR_INVALID_VALUE)?;
+        let s = lookup(h_stream)?;
+        let data = SendPtr(user_data);
+        s.enqueue(Box::new(move || {
+            let data = data;
+            // SAFETY: the caller's function with the caller's data, as cuLaunchHostFunc promises.
+            unsafe { f(data.0) }
+        }));
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events
+
+#[derive(Default)]
+struct EventState {
+    /// Number of the latest record call (0: never recorded).
+    recorded: u64,
+    /// Number of the latest record the stream has reached.
+    reached: u64,
+    at: Option<Instant>,
+}
+
+pub struct Event {
+    timing: bool,
+    state: Mutex<EventState>,
+    cv: Condvar,
+}
+
+impl Event {
+    fn complete(&self) -> bool {
+        let st = lock(&self.state);
+        st.reached >= st.recorded
+    }
+
+    /// Waits until the stream has reached record number `upto`.
+    fn wait_for(&self, upto: u64) {
+        let mut st = lock(&self.state);
+        while st.reached < upto {
+            st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+static EVENTS: LazyLock<Mutex<HashMap<usize, Arc<Event>>>> = LazyLock::new(Mutex::default);
+
+fn event(h: CUevent) -> CuResult<Arc<Event>> {
+    platform()?;
+    lock(&EVENTS)
+        .get(&(h as usize))
+        .cloned()
+        .ok_or(CUDA_ERROR_INVALID_HANDLE)
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventCreate(ph_event: *mut CUevent, flags: c_uint) -> CUresult {
+    ffi(|| {
+        non_null(ph_event)?;
+        current_device()?;
+        if flags & !EVENT_FLAGS_ALL != 0 {
+            return Err(CUDA_ERROR_INVALID_VALUE);
+        }
+        let ev = Arc::new(Event {
+            timing: flags & CU_EVENT_DISABLE_TIMING == 0,
+            state: Mutex::default(),
+            cv: Condvar::new(),
+        });
+        let id = crate::next_handle();
+        lock(&EVENTS).insert(id, ev);
+        // SAFETY: checked non-null.
+        unsafe { put(ph_event, id as CUevent) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventDestroy_v2(h_event: CUevent) -> CUresult {
+    ffi(|| {
+        platform()?;
+        lock(&EVENTS)
+            .remove(&(h_event as usize))
+            .map(|_| ())
+            .ok_or(CUDA_ERROR_INVALID_HANDLE)
+    })
+}
+
+fn record(h_event: CUevent, h_stream: CUstream) -> CuResult {
+    let ev = event(h_event)?;
+    let s = lookup(h_stream)?;
+    let n = {
+        let mut st = lock(&ev.state);
+        st.recorded += 1;
+        st.recorded
+    };
+    s.enqueue(Box::new(move || {
+        let now = Instant::now();
+        let mut st = lock(&ev.state);
+        if n > st.reached {
+            st.reached = n;
+            st.at = Some(now);
+        }
+        drop(st);
+        ev.cv.notify_all();
+    }));
+    Ok(())
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventRecord(h_event: CUevent, h_stream: CUstream) -> CUresult {
+    ffi(|| record(h_event, h_stream))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventRecordWithFlags(
+    h_event: CUevent,
+    h_stream: CUstream,
+    flags: c_uint,
+) -> CUresult {
+    ffi(|| {
+        // CU_EVENT_RECORD_DEFAULT (0) or CU_EVENT_RECORD_EXTERNAL (1).
+        if flags > 1 {
+            return Err(CUDA_ERROR_INVALID_VALUE);
+        }
+        record(h_event, h_stream)
+    })
+}
+
+/// `CUDA_SUCCESS` once the stream has reached the latest record (or when never recorded).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventQuery(h_event: CUevent) -> CUresult {
+    ffi(|| {
+        if event(h_event)?.complete() {
+            Ok(())
+        } else {
+            Err(CUDA_ERROR_NOT_READY)
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventSynchronize(h_event: CUevent) -> CUresult {
+    ffi(|| {
+        let ev = event(h_event)?;
+        let upto = lock(&ev.state).recorded;
+        ev.wait_for(upto);
+        Ok(())
+    })
+}
+
+/// Milliseconds between the moments the stream workers reached the two records.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventElapsedTime(
+    p_milliseconds: *mut c_float,
+    h_start: CUevent,
+    h_end: CUevent,
+) -> CUresult {
+    ffi(|| {
+        non_null(p_milliseconds)?;
+        let (start, end) = (event(h_start)?, event(h_end)?);
+        if !start.timing || !end.timing {
+            return Err(CUDA_ERROR_INVALID_HANDLE);
+        }
+        let moment = |ev: &Event| -> CuResult<Instant> {
+            let st = lock(&ev.state);
+            if st.recorded == 0 {
+                Err(CUDA_ERROR_INVALID_HANDLE)
+            } else if st.reached < st.recorded {
+                Err(CUDA_ERROR_NOT_READY)
+            } else {
+                st.at.ok_or(CUDA_ERROR_NOT_READY)
+            }
+        };
+        let (t0, t1) = (moment(&start)?, moment(&end)?);
+        let ms = if t1 >= t0 {
+            (t1 - t0).as_secs_f64() * 1e3
+        } else {
+            -((t0 - t1).as_secs_f64() * 1e3)
+        };
+        // SAFETY: checked non-null.
+        unsafe { put(p_milliseconds, ms as c_float) }
+    })
+}
+
+/// The CUDA 13 spelling of the same call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventElapsedTime_v2(
+    p_milliseconds: *mut c_float,
+    h_start: CUevent,
+    h_end: CUevent,
+) -> CUresult {
+    // SAFETY: same contract.
+    unsafe { cuEventElapsedTime(p_milliseconds, h_start, h_end) }
+}
+
+/// Later work on `h_stream` waits until the event's latest record (at the time of this call)
+/// has been reached; a never-recorded event is no dependency.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuStreamWaitEvent(
+    h_stream: CUstream,
+    h_event: CUevent,
+    _flags: c_uint,
+) -> CUresult {
+    ffi(|| {
+        let s = lookup(h_stream)?;
+        let ev = event(h_event)?;
+        let upto = lock(&ev.state).recorded;
+        if upto > 0 {
+            s.enqueue(Box::new(move || ev.wait_for(upto)));
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::context::{CUcontext, cuCtxSetCurrent, cuDevicePrimaryCtxRetain};
+    use crate::device::init_for_tests;
+    use std::ptr::null_mut;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    /// Initialises the driver and makes `dev`'s primary context current on this thread.
+    pub fn use_device(dev: CUdevice) {
+        init_for_tests();
+        let mut ctx: CUcontext = null_mut();
+        // SAFETY: valid out-pointer; the handle came from the driver.
+        unsafe {
+            assert_eq!(cuDevicePrimaryCtxRetain(&mut ctx, dev), CUDA_SUCCESS);
+            assert_eq!(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+        }
+    }
+
+    pub fn new_stream() -> CUstream {
+        let mut s: CUstream = null_mut();
+        // SAFETY: valid out-pointer.
+        assert_eq!(unsafe { cuStreamCreate(&mut s, 0) }, CUDA_SUCCESS);
+        s
+    }
+
+    fn new_event() -> CUevent {
+        let mut e: CUevent = null_mut();
+        // SAFETY: valid out-pointer.
+        assert_eq!(unsafe { cuEventCreate(&mut e, 0) }, CUDA_SUCCESS);
+        e
+    }
+
+    /// Launches a Rust closure as a host function.
+    fn launch(stream: CUstream, f: impl FnOnce() + Send + 'static) -> CUresult {
+        unsafe extern "C" fn tramp(data: *mut c_void) {
+            // SAFETY: `data` is the box leaked below, run exactly once.
+            let f = unsafe { Box::from_raw(data.cast::<Box<dyn FnOnce() + Send>>()) };
+            f();
+        }
+        let data: Box<Box<dyn FnOnce() + Send>> = Box::new(Box::new(f));
+        // SAFETY: the trampoline takes ownership of the box.
+        unsafe { cuLaunchHostFunc(stream, Some(tramp), Box::into_raw(data).cast()) }
+    }
+
+    #[test]
+    fn host_funcs_run_in_order() {
+        use_device(0);
+        let s = new_stream();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        for i in 0..200 {
+            let seen = Arc::clone(&seen);
+            if i % 50 == 0 {
+                // Occasional slow item: order must hold regardless of timing.
+                assert_eq!(
+                    launch(s, move || {
+                        std::thread::sleep(Duration::from_millis(5));
+                        seen.lock().unwrap().push(i)
+                    }),
+                    CUDA_SUCCESS
+                );
+            } else {
+                assert_eq!(
+                    launch(s, move || seen.lock().unwrap().push(i)),
+                    CUDA_SUCCESS
+                );
+            }
+        }
+        // SAFETY: live handle.
+        unsafe {
+            assert_eq!(cuStreamSynchronize(s), CUDA_SUCCESS);
+            assert_eq!(*seen.lock().unwrap(), (0..200).collect::<Vec<_>>());
+            assert_eq!(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+            assert_eq!(cuStreamSynchronize(s), CUDA_ERROR_INVALID_HANDLE);
+            assert_eq!(cuStreamDestroy_v2(s), CUDA_ERROR_INVALID_HANDLE);
+            assert_eq!(
+                cuLaunchHostFunc(null_mut(), None, null_mut()),
+                CUDA_ERROR_INVALID_VALUE
+            );
+        }
+    }
+
+    #[test]
+    fn query_is_not_ready_while_work_pends() {
+        use_device(0);
+        let s = new_stream();
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        let g = Arc::clone(&gate);
+        assert_eq!(
+            launch(s, move || {
+                let (m, cv) = &*g;
+                let mut open = m.lock().unwrap();
+                while !*open {
+                    open = cv.wait(open).unwrap();
+                }
+            }),
+            CUDA_SUCCESS
+        );
+        let ev = new_event();
+        // SAFETY: live handles.
+        unsafe {
+            assert_eq!(cuEventRecord(ev, s), CUDA_SUCCESS);
+            assert_eq!(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+            assert_eq!(cuEventQuery(ev), CUDA_ERROR_NOT_READY);
+            *gate.0.lock().unwrap() = true;
+            gate.1.notify_all();
+            assert_eq!(cuStreamSynchronize(s), CUDA_SUCCESS);
+            assert_eq!(cuStreamQuery(s), CUDA_SUCCESS);
+            assert_eq!(cuEventQuery(ev), CUDA_SUCCESS);
+            assert_eq!(cuEventDestroy_v2(ev), CUDA_SUCCESS);
+            assert_eq!(cuEventQuery(ev), CUDA_ERROR_INVALID_HANDLE);
+            assert_eq!(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+        }
+    }
+
+    #[test]
+    fn elapsed_time_covers_a_sleeping_host_func() {
+        use_device(1);
+        let s = new_stream();
+        let (a, b) = (new_event(), new_event());
+        let mut ms: c_float = -1.0;
+        // SAFETY: live handles, valid out-pointer.
+        unsafe {
+            assert_eq!(cuEventElapsedTime(&mut ms, a, b), CUDA_ERROR_INVALID_HANDLE);
+            assert_eq!(cuEventQuery(a), CUDA_SUCCESS); // never recorded
+            assert_eq!(cuEventRecord(a, s), CUDA_SUCCESS);
+            assert_eq!(
+                launch(s, || std::thread::sleep(Duration::from_millis(20))),
+                CUDA_SUCCESS
+            );
+            assert_eq!(cuEventRecordWithFlags(b, s, 0), CUDA_SUCCESS);
+            let rc = cuEventElapsedTime(&mut ms, a, b);
+            assert!(rc == CUDA_ERROR_NOT_READY || rc == CUDA_SUCCESS);
+            assert_eq!(cuEventSynchronize(b), CUDA_SUCCESS);
+            assert_eq!(cuEventElapsedTime(&mut ms, a, b), CUDA_SUCCESS);
+            assert!(ms >= 20.0, "{ms} ms");
+            assert!(ms < 5000.0, "{ms} ms");
+            assert_eq!(cuEventElapsedTime(&mut ms, b, a), CUDA_SUCCESS);
+            assert!(ms <= -20.0, "{ms} ms");
+            assert_eq!(
+                cuEventElapsedTime(null_mut(), a, b),
+                CUDA_ERROR_INVALID_VALUE
+            );
+            let mut nt: CUevent = null_mut();
+            assert_eq!(
+                cuEventCreate(&mut nt, CU_EVENT_DISABLE_TIMING),
+                CUDA_SUCCESS
+            );
+            assert_eq!(cuEventRecord(nt, s), CUDA_SUCCESS);
+            assert_eq!(cuEventSynchronize(nt), CUDA_SUCCESS);
+            assert_eq!(
+                cuEventElapsedTime(&mut ms, a, nt),
+                CUDA_ERROR_INVALID_HANDLE
+            );
+            assert_eq!(
+                cuEventRecord(0x1234 as CUevent, s),
+                CUDA_ERROR_INVALID_HANDLE
+            );
+            assert_eq!(
+                cuEventRecord(a, 0x1234 as CUstream),
+                CUDA_ERROR_INVALID_HANDLE
+            );
+            for e in [a, b, nt] {
+                assert_eq!(cuEventDestroy_v2(e), CUDA_SUCCESS);
+            }
+            assert_eq!(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+        }
+    }
+
+    #[test]
+    fn stream_waits_for_event_on_another_stream() {
+        use_device(1);
+        let (s1, s2) = (new_stream(), new_stream());
+        let ev = new_event();
+        let flag = Arc::new(AtomicBool::new(false));
+        let f1 = Arc::clone(&flag);
+        let f2 = Arc::clone(&flag);
+        let saw = Arc::new(AtomicBool::new(false));
+        let saw2 = Arc::clone(&saw);
+        assert_eq!(
+            launch(s1, move || {
+                std::thread::sleep(Duration::from_millis(30));
+                f1.store(true, Ordering::SeqCst);
+            }),
+            CUDA_SUCCESS
+        );
+        // SAFETY: live handles.
+        unsafe {
+            assert_eq!(cuEventRecord(ev, s1), CUDA_SUCCESS);
+            assert_eq!(cuStreamWaitEvent(s2, ev, 0), CUDA_SUCCESS);
+        }
+        assert_eq!(
+            launch(s2, move || saw2
+                .store(f2.load(Ordering::SeqCst), Ordering::SeqCst)),
+            CUDA_SUCCESS
+        );
+        // SAFETY: live handles.
+        unsafe {
+            assert_eq!(cuStreamSynchronize(s2), CUDA_SUCCESS);
+            assert!(saw.load(Ordering::SeqCst));
+            // The default stream (0, legacy, per-thread) works too.
+            for h in [0, STREAM_LEGACY, STREAM_PER_THREAD] {
+                let rc = cuStreamQuery(h as CUstream);
+                assert!(rc == CUDA_SUCCESS || rc == CUDA_ERROR_NOT_READY, "{rc:?}");
+            }
+            assert_eq!(cuStreamSynchronize(null_mut()), CUDA_SUCCESS);
+            for s in [s1, s2] {
+                assert_eq!(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+            }
+            assert_eq!(cuEventDestroy_v2(ev), CUDA_SUCCESS);
+        }
+    }
+
+    #[test]
+    fn destroyed_stream_still_finishes_its_work() {
+        use_device(1);
+        let s = new_stream();
+        let done = Arc::new(AtomicBool::new(false));
+        let d = Arc::clone(&done);
+        assert_eq!(
+            launch(s, move || {
+                std::thread::sleep(Duration::from_millis(10));
+                d.store(true, Ordering::SeqCst);
+            }),
+            CUDA_SUCCESS
+        );
+        // SAFETY: live handle.
+        assert_eq!(unsafe { cuStreamDestroy_v2(s) }, CUDA_SUCCESS);
+        let t0 = Instant::now();
+        while !done.load(Ordering::SeqCst) {
+            assert!(t0.elapsed() < Duration::from_secs(5));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
