@@ -24,6 +24,9 @@ pub enum Event {
     },
     /// Still making progress within the current stage (restarts its deadline).
     Beat,
+    /// Where within the stage the worker is now (does not restart the deadline), so that a
+    /// hang report says "waiting in the first MPI collective" rather than only "launch".
+    Step { what: String },
     /// Rank 0 writes its results document here.
     Results { path: String },
     /// The worker failed and has printed its own verdict.
@@ -56,6 +59,11 @@ pub fn send(event: &Event) {
 /// Shorthand: entered `stage`.
 pub fn enter(stage: Stage, rank: Option<u32>) {
     send(&Event::Stage { stage, rank });
+}
+
+/// Shorthand: now doing `what` within the current stage.
+pub fn step(what: &str) {
+    send(&Event::Step { what: what.to_string() });
 }
 
 /// Shorthand: still going.

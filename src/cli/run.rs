@@ -211,6 +211,7 @@ impl Run<'_> {
     /// MPI (or a world of one), the launcher cross-check, and the first MPI collective.
     fn launch(&mut self) -> Result<Box<dyn Bootstrap>, Failure> {
         progress::enter(Stage::Launch, self.who.rank);
+        progress::step("in MPI_Init (or the launcher's bootstrap)");
         let boot = init_bootstrap(self.args.deadline(Stage::Launch)).at(Stage::Launch, &self.who)?;
         if let Some(msg) = bootstrap::launcher::mismatch(boot.size(), bootstrap::launcher::from_env().as_ref()) {
             return Err(Failure::new(Stage::Launch, &self.who, msg)
@@ -219,9 +220,11 @@ impl Run<'_> {
         }
         self.who.rank = Some(boot.rank());
         progress::enter(Stage::Launch, self.who.rank);
+        progress::step("before the first MPI collective: this rank never reached it");
         if self.args.backend == Backend::Sim {
             self.simulated_launch_fault()?;
         }
+        progress::step("waiting in the first MPI collective (barrier) for ranks that never arrived");
         boot.barrier();
         Ok(boot)
     }

@@ -36,6 +36,8 @@ pub fn is_worker() -> bool {
 /// What the supervisor knows of its worker.
 struct Watch {
     stage: Stage,
+    /// The last step the worker announced within the stage.
+    step: Option<String>,
     rank: Option<u32>,
     since: Instant,
     results: Option<PathBuf>,
@@ -138,6 +140,7 @@ fn spawn_and_watch(args: &RunArgs, who: &Who, run_dir: &Path) -> Result<u8, Fail
 fn watch(args: &RunArgs, who: &Who, mut child: Child, rx: mpsc::Receiver<Event>) -> u8 {
     let mut w = Watch {
         stage: Stage::Launch,
+        step: None,
         rank: who.rank,
         since: Instant::now(),
         results: None,
@@ -180,10 +183,12 @@ fn apply(w: &mut Watch, ev: Event) {
     match ev {
         Event::Stage { stage, rank } => {
             w.stage = stage;
+            w.step = None;
             w.rank = rank.or(w.rank);
             w.since = Instant::now();
         }
         Event::Beat => w.since = Instant::now(),
+        Event::Step { what } => w.step = Some(what),
         Event::Results { path } => w.results = Some(PathBuf::from(path)),
         Event::Failed { failure } => w.failed = Some(failure),
     }
@@ -201,9 +206,10 @@ fn hung(w: &Watch, who: &Who, deadline: Duration) -> Failure {
         w.stage,
         &who_at(w, who),
         format!(
-            "no progress for {:.0} s in the {} stage (deadline {:.0} s): it hung; the worker was killed",
+            "no progress for {:.0} s in the {} stage{} (deadline {:.0} s): it hung; the worker was killed",
             w.since.elapsed().as_secs_f64(),
             w.stage,
+            w.step.as_deref().map(|s| format!(", {s}")).unwrap_or_default(),
             deadline.as_secs_f64()
         ),
     );
