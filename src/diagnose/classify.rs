@@ -24,7 +24,10 @@ struct Signature {
     hint: &'static str,
 }
 
-/// Most specific first: the first signature any line matches wins.
+/// Root causes first, consequences last: when shared memory or a socket fails, NCCL's proxy
+/// reports the failure too ("[Proxy Service N] Failed to execute operation Connect"), so the
+/// generic proxy phrases come after the transports they relay. The first signature that any
+/// line matches wins.
 const SIGNATURES: &[Signature] = &[
     // Seed 000: cuMem handle import across containers, driver 570 UMD.
     Signature {
@@ -39,49 +42,51 @@ const SIGNATURES: &[Signature] = &[
                 seen with the 570-series driver when ranks in separate containers each see their GPU as device 0",
         hint: "upgrade the GPU driver; meanwhile NCCL_CUMEM_ENABLE=0 (legacy IPC) or NCCL_P2P_DISABLE=1 (SHM fallback)",
     },
-    // Seed 003: proxy service cannot accept / serve a local rank.
+    // Seed 004: /dev/shm too small (Kubernetes default 64 MB).
+    Signature {
+        stage: Stage::ConnectShm,
+        phrases: &["shared memory segment", "failed to extend /dev/shm", "shmOpen", "shm_open"],
+        cause: "NCCL's shared-memory transport could not create, grow or attach its segment: /dev/shm is \
+                too small or full (a pod's default is 64 MB)",
+        hint: "mount a memory-backed emptyDir at /dev/shm (Kubernetes) or raise --shm-size (Docker); \
+               NCCL_SHM_DISABLE=1 avoids the transport at a bandwidth cost",
+    },
+    // Seed 003: the proxy service itself cannot accept or serve a local rank.
     Signature {
         stage: Stage::ConnectProxy,
         phrases: &[
-            "Proxy Service",
-            "proxy call",
+            "Accept failed Resource temporarily unavailable",
             "Could not receive type from localRank",
-            "proxyConnect",
-            "Resource temporarily unavailable",
         ],
         cause: "NCCL's proxy service could not accept or serve a local rank's connection: typically ranks \
                 not bound to their own GPU before init, or sends and receives that do not pair up",
         hint: "set each rank's device before communicator init (one GPU per local rank); make every send \
                match a receive on the peer; check NCCL_* settings and open-file limits (ulimit -n)",
     },
-    // Seed 004: /dev/shm too small (Kubernetes default 64 MB).
-    Signature {
-        stage: Stage::ConnectShm,
-        phrases: &[
-            "/dev/shm",
-            "shared memory segment",
-            "shmOpen",
-            "shm_open",
-        ],
-        cause: "NCCL's shared-memory transport could not create or grow its segment: /dev/shm is too small \
-                or full (a pod's default is 64 MB)",
-        hint: "mount a memory-backed emptyDir at /dev/shm (Kubernetes) or raise --shm-size (Docker); \
-               NCCL_SHM_DISABLE=1 avoids the transport at a bandwidth cost",
-    },
     Signature {
         stage: Stage::ConnectNet,
         phrases: &[
             "NET/IB",
             "NET/Socket",
-            "ibv_",
             "NET/Plugin",
+            "ibv_",
+            "socketStartConnect",
+            "socketProgress",
             "Connection reset by peer",
             "Connection refused",
+            "Connection closed by remote peer",
             "No route to host",
         ],
-        cause: "the network transport between hosts failed (socket or InfiniBand)",
+        cause: "the network transport between ranks failed (socket or InfiniBand)",
         hint: "check NCCL_SOCKET_IFNAME and NCCL_IB_HCA name interfaces that exist and reach the peers; \
                firewall rules; IB port state (ibstat)",
+    },
+    Signature {
+        stage: Stage::ConnectProxy,
+        phrases: &["[Proxy Service", "proxy call", "proxyConnect", "Resource temporarily unavailable"],
+        cause: "an operation of NCCL's proxy service failed",
+        hint: "set each rank's device before communicator init; make every send match a receive; \
+               rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,PROXY for the step before",
     },
 ];
 

@@ -44,23 +44,30 @@ pub struct LogSummary {
 }
 
 /// NCCL's line prefix: `host:pid:tid [dev] NCCL LEVEL …`.
+/// Launchers often put a timestamp or a rank tag before NCCL's own prefix, so the prefix is
+/// found as the `host:pid:tid` word followed by a `[dev]` word, wherever it starts.
 pub fn parse_prefix(line: &str) -> (Option<String>, Option<u32>, Option<u32>) {
-    if !line.contains(" NCCL ") {
+    let Some(nccl_at) = line.find(" NCCL ") else {
         return (None, None, None);
+    };
+    let words: Vec<&str> = line[..nccl_at].split_whitespace().collect();
+    for pair in words.windows(2) {
+        let Some(device) = pair[1]
+            .strip_prefix('[')
+            .and_then(|w| w.strip_suffix(']'))
+            .and_then(|d| d.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let mut parts = pair[0].rsplitn(3, ':');
+        let tid = parts.next().and_then(|t| t.parse::<u64>().ok());
+        let pid = parts.next().and_then(|p| p.parse::<u32>().ok());
+        if let (Some(_), Some(pid)) = (tid, pid) {
+            let host = parts.next().filter(|h| !h.is_empty()).map(String::from);
+            return (host, Some(pid), Some(device));
+        }
     }
-    let mut words = line.split_whitespace();
-    let ids = words.next().unwrap_or("");
-    let device = words
-        .next()
-        .and_then(|w| w.strip_prefix('[')?.strip_suffix(']')?.parse().ok());
-    let mut parts = ids.rsplitn(3, ':');
-    let _tid = parts.next();
-    let pid = parts.next().and_then(|p| p.parse().ok());
-    let host = parts.next().map(|h| h.to_string()).filter(|h| !h.is_empty());
-    match pid {
-        Some(_) => (host, pid, device),
-        None => (None, None, None),
-    }
+    (None, None, None)
 }
 
 /// Reads one log and classifies each NCCL WARN line and error line; one finding per distinct
@@ -160,6 +167,10 @@ mod tests {
         assert_eq!(
             parse_prefix("h1:10:11 [0] transport/p2p.cc:275 NCCL WARN Cuda failure 101"),
             (Some("h1".into()), Some(10), Some(0))
+        );
+        assert_eq!(
+            parse_prefix("[2026-03-02 10:11:14] job-1:7:63 [3] proxy.cc:1 NCCL WARN x"),
+            (Some("job-1".into()), Some(7), Some(3))
         );
     }
 

@@ -1,0 +1,92 @@
+//! `explain` over NCCL log fixtures: each known failure at two NCCL versions where the text
+//! differs, and healthy logs that must produce no finding.
+
+mod common;
+use common::*;
+use std::path::PathBuf;
+
+fn fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/nccl-logs")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn explain(name: &str) -> (i32, String) {
+    let o = run1(&["explain", &fixture(name)], &[]);
+    (code(&o), text(&o))
+}
+
+#[test]
+fn each_signature_is_named_with_its_stage() {
+    for (file, stage, code_want) in [
+        ("import_2.26.log", "connect:buffer-import", 18),
+        ("import_2.28.log", "connect:buffer-import", 18),
+        ("shm_2.18.log", "connect:shm", 20),
+        ("shm_2.21.log", "connect:shm", 20),
+        ("proxy_2.21.log", "connect:proxy", 19),
+        ("proxy_2.25.log", "connect:proxy", 19),
+        ("net_socket_2.18.log", "connect:net", 21),
+        ("net_ib_2.20.log", "connect:net", 21),
+    ] {
+        let (code, t) = explain(file);
+        assert_eq!(code, code_want, "{file}: {t}");
+        assert!(t.contains(&format!("FINDING {stage} on host")), "{file}: {t}");
+    }
+}
+
+#[test]
+fn gdr_disabled_is_advice() {
+    let (code, t) = explain("gdr_disabled_2.19.log");
+    assert_eq!(code, 22, "{t}");
+    assert!(t.contains("FINDING run on host ib-node-1, pid 3300, cuda device 0"), "{t}");
+    assert!(t.contains("nvidia_peermem"), "{t}");
+}
+
+#[test]
+fn healthy_logs_give_no_finding() {
+    for file in ["healthy_2.19.log", "healthy_2.27.log"] {
+        let (code, t) = explain(file);
+        assert_eq!(code, 0, "{file}: {t}");
+        assert!(t.contains("no known failure signature found"), "{t}");
+    }
+}
+
+#[test]
+fn binary_truncated_and_huge_input() {
+    let dir = scratch("explain-input");
+    let bin = dir.join("binary.log");
+    let bytes: Vec<u8> = (0..200_000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    std::fs::write(&bin, &bytes).unwrap();
+    let o = run1(&["explain", bin.to_str().unwrap()], &[]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+
+    let truncated = dir.join("truncated.log");
+    std::fs::write(&truncated, b"h:1:2 [0] misc/shmutils.cc:132 NCCL WARN Error while creating shared memory seg").unwrap();
+    let o = run1(&["explain", truncated.to_str().unwrap()], &[]);
+    assert!(!text(&o).contains("panicked"));
+
+    // 100 MB of healthy INFO lines with one failure at the very end.
+    let huge = dir.join("huge.log");
+    {
+        use std::io::Write;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&huge).unwrap());
+        let line = b"big:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read and some padding to make it long\n";
+        for _ in 0..(100 << 20) / line.len() + 1 {
+            f.write_all(line).unwrap();
+        }
+        f.write_all(b"big:1:1 [0] transport/p2p.cc:275 NCCL WARN Cuda failure 101 'invalid device ordinal'\n").unwrap();
+    }
+    let o = run1(&["explain", huge.to_str().unwrap()], &[]);
+    assert_eq!(code(&o), 18, "{}", text(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn unreadable_file_is_a_usage_error_but_others_are_still_read() {
+    let o = run1(&["explain", "/nonexistent.log", &fixture("shm_2.21.log")], &[]);
+    let t = text(&o);
+    assert_eq!(code(&o), 2, "{t}");
+    assert!(t.contains("cannot read /nonexistent.log") && t.contains("FINDING connect:shm"), "{t}");
+}
