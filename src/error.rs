@@ -135,6 +135,10 @@ mod tests {
             host: "h".into(),
         };
         let f: Result<(), Failure> = Err::<(), _>("boom").at(Stage::Launch, &who);
-        assert!(f.unwrap_err().to_string().starts_with("FAIL at launch on rank ? (host h): boom"));
+        assert!(
+            f.unwrap_err()
+                .to_string()
+                .starts_with("FAIL at launch on rank ? (host h): boom")
+        );
     }
 }

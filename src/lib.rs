@@ -5,6 +5,9 @@
 //! `cli` → `report` / `diagnose` → `bench` → `patterns` → `comm` → `ffi` / `bootstrap`,
 //! with `stage`, `error`, `data` and `progress` as leaves every layer may use.
 
+// A `Failure` is returned once per process, on the way out; boxing it would buy nothing.
+#![allow(clippy::result_large_err)]
+
 pub mod bench;
 pub mod bootstrap;
 pub mod cli;

@@ -63,7 +63,9 @@ pub fn enter(stage: Stage, rank: Option<u32>) {
 
 /// Shorthand: now doing `what` within the current stage.
 pub fn step(what: &str) {
-    send(&Event::Step { what: what.to_string() });
+    send(&Event::Step {
+        what: what.to_string(),
+    });
 }
 
 /// Shorthand: still going.

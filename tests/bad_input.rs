@@ -19,25 +19,37 @@ fn usage_error(args: &[&str], needle: &str) {
 fn nonsense_sizes() {
     usage_error(&["-b", "lots"], "'lots' is not a size");
     usage_error(&["-e", "12Q"], "not a size");
-    usage_error(&["-b", "1M", "-e", "1K"], "-b/--minbytes (1048576) is larger than -e/--maxbytes (1024)");
+    usage_error(
+        &["-b", "1M", "-e", "1K"],
+        "-b/--minbytes (1048576) is larger than -e/--maxbytes (1024)",
+    );
     usage_error(&["-f", "0.5"], "-f/--stepfactor");
 }
 
 #[test]
 fn unknown_pattern_datatype_op() {
-    usage_error(&["--patterns", "all_reduce,broadcastish"], "unknown pattern 'broadcastish'");
+    usage_error(
+        &["--patterns", "all_reduce,broadcastish"],
+        "unknown pattern 'broadcastish'",
+    );
     usage_error(&["-d", "float17"], "float17");
     usage_error(&["-o", "xor"], "xor");
 }
 
 #[test]
 fn unwritable_json_path() {
-    usage_error(&["--json", "/nonexistent-dir/results.json"], "--json /nonexistent-dir/results.json: cannot write there");
+    usage_error(
+        &["--json", "/nonexistent-dir/results.json"],
+        "--json /nonexistent-dir/results.json: cannot write there",
+    );
 }
 
 #[test]
 fn bad_fault_spec_under_sim() {
-    let o = run1(&["run", "--backend", "sim"], &[("NCCL_SMOKE_SIM_FAULT", "init@x")]);
+    let o = run1(
+        &["run", "--backend", "sim"],
+        &[("NCCL_SMOKE_SIM_FAULT", "init@x")],
+    );
     let t = text(&o);
     assert_eq!(code(&o), 2, "{t}");
     assert!(t.contains("bad rank 'x'"), "{t}");

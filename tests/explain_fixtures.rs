@@ -32,7 +32,10 @@ fn each_signature_is_named_with_its_stage() {
     ] {
         let (code, t) = explain(file);
         assert_eq!(code, code_want, "{file}: {t}");
-        assert!(t.contains(&format!("FINDING {stage} on host")), "{file}: {t}");
+        assert!(
+            t.contains(&format!("FINDING {stage} on host")),
+            "{file}: {t}"
+        );
     }
 }
 
@@ -40,7 +43,10 @@ fn each_signature_is_named_with_its_stage() {
 fn gdr_disabled_is_advice() {
     let (code, t) = explain("gdr_disabled_2.19.log");
     assert_eq!(code, 22, "{t}");
-    assert!(t.contains("FINDING run on host ib-node-1, pid 3300, cuda device 0"), "{t}");
+    assert!(
+        t.contains("FINDING run on host ib-node-1, pid 3300, cuda device 0"),
+        "{t}"
+    );
     assert!(t.contains("nvidia_peermem"), "{t}");
 }
 
@@ -57,13 +63,19 @@ fn healthy_logs_give_no_finding() {
 fn binary_truncated_and_huge_input() {
     let dir = scratch("explain-input");
     let bin = dir.join("binary.log");
-    let bytes: Vec<u8> = (0..200_000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let bytes: Vec<u8> = (0..200_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
     std::fs::write(&bin, &bytes).unwrap();
     let o = run1(&["explain", bin.to_str().unwrap()], &[]);
     assert_eq!(code(&o), 0, "{}", text(&o));
 
     let truncated = dir.join("truncated.log");
-    std::fs::write(&truncated, b"h:1:2 [0] misc/shmutils.cc:132 NCCL WARN Error while creating shared memory seg").unwrap();
+    std::fs::write(
+        &truncated,
+        b"h:1:2 [0] misc/shmutils.cc:132 NCCL WARN Error while creating shared memory seg",
+    )
+    .unwrap();
     let o = run1(&["explain", truncated.to_str().unwrap()], &[]);
     assert!(!text(&o).contains("panicked"));
 
@@ -85,8 +97,14 @@ fn binary_truncated_and_huge_input() {
 
 #[test]
 fn unreadable_file_is_a_usage_error_but_others_are_still_read() {
-    let o = run1(&["explain", "/nonexistent.log", &fixture("shm_2.21.log")], &[]);
+    let o = run1(
+        &["explain", "/nonexistent.log", &fixture("shm_2.21.log")],
+        &[],
+    );
     let t = text(&o);
     assert_eq!(code(&o), 2, "{t}");
-    assert!(t.contains("cannot read /nonexistent.log") && t.contains("FINDING connect:shm"), "{t}");
+    assert!(
+        t.contains("cannot read /nonexistent.log") && t.contains("FINDING connect:shm"),
+        "{t}"
+    );
 }

@@ -20,16 +20,35 @@ fn check(np: u32, case: &Case) -> String {
     let o = mpirun(
         np,
         &[
-            "run", "--backend", "sim", "-e", "64K", "-n", "3", "-w", "1",
-            "--timeout", "4", "--json", json.to_str().unwrap(),
+            "run",
+            "--backend",
+            "sim",
+            "-e",
+            "64K",
+            "-n",
+            "3",
+            "-w",
+            "1",
+            "--timeout",
+            "4",
+            "--json",
+            json.to_str().unwrap(),
         ],
-        &[("NCCL_SMOKE_SIM_FAULT", case.fault), ("NCCL_SMOKE_SIM_RUN_FAULT_OP", "30")],
+        &[
+            ("NCCL_SMOKE_SIM_FAULT", case.fault),
+            ("NCCL_SMOKE_SIM_RUN_FAULT_OP", "30"),
+        ],
         90,
     );
     let t = text(&o);
     let mut problems = Vec::new();
     if code(&o) != case.stage.exit_code() as i32 {
-        problems.push(format!("exit code {} (want {} for {})", code(&o), case.stage.exit_code(), case.stage));
+        problems.push(format!(
+            "exit code {} (want {} for {})",
+            code(&o),
+            case.stage.exit_code(),
+            case.stage
+        ));
     }
     let want = format!("FAIL at {} on rank {} ", case.stage, case.rank);
     if !t.lines().any(|l| l.contains(&want)) {
@@ -43,82 +62,108 @@ fn check(np: u32, case: &Case) -> String {
         problems.push(format!("processes left behind: {left:?}"));
     }
     // What completed before the fault is on disk (rank 0 writes once it knows the fingerprint).
-    if json.exists() {
-        if let Err(e) = results::load(&json) {
-            problems.push(format!("results file unreadable: {e}"));
-        }
+    if json.exists()
+        && let Err(e) = results::load(&json)
+    {
+        problems.push(format!("results file unreadable: {e}"));
     }
     if problems.is_empty() {
         String::new()
     } else {
-        format!("{} on {np} ranks: {}\n{t}\n", case.fault, problems.join("; "))
+        format!(
+            "{} on {np} ranks: {}\n{t}\n",
+            case.fault,
+            problems.join("; ")
+        )
     }
 }
 
 fn matrix(np: u32, cases: &[Case]) {
     require_sim();
-    let failures: Vec<String> = cases.iter().map(|c| check(np, c)).filter(|s| !s.is_empty()).collect();
-    assert!(failures.is_empty(), "{} of {} cases wrong:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    let failures: Vec<String> = cases
+        .iter()
+        .map(|c| check(np, c))
+        .filter(|s| !s.is_empty())
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases wrong:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }
 
 macro_rules! cases {
     ($($fault:literal => $stage:ident @ $rank:literal),* $(,)?) => {
-        vec![$(Case { fault: $fault, stage: Stage::$stage, rank: $rank }),*]
+        [$(Case { fault: $fault, stage: Stage::$stage, rank: $rank }),*]
     };
 }
 
 #[test]
 fn errors_on_rank_0_and_rank_1() {
-    matrix(2, &cases![
-        "launch@0:error" => Launch @ 0, "launch@1:error" => Launch @ 1,
-        "driver@0:error" => Driver @ 0, "driver@1:error" => Driver @ 1,
-        "device@0:error" => Device @ 0, "device@1:error" => Device @ 1,
-        "alloc@0:error" => Alloc @ 0, "alloc@1:error" => Alloc @ 1,
-        "unique-id@0:error" => UniqueId @ 0,
-        "init@0:error" => Init @ 0, "init@1:error" => Init @ 1,
-        "import@0:error" => ConnectImport @ 0, "import@1:error" => ConnectImport @ 1,
-        "proxy@0:error" => ConnectProxy @ 0, "proxy@1:error" => ConnectProxy @ 1,
-        "shm@0:error" => ConnectShm @ 0, "shm@1:error" => ConnectShm @ 1,
-        "net@0:error" => ConnectNet @ 0, "net@1:error" => ConnectNet @ 1,
-        "run@0:error" => Run @ 0, "run@1:error" => Run @ 1,
-        "verify@0:corrupt" => Verify @ 0, "verify@1:corrupt" => Verify @ 1,
-        "finalize@0:error" => Finalize @ 0, "finalize@1:error" => Finalize @ 1,
-    ]);
+    matrix(
+        2,
+        &cases![
+            "launch@0:error" => Launch @ 0, "launch@1:error" => Launch @ 1,
+            "driver@0:error" => Driver @ 0, "driver@1:error" => Driver @ 1,
+            "device@0:error" => Device @ 0, "device@1:error" => Device @ 1,
+            "alloc@0:error" => Alloc @ 0, "alloc@1:error" => Alloc @ 1,
+            "unique-id@0:error" => UniqueId @ 0,
+            "init@0:error" => Init @ 0, "init@1:error" => Init @ 1,
+            "import@0:error" => ConnectImport @ 0, "import@1:error" => ConnectImport @ 1,
+            "proxy@0:error" => ConnectProxy @ 0, "proxy@1:error" => ConnectProxy @ 1,
+            "shm@0:error" => ConnectShm @ 0, "shm@1:error" => ConnectShm @ 1,
+            "net@0:error" => ConnectNet @ 0, "net@1:error" => ConnectNet @ 1,
+            "run@0:error" => Run @ 0, "run@1:error" => Run @ 1,
+            "verify@0:corrupt" => Verify @ 0, "verify@1:corrupt" => Verify @ 1,
+            "finalize@0:error" => Finalize @ 0, "finalize@1:error" => Finalize @ 1,
+        ],
+    );
 }
 
 #[test]
 fn crashes_on_rank_0_and_rank_1() {
-    matrix(2, &cases![
-        "launch@1:crash" => Launch @ 1,
-        "driver@0:crash" => Driver @ 0, "driver@1:crash" => Driver @ 1,
-        "device@1:crash" => Device @ 1,
-        "alloc@0:crash" => Alloc @ 0,
-        "init@0:crash" => Init @ 0, "init@1:crash" => Init @ 1,
-        "run@0:crash" => Run @ 0, "run@1:crash" => Run @ 1,
-        "finalize@1:crash" => Finalize @ 1,
-    ]);
+    matrix(
+        2,
+        &cases![
+            "launch@1:crash" => Launch @ 1,
+            "driver@0:crash" => Driver @ 0, "driver@1:crash" => Driver @ 1,
+            "device@1:crash" => Device @ 1,
+            "alloc@0:crash" => Alloc @ 0,
+            "init@0:crash" => Init @ 0, "init@1:crash" => Init @ 1,
+            "run@0:crash" => Run @ 0, "run@1:crash" => Run @ 1,
+            "finalize@1:crash" => Finalize @ 1,
+        ],
+    );
 }
 
 #[test]
 fn hangs_are_named_within_the_deadline() {
-    matrix(2, &cases![
-        "launch@1:hang" => Launch @ 1,
-        "driver@0:hang" => Driver @ 0,
-        "init@1:hang" => Init @ 1,
-        "import@0:hang" => Connect @ 0,
-        "run@1:hang" => Run @ 1,
-        "finalize@0:hang" => Finalize @ 0,
-    ]);
+    matrix(
+        2,
+        &cases![
+            "launch@1:hang" => Launch @ 1,
+            "driver@0:hang" => Driver @ 0,
+            "init@1:hang" => Init @ 1,
+            "import@0:hang" => Connect @ 0,
+            "run@1:hang" => Run @ 1,
+            "finalize@0:hang" => Finalize @ 0,
+        ],
+    );
 }
 
 #[test]
 fn four_ranks_fault_on_rank_3() {
-    matrix(4, &cases![
-        "init@3:error" => Init @ 3,
-        "proxy@3:error" => ConnectProxy @ 3,
-        "run@3:crash" => Run @ 3,
-        "verify@3:corrupt" => Verify @ 3,
-    ]);
+    matrix(
+        4,
+        &cases![
+            "init@3:error" => Init @ 3,
+            "proxy@3:error" => ConnectProxy @ 3,
+            "run@3:crash" => Run @ 3,
+            "verify@3:corrupt" => Verify @ 3,
+        ],
+    );
 }
 
 #[test]
@@ -128,8 +173,25 @@ fn results_file_keeps_sizes_measured_before_a_run_fault() {
     let json = dir.join("run.json");
     let o = mpirun(
         2,
-        &["run", "--backend", "sim", "-e", "64K", "-n", "3", "-w", "1", "--timeout", "4", "--json", json.to_str().unwrap()],
-        &[("NCCL_SMOKE_SIM_FAULT", "run@1:crash"), ("NCCL_SMOKE_SIM_RUN_FAULT_OP", "40")],
+        &[
+            "run",
+            "--backend",
+            "sim",
+            "-e",
+            "64K",
+            "-n",
+            "3",
+            "-w",
+            "1",
+            "--timeout",
+            "4",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        &[
+            ("NCCL_SMOKE_SIM_FAULT", "run@1:crash"),
+            ("NCCL_SMOKE_SIM_RUN_FAULT_OP", "40"),
+        ],
         90,
     );
     let t = text(&o);

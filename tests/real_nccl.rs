@@ -35,7 +35,12 @@ fn no_driver_fails_at_driver_stage_on_every_rank() {
 
 #[test]
 fn missing_library_fails_at_nccl_load_naming_the_path() {
-    let o = mpirun(2, &["run", "--nccl-lib", "/nonexistent/libnccl.so.2"], &[], 120);
+    let o = mpirun(
+        2,
+        &["run", "--nccl-lib", "/nonexistent/libnccl.so.2"],
+        &[],
+        120,
+    );
     let t = text(&o);
     assert_eq!(code(&o), 11, "{t}");
     assert!(t.contains("FAIL at nccl-load on rank 0"), "{t}");

@@ -7,13 +7,25 @@ use nccl_smoke::stage::Stage;
 
 fn sim_run(np: u32, extra: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     require_sim();
-    let mut args = vec!["run", "--backend", "sim", "-e", "64K", "-n", "3", "-w", "1", "--timeout", "4"];
+    let mut args = vec![
+        "run",
+        "--backend",
+        "sim",
+        "-e",
+        "64K",
+        "-n",
+        "3",
+        "-w",
+        "1",
+        "--timeout",
+        "4",
+    ];
     args.extend_from_slice(extra);
     let o = mpirun(np, &args, env, 90);
     (code(&o), text(&o))
 }
 
-fn verdict<'a>(t: &'a str, stage: Stage, rank: u32) -> &'a str {
+fn verdict(t: &str, stage: Stage, rank: u32) -> &str {
     let want = format!("FAIL at {stage} on rank {rank} ");
     t.lines()
         .find(|l| l.contains(&want))
@@ -24,13 +36,29 @@ fn verdict<'a>(t: &'a str, stage: Stage, rank: u32) -> &'a str {
 /// "invalid device ordinal" in the P2P transport.
 #[test]
 fn seed_000_cross_container_buffer_import() {
-    let (code, t) = sim_run(2, &[], &[("NCCL_SMOKE_SIM_FAULT", "import@1:error"), ("CUDA_VISIBLE_DEVICES", "0")]);
+    let (code, t) = sim_run(
+        2,
+        &[],
+        &[
+            ("NCCL_SMOKE_SIM_FAULT", "import@1:error"),
+            ("CUDA_VISIBLE_DEVICES", "0"),
+        ],
+    );
     assert_eq!(code, Stage::ConnectImport.exit_code() as i32, "{t}");
     let v = verdict(&t, Stage::ConnectImport, 1);
     assert!(v.contains("invalid device ordinal"), "{v}");
-    assert!(v.contains("CUDA driver 12.8"), "driver version belongs in the verdict: {v}");
-    assert!(v.contains("NCCL_P2P_DISABLE=1") && v.contains("NCCL_CUMEM_ENABLE=0"), "{v}");
-    assert!(t.contains("share GPU"), "two ranks on one device should be warned about:\n{t}");
+    assert!(
+        v.contains("CUDA driver 12.8"),
+        "driver version belongs in the verdict: {v}"
+    );
+    assert!(
+        v.contains("NCCL_P2P_DISABLE=1") && v.contains("NCCL_CUMEM_ENABLE=0"),
+        "{v}"
+    );
+    assert!(
+        t.contains("share GPU"),
+        "two ranks on one device should be warned about:\n{t}"
+    );
 }
 
 /// 001: MPIJob over RDMA hangs at start in Open MPI's HCOLL: a rank never reaches the first
@@ -40,7 +68,10 @@ fn seed_001_hang_before_the_first_mpi_collective() {
     let (code, t) = sim_run(2, &[], &[("NCCL_SMOKE_SIM_FAULT", "launch@1:hang")]);
     assert_eq!(code, Stage::Launch.exit_code() as i32, "{t}");
     let v = verdict(&t, Stage::Launch, 1);
-    assert!(v.contains("hung") && v.contains("HCOLL") && v.contains("coll_hcoll_enable 0"), "{v}");
+    assert!(
+        v.contains("hung") && v.contains("HCOLL") && v.contains("coll_hcoll_enable 0"),
+        "{v}"
+    );
 }
 
 /// 002: GPUDirect RDMA disabled (old NCCL, nvidia_peermem): the run passes but slowly, and
@@ -53,17 +84,29 @@ fn seed_002_gdr_disabled_slow_run() {
         .lines()
         .find(|l| l.starts_with("WARN at run on rank"))
         .unwrap_or_else(|| panic!("no GDR warning:\n{t}"));
-    assert!(w.contains("GPU Direct RDMA Disabled") && w.contains("nvidia_peermem") && w.contains("2.23.4"), "{w}");
+    assert!(
+        w.contains("GPU Direct RDMA Disabled")
+            && w.contains("nvidia_peermem")
+            && w.contains("2.23.4"),
+        "{w}"
+    );
 }
 
 /// 003: all-to-all from isend/irecv; the proxy service cannot accept a connection (Resource
 /// temporarily unavailable), connection closed.
 #[test]
 fn seed_003_proxy_connect() {
-    let (code, t) = sim_run(4, &["--patterns", "send_recv"], &[("NCCL_SMOKE_SIM_FAULT", "proxy@2:error")]);
+    let (code, t) = sim_run(
+        4,
+        &["--patterns", "send_recv"],
+        &[("NCCL_SMOKE_SIM_FAULT", "proxy@2:error")],
+    );
     assert_eq!(code, Stage::ConnectProxy.exit_code() as i32, "{t}");
     let v = verdict(&t, Stage::ConnectProxy, 2);
-    assert!(v.contains("device") && v.contains("match"), "hint should say bind devices / pair sends: {v}");
+    assert!(
+        v.contains("device") && v.contains("match"),
+        "hint should say bind devices / pair sends: {v}"
+    );
 }
 
 /// 004: "unhandled system error" that is really a too-small /dev/shm in a pod.
@@ -72,6 +115,9 @@ fn seed_004_dev_shm_too_small() {
     let (code, t) = sim_run(2, &[], &[("NCCL_SMOKE_SIM_FAULT", "shm@0:error")]);
     assert_eq!(code, Stage::ConnectShm.exit_code() as i32, "{t}");
     let v = verdict(&t, Stage::ConnectShm, 0);
-    assert!(v.contains("/dev/shm") && v.contains("MiB"), "the /dev/shm size belongs in the verdict: {v}");
+    assert!(
+        v.contains("/dev/shm") && v.contains("MiB"),
+        "the /dev/shm size belongs in the verdict: {v}"
+    );
     assert!(v.contains("emptyDir"), "{v}");
 }

@@ -11,16 +11,39 @@ fn pass_run(np: u32) {
     let json = dir.join("run.json");
     let o = mpirun(
         np,
-        &["run", "--backend", "sim", "-e", "256K", "-n", "5", "-w", "1", "--json", json.to_str().unwrap()],
+        &[
+            "run",
+            "--backend",
+            "sim",
+            "-e",
+            "256K",
+            "-n",
+            "5",
+            "-w",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+        ],
         &[],
         120,
     );
     let t = text(&o);
     assert_eq!(code(&o), 0, "{t}");
-    let verdict = t.lines().find(|l| l.starts_with("PASS")).unwrap_or_else(|| panic!("no PASS:\n{t}"));
+    let verdict = t
+        .lines()
+        .find(|l| l.starts_with("PASS"))
+        .unwrap_or_else(|| panic!("no PASS:\n{t}"));
     assert!(verdict.contains("[SIMULATED]"), "{verdict}");
-    for p in ["all_reduce", "all_to_all", "send_recv_ring", "send_recv_pairwise"] {
-        assert!(t.contains(&format!("# {p}, {np} ranks — SIMULATED")), "{p}:\n{t}");
+    for p in [
+        "all_reduce",
+        "all_to_all",
+        "send_recv_ring",
+        "send_recv_pairwise",
+    ] {
+        assert!(
+            t.contains(&format!("# {p}, {np} ranks — SIMULATED")),
+            "{p}:\n{t}"
+        );
     }
     assert!(t.contains("# SIMULATED run"), "{t}");
 
@@ -30,7 +53,8 @@ fn pass_run(np: u32) {
     assert_eq!(doc.verdict.status, results::Status::Pass);
     assert_eq!(doc.fingerprint.ranks.len(), np as usize);
     assert!(doc.fingerprint.nccl.as_ref().unwrap().simulated.is_some());
-    let patterns: std::collections::BTreeSet<_> = doc.results.iter().map(|r| r.pattern.as_str()).collect();
+    let patterns: std::collections::BTreeSet<_> =
+        doc.results.iter().map(|r| r.pattern.as_str()).collect();
     assert_eq!(patterns.len(), 4, "{patterns:?}");
     for r in &doc.results {
         assert_eq!(r.wrong, 0, "{r:?}");
@@ -38,15 +62,24 @@ fn pass_run(np: u32) {
         assert_eq!(r.rank_avg_us.len(), np as usize);
         // algbw = size / time; busbw = algbw × factor (nccl-tests).
         let algbw = r.size_bytes as f64 / r.time_us.avg / 1e3;
-        assert!((r.algbw_gbs - algbw).abs() <= 1e-9 * algbw.max(1.0), "{r:?}");
+        assert!(
+            (r.algbw_gbs - algbw).abs() <= 1e-9 * algbw.max(1.0),
+            "{r:?}"
+        );
         let n = np as f64;
         let factor = match r.pattern.as_str() {
             "all_reduce" => 2.0 * (n - 1.0) / n,
             "all_to_all" => (n - 1.0) / n,
             _ => 1.0,
         };
-        assert!((r.busbw_gbs - algbw * factor).abs() <= 1e-9 * algbw.max(1.0), "{r:?}");
-        assert!(r.time_us.p50 <= r.time_us.p99 && r.time_us.p99 <= r.time_us.max, "{r:?}");
+        assert!(
+            (r.busbw_gbs - algbw * factor).abs() <= 1e-9 * algbw.max(1.0),
+            "{r:?}"
+        );
+        assert!(
+            r.time_us.p50 <= r.time_us.p99 && r.time_us.p99 <= r.time_us.max,
+            "{r:?}"
+        );
     }
     assert!(leftovers_after_grace(dir.to_str().unwrap()).is_empty());
 }
@@ -64,8 +97,34 @@ fn four_ranks_pass_all_patterns() {
 #[test]
 fn every_datatype_and_op_verifies() {
     require_sim();
-    for (d, o) in [("half", "sum"), ("bfloat16", "max"), ("int8", "min"), ("double", "prod"), ("uint64", "sum"), ("int32", "prod")] {
-        let out = mpirun(3, &["run", "--backend", "sim", "-e", "4K", "-n", "2", "-w", "0", "-d", d, "-o", o], &[], 120);
+    for (d, o) in [
+        ("half", "sum"),
+        ("bfloat16", "max"),
+        ("int8", "min"),
+        ("double", "prod"),
+        ("uint64", "sum"),
+        ("int32", "prod"),
+    ] {
+        let out = mpirun(
+            3,
+            &[
+                "run",
+                "--backend",
+                "sim",
+                "-e",
+                "4K",
+                "-n",
+                "2",
+                "-w",
+                "0",
+                "-d",
+                d,
+                "-o",
+                o,
+            ],
+            &[],
+            120,
+        );
         let t = text(&out);
         assert_eq!(code(&out), 0, "{d} {o}: {t}");
         assert!(t.contains(&format!(" {d} ")), "{t}");
@@ -77,7 +136,15 @@ fn grouped_send_recv_fallback_when_the_library_lacks_alltoall() {
     require_sim();
     let out = mpirun(
         3,
-        &["run", "--backend", "sim", "-e", "16K", "--patterns", "all_to_all"],
+        &[
+            "run",
+            "--backend",
+            "sim",
+            "-e",
+            "16K",
+            "--patterns",
+            "all_to_all",
+        ],
         &[("NCCL_SMOKE_SIM_NCCL_VERSION", "21903")],
         120,
     );

@@ -106,12 +106,20 @@ pub fn measure(
     t: &Timing,
     epoch: u32,
 ) -> Result<RankSample, CommError> {
-    let what = |phase: &str| format!("{} of {} {} bytes", phase, pattern.name(), layout.bytes(t.dtype));
+    let what = |phase: &str| {
+        format!(
+            "{} of {} {} bytes",
+            phase,
+            pattern.name(),
+            layout.bytes(t.dtype)
+        )
+    };
     let (rank, n) = (comm.rank, comm.nranks);
     let send_bytes = layout.count * t.dtype.size();
     let recv_bytes = layout.recv_count * t.dtype.size();
     verify::fill_send(&mut bufs.host_send, layout, t.dtype, t.op, rank, n, epoch);
-    bufs.send.copy_from_host(&bufs.host_send[..send_bytes], &comm.stream)?;
+    bufs.send
+        .copy_from_host(&bufs.host_send[..send_bytes], &comm.stream)?;
     bufs.recv.fill(0xff, &comm.stream)?;
     let launch = |c: &Communicator| {
         pattern.launch(
@@ -148,9 +156,19 @@ pub fn measure(
     let us = |ns: u64| ns as f64 / 1e3;
 
     let (wrong, first_wrong) = if t.check {
-        bufs.recv.copy_to_host(&mut bufs.host_recv[..recv_bytes], &comm.stream)?;
+        bufs.recv
+            .copy_to_host(&mut bufs.host_recv[..recv_bytes], &comm.stream)?;
         comm.wait_idle(t.deadline, &what("copy-back"))?;
-        verify::check(&bufs.host_recv, pattern, layout, t.dtype, t.op, rank, n, epoch)
+        verify::check(
+            &bufs.host_recv,
+            pattern,
+            layout,
+            t.dtype,
+            t.op,
+            rank,
+            n,
+            epoch,
+        )
     } else {
         (0, None)
     };
@@ -209,7 +227,11 @@ pub struct Times {
 
 /// algbw in GB/s for `bytes` moved in `us` microseconds.
 pub fn algbw_gbs(bytes: usize, us: f64) -> f64 {
-    if us <= 0.0 { 0.0 } else { bytes as f64 / us / 1e3 }
+    if us <= 0.0 {
+        0.0
+    } else {
+        bytes as f64 / us / 1e3
+    }
 }
 
 /// Combines all ranks' samples (rank order) into one row.
@@ -284,7 +306,13 @@ mod tests {
             deadline: Duration::from_secs(1),
         };
         let layout = p.layout(1 << 20, 4, 8);
-        let r = combine(p, &layout, &t, 8, &[sample(0, 100.0), sample(1, 250.0), sample(2, 90.0)]);
+        let r = combine(
+            p,
+            &layout,
+            &t,
+            8,
+            &[sample(0, 100.0), sample(1, 250.0), sample(2, 90.0)],
+        );
         assert_eq!(r.slowest_rank, 1);
         assert_eq!(r.time_us.avg, 250.0);
         let algbw = (1u64 << 20) as f64 / 250.0 / 1e3;

@@ -30,7 +30,7 @@ pub fn sizes(min: usize, max: usize, step: Step) -> Result<Vec<usize>, String> {
     let mut size = min;
     while size < max {
         let next = match step {
-            Step::Factor(f) if f == 1.0 => break,
+            Step::Factor(1.0) => break,
             Step::Factor(f) => ((size as f64 * f) as usize).max(size + 1),
             Step::Bytes(b) => size.saturating_add(b),
         };
@@ -91,9 +91,21 @@ mod tests {
 
     #[test]
     fn bad_sweeps_name_the_flag() {
-        assert!(sizes(64, 8, Step::Factor(2.0)).unwrap_err().contains("-b/--minbytes (64)"));
-        assert!(sizes(8, 64, Step::Factor(0.5)).unwrap_err().contains("-f/--stepfactor"));
-        assert!(sizes(8, 64, Step::Bytes(0)).unwrap_err().contains("-i/--stepbytes"));
+        assert!(
+            sizes(64, 8, Step::Factor(2.0))
+                .unwrap_err()
+                .contains("-b/--minbytes (64)")
+        );
+        assert!(
+            sizes(8, 64, Step::Factor(0.5))
+                .unwrap_err()
+                .contains("-f/--stepfactor")
+        );
+        assert!(
+            sizes(8, 64, Step::Bytes(0))
+                .unwrap_err()
+                .contains("-i/--stepbytes")
+        );
     }
 
     #[test]

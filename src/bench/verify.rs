@@ -125,7 +125,8 @@ mod tests {
         let mut recv = vec![0u8; l.recv_count * 4];
         for i in 0..l.recv_count {
             if let Source::Rank { rank, index } = p.source(2, n, i, &l) {
-                recv[i * 4..i * 4 + 4].copy_from_slice(&sends[rank as usize][index * 4..index * 4 + 4]);
+                recv[i * 4..i * 4 + 4]
+                    .copy_from_slice(&sends[rank as usize][index * 4..index * 4 + 4]);
             }
         }
         assert_eq!(check(&recv, p, &l, dt, RedOp::Sum, 2, n, 3), (0, None));
@@ -143,7 +144,10 @@ mod tests {
             for op in [RedOp::Sum, RedOp::Prod] {
                 for i in 0..3 * per {
                     for r in 0..n {
-                        assert_eq!(data::value(op, n, r, i, 5), data::value(op, n, r, i + per, 5));
+                        assert_eq!(
+                            data::value(op, n, r, i, 5),
+                            data::value(op, n, r, i + per, 5)
+                        );
                     }
                 }
             }
@@ -158,10 +162,12 @@ mod tests {
         let l = p.layout(2 * 10, dt.size(), n);
         let mut recv = vec![0u8; l.count * 2];
         for i in 0..l.count {
-            let s: f64 = (0..n).map(|r| data::value(RedOp::Max, n, r, i, 0)).fold(0.0, f64::max);
+            let s: f64 = (0..n)
+                .map(|r| data::value(RedOp::Max, n, r, i, 0))
+                .fold(0.0, f64::max);
             dt.encode(s, &mut recv[i * 2..i * 2 + 2]);
         }
         assert_eq!(check(&recv, p, &l, dt, RedOp::Max, 0, n, 0).0, 0);
-        assert_eq!(check(&recv, p, &l, dt, RedOp::Sum, 0, n, 0).0 > 0, true);
+        assert!(check(&recv, p, &l, dt, RedOp::Sum, 0, n, 0).0 > 0);
     }
 }

@@ -24,15 +24,30 @@ const FAMILIES: &[(&str, &str, &str, &str)] = &[
         "OMPI_COMM_WORLD_RANK",
         "OMPI_COMM_WORLD_LOCAL_RANK",
     ),
-    ("PMIx (PMIX_SIZE)", "PMIX_SIZE", "PMIX_RANK", "PMIX_LOCAL_RANK"),
-    ("MPICH/Hydra PMI (PMI_SIZE)", "PMI_SIZE", "PMI_RANK", "MPI_LOCALRANKID"),
+    (
+        "PMIx (PMIX_SIZE)",
+        "PMIX_SIZE",
+        "PMIX_RANK",
+        "PMIX_LOCAL_RANK",
+    ),
+    (
+        "MPICH/Hydra PMI (PMI_SIZE)",
+        "PMI_SIZE",
+        "PMI_RANK",
+        "MPI_LOCALRANKID",
+    ),
     (
         "Slurm srun (SLURM_STEP_NUM_TASKS)",
         "SLURM_STEP_NUM_TASKS",
         "SLURM_PROCID",
         "SLURM_LOCALID",
     ),
-    ("torchrun-style (WORLD_SIZE)", "WORLD_SIZE", "RANK", "LOCAL_RANK"),
+    (
+        "torchrun-style (WORLD_SIZE)",
+        "WORLD_SIZE",
+        "RANK",
+        "LOCAL_RANK",
+    ),
 ];
 
 /// Reads the launcher variables through `get` (the environment, or a map in tests).

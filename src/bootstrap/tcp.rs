@@ -66,7 +66,8 @@ impl Tcp {
 }
 
 fn accept_all(addr: &str, size: u32, deadline: Duration) -> Result<Vec<TcpStream>, String> {
-    let listener = TcpListener::bind(addr).map_err(|e| format!("rank 0 cannot listen on {addr}: {e}"))?;
+    let listener =
+        TcpListener::bind(addr).map_err(|e| format!("rank 0 cannot listen on {addr}: {e}"))?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let start = Instant::now();
     let mut slots: Vec<Option<TcpStream>> = (1..size).map(|_| None).collect();
@@ -75,7 +76,8 @@ fn accept_all(addr: &str, size: u32, deadline: Duration) -> Result<Vec<TcpStream
             Ok((mut s, _)) => {
                 s.set_nonblocking(false).map_err(|e| e.to_string())?;
                 let mut r = [0u8; 4];
-                s.read_exact(&mut r).map_err(|e| format!("bootstrap handshake: {e}"))?;
+                s.read_exact(&mut r)
+                    .map_err(|e| format!("bootstrap handshake: {e}"))?;
                 let r = u32::from_le_bytes(r);
                 match slots.get_mut(r.wrapping_sub(1) as usize) {
                     Some(slot @ None) => *slot = Some(s),
@@ -111,12 +113,16 @@ fn connect(addr: &str, rank: u32, start: Instant, deadline: Duration) -> Result<
             .map_err(|e| format!("bootstrap address {addr}: {e}"))?
             .find_map(|a| TcpStream::connect_timeout(&a, Duration::from_secs(1)).ok());
         if let Some(mut s) = attempt {
-            s.write_all(&rank.to_le_bytes()).map_err(|e| e.to_string())?;
+            s.write_all(&rank.to_le_bytes())
+                .map_err(|e| e.to_string())?;
             let _ = s.set_nodelay(true);
             return Ok(s);
         }
         if start.elapsed() > deadline {
-            return Err(format!("rank {rank} could not reach rank 0 at {addr} within {:.0} s", deadline.as_secs_f64()));
+            return Err(format!(
+                "rank {rank} could not reach rank 0 at {addr} within {:.0} s",
+                deadline.as_secs_f64()
+            ));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -188,7 +194,9 @@ impl Bootstrap for Tcp {
             io(p.read_exact(&mut len));
             let len = u64::from_le_bytes(len);
             if len > MAX_MESSAGE {
-                io::<()>(Err(std::io::Error::other(format!("a rank sent {len} bytes"))));
+                io::<()>(Err(std::io::Error::other(format!(
+                    "a rank sent {len} bytes"
+                ))));
             }
             let mut v = vec![0u8; len as usize];
             io(p.read_exact(&mut v));

@@ -23,8 +23,12 @@ pub struct Libraries {
 /// target folder), else `../lib/nccl-smoke` beside it (an installed layout).
 fn sim_source_dir(args: &RunArgs) -> Result<PathBuf, String> {
     let has_libs = |d: &Path| {
-        ["libnccl.so.2", "libnccl.so"].iter().any(|f| d.join(f).exists())
-            && ["libcuda.so.1", "libcuda.so"].iter().any(|f| d.join(f).exists())
+        ["libnccl.so.2", "libnccl.so"]
+            .iter()
+            .any(|f| d.join(f).exists())
+            && ["libcuda.so.1", "libcuda.so"]
+                .iter()
+                .any(|f| d.join(f).exists())
     };
     if let Some(d) = &args.sim_dir {
         return if has_libs(d) {
@@ -36,7 +40,8 @@ fn sim_source_dir(args: &RunArgs) -> Result<PathBuf, String> {
             ))
         };
     }
-    let exe = std::env::current_exe().map_err(|e| format!("cannot locate nccl-smoke itself: {e}"))?;
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot locate nccl-smoke itself: {e}"))?;
     let bin_dir = exe.parent().unwrap_or(Path::new("."));
     let candidates = [
         bin_dir.to_path_buf(),
@@ -69,8 +74,7 @@ pub fn prepare_sim_dir(args: &RunArgs) -> Result<PathBuf, String> {
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let (nccl, cuda) = (canon(&nccl), canon(&cuda));
     let dir = std::env::temp_dir().join(format!("nccl-smoke-sim.{}", std::process::id()));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let links = [
         ("libnccl.so.2", &nccl),
         ("libnccl.so", &nccl),
@@ -100,7 +104,11 @@ pub fn libraries(args: &RunArgs) -> Result<Libraries, String> {
             };
             let path = |n: &str| dir.join(n).display().to_string();
             Ok(Libraries {
-                nccl: Some(args.nccl_lib.clone().unwrap_or_else(|| path("libnccl.so.2"))),
+                nccl: Some(
+                    args.nccl_lib
+                        .clone()
+                        .unwrap_or_else(|| path("libnccl.so.2")),
+                ),
                 cuda: Some(path("libcuda.so.1")),
             })
         }

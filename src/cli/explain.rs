@@ -35,7 +35,10 @@ pub fn explain(args: &ExplainArgs) -> u8 {
         }
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&summaries).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&summaries).unwrap_or_default()
+        );
     } else {
         print_text(&summaries);
     }
@@ -50,11 +53,17 @@ pub fn explain(args: &ExplainArgs) -> u8 {
 fn print_text(summaries: &[LogSummary]) {
     let lines: u64 = summaries.iter().map(|s| s.lines).sum();
     let nccl: u64 = summaries.iter().map(|s| s.nccl_lines).sum();
-    println!("# explain: {} file(s), {lines} lines, {nccl} NCCL lines", summaries.len());
+    println!(
+        "# explain: {} file(s), {lines} lines, {nccl} NCCL lines",
+        summaries.len()
+    );
     let mut any = false;
     for s in summaries {
         if s.lines > 0 && s.nccl_lines == 0 {
-            println!("# {}: no NCCL log lines (was NCCL_DEBUG set to WARN or INFO?)", s.file);
+            println!(
+                "# {}: no NCCL log lines (was NCCL_DEBUG set to WARN or INFO?)",
+                s.file
+            );
         }
         for f in &s.findings {
             any = true;
@@ -68,7 +77,11 @@ fn print_text(summaries: &[LogSummary]) {
             if let Some(d) = f.device {
                 at.push(format!("cuda device {d}"));
             }
-            let at = if at.is_empty() { String::new() } else { format!(" on {}", at.join(", ")) };
+            let at = if at.is_empty() {
+                String::new()
+            } else {
+                format!(" on {}", at.join(", "))
+            };
             println!("FINDING {}{at} ({}:{})", f.stage, f.file, f.line);
             println!("  evidence: {}", f.evidence);
             println!("  likely cause: {}", f.cause);

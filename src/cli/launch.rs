@@ -16,7 +16,12 @@ pub struct LaunchArgs {
     #[arg(short = 'n', long = "np", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub np: u32,
     /// The nccl-smoke command each rank runs, e.g. `run --backend sim`.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     pub command: Vec<OsString>,
 }
 
@@ -70,7 +75,9 @@ fn wait_all(mut children: Vec<Child>) -> u8 {
                     running[i] = false;
                     let code = status.code().unwrap_or(exit::INTERNAL as i32);
                     if code != 0 {
-                        eprintln!("nccl-smoke launch: rank {i} exited with {code}; stopping the other ranks");
+                        eprintln!(
+                            "nccl-smoke launch: rank {i} exited with {code}; stopping the other ranks"
+                        );
                         kill_all(&mut children);
                         return code.clamp(0, 255) as u8;
                     }

@@ -68,7 +68,11 @@ pub struct RunArgs {
     #[arg(long, env = "NCCL_SMOKE_SIM_DIR", value_name = "DIR")]
     pub sim_dir: Option<PathBuf>,
     /// Patterns to run, comma-separated; a prefix selects a family (`send_recv`).
-    #[arg(long, value_delimiter = ',', default_value = "all_reduce,all_to_all,send_recv")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "all_reduce,all_to_all,send_recv"
+    )]
     pub patterns: Vec<String>,
     /// Smallest message size in bytes (K, M, G suffixes allowed).
     #[arg(short = 'b', long = "minbytes", default_value = "8", value_parser = sweep::parse_size)]
@@ -77,7 +81,12 @@ pub struct RunArgs {
     #[arg(short = 'e', long = "maxbytes", value_parser = sweep::parse_size)]
     pub maxbytes: Option<usize>,
     /// Multiply the size by this factor between steps.
-    #[arg(short = 'f', long = "stepfactor", default_value = "2", conflicts_with = "stepbytes")]
+    #[arg(
+        short = 'f',
+        long = "stepfactor",
+        default_value = "2",
+        conflicts_with = "stepbytes"
+    )]
     pub stepfactor: f64,
     /// Add this many bytes between steps (instead of -f).
     #[arg(short = 'i', long = "stepbytes", value_parser = sweep::parse_size)]
@@ -117,7 +126,10 @@ fn parse_stage_timeout(s: &str) -> Result<(Stage, f64), String> {
         .ok_or_else(|| format!("'{s}': expected STAGE=SECS, e.g. init=60"))?;
     let stage = Stage::parse(name).ok_or_else(|| {
         let names: Vec<_> = Stage::ALL.iter().map(|s| s.name()).collect();
-        format!("unknown stage '{name}': expected one of {}", names.join(", "))
+        format!(
+            "unknown stage '{name}': expected one of {}",
+            names.join(", ")
+        )
     })?;
     let secs: f64 = secs
         .parse()
@@ -162,10 +174,12 @@ impl RunArgs {
         if self.backend == Backend::Sim {
             nccl_smoke_fault::FaultSet::from_env().map_err(|e| e.to_string())?;
         }
-        if let Some(t) = self.timeout {
-            if !(t.is_finite() && t > 0.0) {
-                return Err(format!("--timeout must be a positive number of seconds, got {t}"));
-            }
+        if let Some(t) = self.timeout
+            && !(t.is_finite() && t > 0.0)
+        {
+            return Err(format!(
+                "--timeout must be a positive number of seconds, got {t}"
+            ));
         }
         Ok(sizes)
     }
@@ -205,10 +219,20 @@ mod tests {
 
     #[test]
     fn nccl_tests_flags_parse() {
-        let a = parse(&["-b", "1K", "-e", "1M", "-f", "4", "-n", "7", "-w", "2", "-c", "0", "-d", "half", "-o", "max"]).unwrap();
-        assert_eq!((a.minbytes, a.maxbytes(), a.iters, a.warmup_iters, a.check), (1024, 1 << 20, 7, 2, 0));
+        let a = parse(&[
+            "-b", "1K", "-e", "1M", "-f", "4", "-n", "7", "-w", "2", "-c", "0", "-d", "half", "-o",
+            "max",
+        ])
+        .unwrap();
+        assert_eq!(
+            (a.minbytes, a.maxbytes(), a.iters, a.warmup_iters, a.check),
+            (1024, 1 << 20, 7, 2, 0)
+        );
         assert_eq!((a.datatype, a.op), (DataType::Half, RedOp::Max));
-        assert_eq!(a.validate().unwrap(), [1024, 4096, 16384, 65536, 262144, 1048576]);
+        assert_eq!(
+            a.validate().unwrap(),
+            [1024, 4096, 16384, 65536, 262144, 1048576]
+        );
     }
 
     #[test]
@@ -217,11 +241,20 @@ mod tests {
         assert!(parse(&["-b", "lots"]).is_err());
         assert!(parse(&["-c", "2"]).is_err());
         assert!(parse(&["-n", "0"]).is_err());
-        assert!(parse(&["--stage-timeout", "nope=3"]).unwrap_err().to_string().contains("unknown stage 'nope'"));
+        assert!(
+            parse(&["--stage-timeout", "nope=3"])
+                .unwrap_err()
+                .to_string()
+                .contains("unknown stage 'nope'")
+        );
         let a = parse(&["-b", "1M", "-e", "1K"]).unwrap();
         assert!(a.validate().unwrap_err().contains("-b/--minbytes"));
         let a = parse(&["--patterns", "all_reduce,bogus"]).unwrap();
-        assert!(a.validate().unwrap_err().contains("unknown pattern 'bogus'"));
+        assert!(
+            a.validate()
+                .unwrap_err()
+                .contains("unknown pattern 'bogus'")
+        );
     }
 
     #[test]

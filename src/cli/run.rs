@@ -78,10 +78,10 @@ impl Run<'_> {
     }
 
     fn save(&self) {
-        if let Some(r) = &self.results {
-            if let Err(e) = r.save() {
-                eprintln!("nccl-smoke: cannot update the results file: {e}");
-            }
+        if let Some(r) = &self.results
+            && let Err(e) = r.save()
+        {
+            eprintln!("nccl-smoke: cannot update the results file: {e}");
         }
     }
 
@@ -122,7 +122,9 @@ impl Run<'_> {
         self.versions.1 = Some(nccl.version());
         if rank == 0 {
             println!("# nccl-smoke {}", env!("CARGO_PKG_VERSION"));
-            table::nccl_lines(&nccl_info(&nccl)).iter().for_each(|l| println!("{l}"));
+            table::nccl_lines(&nccl_info(&nccl))
+                .iter()
+                .for_each(|l| println!("{l}"));
         }
 
         self.enter(Stage::Driver);
@@ -174,8 +176,9 @@ impl Run<'_> {
         let id = self.unique_id(boot.as_ref(), &nccl)?;
 
         self.enter(Stage::Init);
-        let mut comm = Communicator::init(&nccl, &id, rank, nranks, self.args.deadline(Stage::Init))
-            .map_err(|e| self.comm_failure(Stage::Init, e))?;
+        let mut comm =
+            Communicator::init(&nccl, &id, rank, nranks, self.args.deadline(Stage::Init))
+                .map_err(|e| self.comm_failure(Stage::Init, e))?;
 
         self.enter(Stage::Connect);
         let connect_timing = Timing {
@@ -188,7 +191,14 @@ impl Run<'_> {
         }
 
         self.enter(Stage::Run);
-        let rows = self.sweep(&mut comm, boot.as_ref(), &selected, &sizes, &mut bufs, &timing)?;
+        let rows = self.sweep(
+            &mut comm,
+            boot.as_ref(),
+            &selected,
+            &sizes,
+            &mut bufs,
+            &timing,
+        )?;
 
         self.advisories(boot.as_ref());
 
@@ -212,8 +222,11 @@ impl Run<'_> {
     fn launch(&mut self) -> Result<Box<dyn Bootstrap>, Failure> {
         progress::enter(Stage::Launch, self.who.rank);
         progress::step("in MPI_Init (or the launcher's bootstrap)");
-        let boot = init_bootstrap(self.args.deadline(Stage::Launch)).at(Stage::Launch, &self.who)?;
-        if let Some(msg) = bootstrap::launcher::mismatch(boot.size(), bootstrap::launcher::from_env().as_ref()) {
+        let boot =
+            init_bootstrap(self.args.deadline(Stage::Launch)).at(Stage::Launch, &self.who)?;
+        if let Some(msg) =
+            bootstrap::launcher::mismatch(boot.size(), bootstrap::launcher::from_env().as_ref())
+        {
             return Err(Failure::new(Stage::Launch, &self.who, msg)
                 .cause("nccl-smoke was built against one MPI and started by another's launcher")
                 .hint("use the mpirun of the MPI nccl-smoke was built with (see `ldd nccl-smoke | grep mpi`), or rebuild against this one"));
@@ -224,7 +237,9 @@ impl Run<'_> {
         if self.args.backend == Backend::Sim {
             self.simulated_launch_fault()?;
         }
-        progress::step("waiting in the first MPI collective (barrier) for ranks that never arrived");
+        progress::step(
+            "waiting in the first MPI collective (barrier) for ranks that never arrived",
+        );
         boot.barrier();
         Ok(boot)
     }
@@ -283,11 +298,18 @@ impl Run<'_> {
         let count = driver.device_count().at(Stage::Device, &self.who)?;
         let visible = std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "(unset)".into());
         if count <= 0 {
-            return Err(Failure::new(Stage::Device, &self.who, "the driver reports 0 devices")
-                .cause(format!("no GPU visible to this process (CUDA_VISIBLE_DEVICES={visible})"))
-                .hint("check CUDA_VISIBLE_DEVICES and the GPUs given to the container"));
+            return Err(
+                Failure::new(Stage::Device, &self.who, "the driver reports 0 devices")
+                    .cause(format!(
+                        "no GPU visible to this process (CUDA_VISIBLE_DEVICES={visible})"
+                    ))
+                    .hint("check CUDA_VISIBLE_DEVICES and the GPUs given to the container"),
+            );
         }
-        let ordinal = self.args.device.unwrap_or((local_rank % count as u32) as i32);
+        let ordinal = self
+            .args
+            .device
+            .unwrap_or((local_rank % count as u32) as i32);
         if ordinal < 0 || ordinal >= count {
             return Err(Failure::new(
                 Stage::Device,
@@ -303,7 +325,13 @@ impl Run<'_> {
         })
     }
 
-    fn start_results(&mut self, boot: &dyn Bootstrap, nccl: &Nccl, driver: &Driver, ranks: Vec<RankInfo>) {
+    fn start_results(
+        &mut self,
+        boot: &dyn Bootstrap,
+        nccl: &Nccl,
+        driver: &Driver,
+        ranks: Vec<RankInfo>,
+    ) {
         let fp = Fingerprint {
             hosts: fingerprint::hosts_of(&ranks),
             ranks,
@@ -322,7 +350,11 @@ impl Run<'_> {
             schema: crate::report::results::SCHEMA.into(),
             tool_version: env!("CARGO_PKG_VERSION").into(),
             started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
-            backend: if self.simulated { "SIMULATED".into() } else { "nccl".into() },
+            backend: if self.simulated {
+                "SIMULATED".into()
+            } else {
+                "nccl".into()
+            },
             simulated: self.simulated,
             command: std::env::args().collect(),
             config: RunConfig {
@@ -410,10 +442,14 @@ impl Run<'_> {
             let cause = format!("{}{}", found.cause, self.context_for(f.stage));
             f = f.cause(cause).hint(found.hint);
         } else if let CommError::Timeout { .. } = e {
-            f = f.cause("an operation did not complete: a peer stopped, or a link hangs").hint(
-                "rerun with NCCL_DEBUG=INFO; the ranks that did not report are the suspects",
-            );
-        } else if e.nccl().and_then(NcclError::last_error).is_some_and(|l| l.contains("driver version is insufficient")) {
+            f = f
+                .cause("an operation did not complete: a peer stopped, or a link hangs")
+                .hint("rerun with NCCL_DEBUG=INFO; the ranks that did not report are the suspects");
+        } else if e
+            .nccl()
+            .and_then(NcclError::last_error)
+            .is_some_and(|l| l.contains("driver version is insufficient"))
+        {
             f = f
                 .cause("the CUDA driver is older than the CUDA runtime this libnccl was built for")
                 .hint("upgrade the driver, or use an NCCL build for the driver's CUDA version");
@@ -435,7 +471,9 @@ impl Run<'_> {
             })
             .into_iter()
             .collect();
-        let Some(all) = gather_json(boot, &mine) else { return };
+        let Some(all) = gather_json(boot, &mine) else {
+            return;
+        };
         for w in all.iter().flatten() {
             println!("{}", w.warning_line());
         }
@@ -549,11 +587,19 @@ impl Run<'_> {
             return None;
         }
         let total: u64 = bad.iter().map(|r| r.wrong).sum();
-        let wrongs = bad.iter().filter_map(|r| r.first_wrong.as_ref().map(|w| (*r, w)));
-        let blamed = wrongs.clone().find(|(_, (_, w))| w.sender.is_some()).or(wrongs.clone().next());
+        let wrongs = bad
+            .iter()
+            .filter_map(|r| r.first_wrong.as_ref().map(|w| (*r, w)));
+        let blamed = wrongs
+            .clone()
+            .find(|(_, (_, w))| w.sender.is_some())
+            .or(wrongs.clone().next());
         let (detail, culprit) = match blamed {
             Some((row, (receiver, w))) => {
-                let from = w.sender.map(|s| format!(", sent by rank {s}")).unwrap_or_default();
+                let from = w
+                    .sender
+                    .map(|s| format!(", sent by rank {s}"))
+                    .unwrap_or_default();
                 let detail = format!(
                     "; e.g. {} {} B: element {} received by rank {receiver} is {} instead of {}{from}",
                     row.pattern, row.size_bytes, w.index, w.got, w.expected
@@ -562,13 +608,26 @@ impl Run<'_> {
             }
             None => (String::new(), self.who.rank.unwrap_or(0)),
         };
-        let sizes: Vec<String> = bad.iter().map(|r| format!("{} {} B", r.pattern, r.size_bytes)).collect();
+        let sizes: Vec<String> = bad
+            .iter()
+            .map(|r| format!("{} {} B", r.pattern, r.size_bytes))
+            .collect();
         let host = self
             .results
             .as_ref()
-            .and_then(|r| r.doc.fingerprint.ranks.iter().find(|i| i.rank == culprit).map(|i| i.host.clone()))
+            .and_then(|r| {
+                r.doc
+                    .fingerprint
+                    .ranks
+                    .iter()
+                    .find(|i| i.rank == culprit)
+                    .map(|i| i.host.clone())
+            })
             .unwrap_or_else(|| self.who.host.clone());
-        let who = Who { rank: Some(culprit), host };
+        let who = Who {
+            rank: Some(culprit),
+            host,
+        };
         Some(
             Failure::new(
                 Stage::Verify,
@@ -587,12 +646,20 @@ impl Run<'_> {
             .map(|r| r.doc.fingerprint.hosts.len())
             .unwrap_or(1);
         let label = if self.simulated { " [SIMULATED]" } else { "" };
-        let checked = if self.args.check == 1 { "verified" } else { "NOT verified (-c 0)" };
+        let checked = if self.args.check == 1 {
+            "verified"
+        } else {
+            "NOT verified (-c 0)"
+        };
         let line = format!(
             "PASS{label} — {} patterns × {} sizes, {checked}, on {nranks} ranks{}",
             selected.len(),
             sizes.len(),
-            if self.results.is_some() { format!(", {hosts} host(s)") } else { String::new() }
+            if self.results.is_some() {
+                format!(", {hosts} host(s)")
+            } else {
+                String::new()
+            }
         );
         if self.who.rank == Some(0) {
             println!("{line}");
@@ -631,7 +698,12 @@ fn driver_info(driver: &Driver) -> DriverInfo {
 }
 
 /// Largest send and receive buffers any selected pattern needs over the sweep (and connect).
-fn buffer_sizes(selected: &[&dyn Pattern], sizes: &[usize], t: &Timing, nranks: u32) -> (usize, usize) {
+fn buffer_sizes(
+    selected: &[&dyn Pattern],
+    sizes: &[usize],
+    t: &Timing,
+    nranks: u32,
+) -> (usize, usize) {
     let elem = t.dtype.size();
     let mut send = elem * nranks as usize;
     let mut recv = send;

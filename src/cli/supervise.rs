@@ -49,17 +49,20 @@ pub fn supervise(args: &RunArgs) -> u8 {
     let view = launcher::from_env();
     let rank = view.as_ref().and_then(|v| v.rank);
     let who = Who { rank, host };
-    if rank.unwrap_or(0) == 0 {
-        if let Some(p) = &args.json {
-            if let Err(msg) = results::check_writable(p) {
-                eprintln!("nccl-smoke: {msg}");
-                return exit::USAGE;
-            }
-        }
+    if rank.unwrap_or(0) == 0
+        && let Some(p) = &args.json
+        && let Err(msg) = results::check_writable(p)
+    {
+        eprintln!("nccl-smoke: {msg}");
+        return exit::USAGE;
     }
     let run_dir = std::env::temp_dir().join(format!("nccl-smoke.{}", std::process::id()));
     if let Err(e) = std::fs::create_dir_all(&run_dir) {
-        return say(Failure::new(Stage::Launch, &who, format!("cannot create {}: {e}", run_dir.display())));
+        return say(Failure::new(
+            Stage::Launch,
+            &who,
+            format!("cannot create {}: {e}", run_dir.display()),
+        ));
     }
     let code = match spawn_and_watch(args, &who, &run_dir) {
         Ok(code) => code,
@@ -69,7 +72,10 @@ pub fn supervise(args: &RunArgs) -> u8 {
     if code == exit::PASS {
         let _ = std::fs::remove_dir_all(&run_dir);
     } else if has_logs(&run_dir) {
-        eprintln!("nccl-smoke: NCCL logs of this rank kept in {}", run_dir.display());
+        eprintln!(
+            "nccl-smoke: NCCL logs of this rank kept in {}",
+            run_dir.display()
+        );
     } else {
         let _ = std::fs::remove_dir_all(&run_dir);
     }
@@ -78,7 +84,10 @@ pub fn supervise(args: &RunArgs) -> u8 {
 
 fn has_logs(dir: &Path) -> bool {
     std::fs::read_dir(dir)
-        .map(|it| it.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".log")))
+        .map(|it| {
+            it.flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        })
         .unwrap_or(false)
 }
 
@@ -89,10 +98,20 @@ fn say(f: Failure) -> u8 {
 
 fn spawn_and_watch(args: &RunArgs, who: &Who, run_dir: &Path) -> Result<u8, Failure> {
     let sock = run_dir.join("supervisor.sock");
-    let listener = UnixListener::bind(&sock)
-        .map_err(|e| Failure::new(Stage::Launch, who, format!("cannot listen on {}: {e}", sock.display())))?;
-    let exe = std::env::current_exe()
-        .map_err(|e| Failure::new(Stage::Launch, who, format!("cannot locate nccl-smoke itself: {e}")))?;
+    let listener = UnixListener::bind(&sock).map_err(|e| {
+        Failure::new(
+            Stage::Launch,
+            who,
+            format!("cannot listen on {}: {e}", sock.display()),
+        )
+    })?;
+    let exe = std::env::current_exe().map_err(|e| {
+        Failure::new(
+            Stage::Launch,
+            who,
+            format!("cannot locate nccl-smoke itself: {e}"),
+        )
+    })?;
     let mut cmd = Command::new(exe);
     cmd.args(std::env::args_os().skip(1))
         .env(WORKER_ENV, "1")
@@ -106,7 +125,8 @@ fn spawn_and_watch(args: &RunArgs, who: &Who, run_dir: &Path) -> Result<u8, Fail
             .env("NCCL_DEBUG_FILE", run_dir.join("nccl.%h.%p.log"));
     }
     if args.backend == super::Backend::Sim {
-        let dir = backend::prepare_sim_dir(args).map_err(|e| Failure::new(Stage::NcclLoad, who, e))?;
+        let dir =
+            backend::prepare_sim_dir(args).map_err(|e| Failure::new(Stage::NcclLoad, who, e))?;
         let old = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
         let ld = if old.is_empty() {
             dir.display().to_string()
@@ -118,18 +138,22 @@ fn spawn_and_watch(args: &RunArgs, who: &Who, run_dir: &Path) -> Result<u8, Fail
             cmd.env(nccl_smoke_fault::RANK_ENV, r.to_string());
         }
     }
-    let child = cmd
-        .spawn()
-        .map_err(|e| Failure::new(Stage::Launch, who, format!("cannot start the worker process: {e}")))?;
+    let child = cmd.spawn().map_err(|e| {
+        Failure::new(
+            Stage::Launch,
+            who,
+            format!("cannot start the worker process: {e}"),
+        )
+    })?;
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         if let Ok((stream, _)) = listener.accept() {
             for line in BufReader::new(stream).lines() {
                 let Ok(line) = line else { break };
-                if let Ok(ev) = serde_json::from_str::<Event>(&line) {
-                    if tx.send(ev).is_err() {
-                        break;
-                    }
+                if let Ok(ev) = serde_json::from_str::<Event>(&line)
+                    && tx.send(ev).is_err()
+                {
+                    break;
                 }
             }
         }
@@ -165,7 +189,11 @@ fn watch(args: &RunArgs, who: &Who, mut child: Child, rx: mpsc::Receiver<Event>)
             }
             Ok(None) => {}
             Err(e) => {
-                let f = Failure::new(w.stage, &who_at(&w, who), format!("lost track of the worker: {e}"));
+                let f = Failure::new(
+                    w.stage,
+                    &who_at(&w, who),
+                    format!("lost track of the worker: {e}"),
+                );
                 return conclude(&w, f);
             }
         }
@@ -209,7 +237,10 @@ fn hung(w: &Watch, who: &Who, deadline: Duration) -> Failure {
             "no progress for {:.0} s in the {} stage{} (deadline {:.0} s): it hung; the worker was killed",
             w.since.elapsed().as_secs_f64(),
             w.stage,
-            w.step.as_deref().map(|s| format!(", {s}")).unwrap_or_default(),
+            w.step
+                .as_deref()
+                .map(|s| format!(", {s}"))
+                .unwrap_or_default(),
             deadline.as_secs_f64()
         ),
     );
@@ -243,7 +274,11 @@ fn crashed(w: &Watch, who: &Who, sig: i32) -> Failure {
     Failure::new(
         w.stage,
         &who_at(w, who),
-        format!("the worker died of {} during the {} stage", os::signal_name(sig), w.stage),
+        format!(
+            "the worker died of {} during the {} stage",
+            os::signal_name(sig),
+            w.stage
+        ),
     )
     .cause(format!("a crash inside {culprit}"))
     .hint("a core dump (ulimit -c unlimited) and NCCL_DEBUG=INFO show where")
@@ -252,17 +287,17 @@ fn crashed(w: &Watch, who: &Who, sig: i32) -> Failure {
 /// Prints the verdict, records it in the results file when this is rank 0, and returns the code.
 fn conclude(w: &Watch, f: Failure) -> u8 {
     println!("{f}");
-    if let Some(path) = &w.results {
-        if let Ok(mut doc) = results::load(path) {
-            doc.failures.push(f.clone());
-            doc.verdict = Verdict {
-                status: Status::Fail,
-                line: f.to_string(),
-                exit_code: f.exit_code(),
-                stage: Some(f.stage),
-            };
-            let _ = results::save(path, &doc);
-        }
+    if let Some(path) = &w.results
+        && let Ok(mut doc) = results::load(path)
+    {
+        doc.failures.push(f.clone());
+        doc.verdict = Verdict {
+            status: Status::Fail,
+            line: f.to_string(),
+            exit_code: f.exit_code(),
+            stage: Some(f.stage),
+        };
+        let _ = results::save(path, &doc);
     }
     f.exit_code()
 }

@@ -4,9 +4,10 @@
 //! polled with `ncclCommGetAsyncError`; operations are waited on by polling the stream and the
 //! communicator's async error; a deadline that passes aborts the communicator.
 
-use crate::ffi::cuda::{CudaError, DeviceBuffer, Stream};
-use crate::ffi::nccl::{CommHandle, DataTypeCode, Nccl, NcclError, RedOpCode, ResultCode, UniqueId};
-use std::ffi::c_void;
+use crate::ffi::cuda::{CudaError, DevPtr, DeviceBuffer, Stream};
+use crate::ffi::nccl::{
+    CommHandle, DataTypeCode, Nccl, NcclError, RedOpCode, ResultCode, UniqueId,
+};
 use std::time::{Duration, Instant};
 
 /// Why a communicator call failed.
@@ -16,7 +17,9 @@ pub enum CommError {
     Nccl(#[from] NcclError),
     #[error(transparent)]
     Cuda(#[from] CudaError),
-    #[error("{what} did not complete within {after_s:.0} s (deadline); the communicator was aborted")]
+    #[error(
+        "{what} did not complete within {after_s:.0} s (deadline); the communicator was aborted"
+    )]
     Timeout { what: String, after_s: f64 },
     #[error("buffer too small for {what}: needs {needed} bytes, has {has}")]
     Bounds {
@@ -57,7 +60,7 @@ impl<'a> Region<'a> {
 
     /// The sub-region `[offset, offset + len)`, bounds-checked.
     pub fn slice(&self, offset: usize, len: usize) -> Result<Region<'a>> {
-        let end = offset.checked_add(len).unwrap_or(usize::MAX);
+        let end = offset.saturating_add(len);
         if end > self.len {
             return Err(CommError::Bounds {
                 what: "region",
@@ -72,7 +75,7 @@ impl<'a> Region<'a> {
         })
     }
 
-    fn ptr(&self, needed: usize, what: &'static str) -> Result<*mut c_void> {
+    fn ptr(&self, needed: usize, what: &'static str) -> Result<DevPtr> {
         if needed > self.len {
             return Err(CommError::Bounds {
                 what,
@@ -80,7 +83,7 @@ impl<'a> Region<'a> {
                 has: self.len,
             });
         }
-        Ok((self.buf.raw() as usize + self.offset) as *mut c_void)
+        Ok(self.buf.ptr().offset(self.offset))
     }
 }
 
@@ -200,7 +203,7 @@ impl<'n> Communicator<'n> {
         let s = send.ptr(bytes, "all_reduce send")?;
         let r = recv.ptr(bytes, "all_reduce recv")?;
         self.nccl
-            .all_reduce(s, r, count, dtype.0, op, self.handle, self.stream.raw())?;
+            .all_reduce(s, r, count, dtype.0, op, self.handle, &self.stream)?;
         Ok(())
     }
 
@@ -216,7 +219,7 @@ impl<'n> Communicator<'n> {
         let s = send.ptr(bytes, "all_to_all send")?;
         let r = recv.ptr(bytes, "all_to_all recv")?;
         self.nccl
-            .all_to_all(s, r, count, dtype.0, self.handle, self.stream.raw())?;
+            .all_to_all(s, r, count, dtype.0, self.handle, &self.stream)?;
         Ok(())
     }
 
@@ -232,17 +235,29 @@ impl<'n> Communicator<'n> {
         inner.and(end)
     }
 
-    pub fn send(&self, buf: Region, count: usize, dtype: (DataTypeCode, usize), peer: u32) -> Result<()> {
+    pub fn send(
+        &self,
+        buf: Region,
+        count: usize,
+        dtype: (DataTypeCode, usize),
+        peer: u32,
+    ) -> Result<()> {
         let p = buf.ptr(count * dtype.1, "send")?;
         self.nccl
-            .send(p, count, dtype.0, peer as i32, self.handle, self.stream.raw())?;
+            .send(p, count, dtype.0, peer as i32, self.handle, &self.stream)?;
         Ok(())
     }
 
-    pub fn recv(&self, buf: Region, count: usize, dtype: (DataTypeCode, usize), peer: u32) -> Result<()> {
+    pub fn recv(
+        &self,
+        buf: Region,
+        count: usize,
+        dtype: (DataTypeCode, usize),
+        peer: u32,
+    ) -> Result<()> {
         let p = buf.ptr(count * dtype.1, "recv")?;
         self.nccl
-            .recv(p, count, dtype.0, peer as i32, self.handle, self.stream.raw())?;
+            .recv(p, count, dtype.0, peer as i32, self.handle, &self.stream)?;
         Ok(())
     }
 

@@ -45,7 +45,12 @@ const SIGNATURES: &[Signature] = &[
     // Seed 004: /dev/shm too small (Kubernetes default 64 MB).
     Signature {
         stage: Stage::ConnectShm,
-        phrases: &["shared memory segment", "failed to extend /dev/shm", "shmOpen", "shm_open"],
+        phrases: &[
+            "shared memory segment",
+            "failed to extend /dev/shm",
+            "shmOpen",
+            "shm_open",
+        ],
         cause: "NCCL's shared-memory transport could not create, grow or attach its segment: /dev/shm is \
                 too small or full (a pod's default is 64 MB)",
         hint: "mount a memory-backed emptyDir at /dev/shm (Kubernetes) or raise --shm-size (Docker); \
@@ -83,7 +88,12 @@ const SIGNATURES: &[Signature] = &[
     },
     Signature {
         stage: Stage::ConnectProxy,
-        phrases: &["[Proxy Service", "proxy call", "proxyConnect", "Resource temporarily unavailable"],
+        phrases: &[
+            "[Proxy Service",
+            "proxy call",
+            "proxyConnect",
+            "Resource temporarily unavailable",
+        ],
         cause: "an operation of NCCL's proxy service failed",
         hint: "set each rank's device before communicator init; make every send match a receive; \
                rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,PROXY for the step before",
@@ -178,7 +188,10 @@ mod tests {
         let a = advise([line]).unwrap();
         assert_eq!(a.stage, Stage::Run);
         assert!(a.hint.contains("nvidia_peermem"));
-        assert_eq!(advise(["NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'"]), None);
+        assert_eq!(
+            advise(["NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'"]),
+            None
+        );
     }
 
     #[test]

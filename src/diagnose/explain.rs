@@ -124,7 +124,11 @@ fn add(summary: &mut LogSummary, f: Finding, line_no: u64, line: &str) {
 }
 
 /// Reads up to a newline; keeps at most [`MAX_LINE`] bytes of it. Returns bytes consumed.
-fn read_capped_line(r: &mut impl BufRead, out: &mut Vec<u8>, truncated: &mut u64) -> std::io::Result<usize> {
+fn read_capped_line(
+    r: &mut impl BufRead,
+    out: &mut Vec<u8>,
+    truncated: &mut u64,
+) -> std::io::Result<usize> {
     let mut consumed = 0;
     let mut cut = false;
     loop {
@@ -160,7 +164,9 @@ mod tests {
     #[test]
     fn prefix_gives_host_pid_device() {
         assert_eq!(
-            parse_prefix("gpu-node-3:12345:12399 [5] NCCL WARN Cuda failure 'invalid device ordinal'"),
+            parse_prefix(
+                "gpu-node-3:12345:12399 [5] NCCL WARN Cuda failure 'invalid device ordinal'"
+            ),
             (Some("gpu-node-3".into()), Some(12345), Some(5))
         );
         assert_eq!(parse_prefix("no prefix here"), (None, None, None));

@@ -12,7 +12,6 @@ use super::os;
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys;
 use std::ffi::{CStr, c_void};
-use std::path::PathBuf;
 
 /// The soname the dynamic linker resolves for the CUDA driver.
 pub const DRIVER_SONAME: &str = "libcuda.so.1";
@@ -238,6 +237,21 @@ fn format_uuid(b: &[u8; 16]) -> String {
     )
 }
 
+/// A device address. Only libraries dereference it; Rust code never does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DevPtr(pub u64);
+
+impl DevPtr {
+    /// The address `bytes` further on.
+    pub fn offset(self, bytes: usize) -> DevPtr {
+        DevPtr(self.0 + bytes as u64)
+    }
+
+    pub(super) fn as_ptr(self) -> *mut c_void {
+        self.0 as usize as *mut c_void
+    }
+}
+
 /// An in-order work queue on the current device.
 pub struct Stream(sys::CUstream);
 
@@ -249,7 +263,7 @@ impl Stream {
     }
 
     /// The raw handle, for NCCL calls.
-    pub fn raw(&self) -> *mut c_void {
+    pub(super) fn raw(&self) -> *mut c_void {
         self.0 as *mut c_void
     }
 
@@ -325,14 +339,17 @@ impl DeviceBuffer {
     }
 
     /// The device address, for NCCL calls.
-    pub fn raw(&self) -> *mut c_void {
-        self.ptr as *mut c_void
+    pub fn ptr(&self) -> DevPtr {
+        DevPtr(self.ptr)
     }
 
     /// Queues a copy of `src` to the start of the buffer. `src` must stay untouched until the
     /// stream has passed this point; callers synchronise before reusing it.
     pub fn copy_from_host(&self, src: &[u8], stream: &Stream) -> Result<()> {
-        assert!(src.len() <= self.len, "host slice larger than device buffer");
+        assert!(
+            src.len() <= self.len,
+            "host slice larger than device buffer"
+        );
         // SAFETY: lengths checked; the caller keeps `src` alive until the stream is idle.
         unsafe { result::memcpy_htod_async(self.ptr, src, stream.0) }
             .map_err(|e| CudaError::call("cuMemcpyHtoDAsync", e))
@@ -340,7 +357,10 @@ impl DeviceBuffer {
 
     /// Queues a copy of the start of the buffer into `dst` (see [`copy_from_host`]).
     pub fn copy_to_host(&self, dst: &mut [u8], stream: &Stream) -> Result<()> {
-        assert!(dst.len() <= self.len, "host slice larger than device buffer");
+        assert!(
+            dst.len() <= self.len,
+            "host slice larger than device buffer"
+        );
         // SAFETY: lengths checked; the caller keeps `dst` alive until the stream is idle.
         unsafe { result::memcpy_dtoh_async(dst, self.ptr, stream.0) }
             .map_err(|e| CudaError::call("cuMemcpyDtoHAsync", e))
@@ -361,11 +381,6 @@ impl Drop for DeviceBuffer {
     }
 }
 
-/// Where the driver library is expected, for messages.
-pub fn search_hint() -> PathBuf {
-    PathBuf::from(DRIVER_SONAME)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,10 +388,7 @@ mod tests {
     #[test]
     fn uuid_is_formatted_like_nvidia_smi() {
         let b: [u8; 16] = core::array::from_fn(|i| i as u8);
-        assert_eq!(
-            format_uuid(&b),
-            "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"
-        );
+        assert_eq!(format_uuid(&b), "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f");
     }
 
     #[test]

@@ -65,8 +65,11 @@ impl Library {
     pub fn marker(&self, symbol: &str) -> Option<String> {
         // SAFETY: marker symbols are `const char *(void)` by the simulation's contract; a
         // library without the symbol is not asked.
-        let f = unsafe { self.raw.get::<unsafe extern "C" fn() -> *const c_char>(symbol.as_bytes()) }
-            .ok()?;
+        let f = unsafe {
+            self.raw
+                .get::<unsafe extern "C" fn() -> *const c_char>(symbol.as_bytes())
+        }
+        .ok()?;
         // SAFETY: see above.
         let p = unsafe { f() };
         if p.is_null() {
@@ -166,6 +169,6 @@ pub fn fs_space(path: &str) -> Option<(u64, u64)> {
     }
     // SAFETY: statvfs succeeded.
     let st = unsafe { st.assume_init() };
-    let frsize = st.f_frsize as u64;
-    Some((st.f_blocks as u64 * frsize, st.f_bavail as u64 * frsize))
+    let frsize = st.f_frsize;
+    Some((st.f_blocks * frsize, st.f_bavail * frsize))
 }

@@ -122,9 +122,15 @@ mod tests {
             .iter()
             .map(|p| p.name())
             .collect();
-        assert_eq!(names, ["send_recv_ring", "send_recv_pairwise", "all_reduce"]);
+        assert_eq!(
+            names,
+            ["send_recv_ring", "send_recv_pairwise", "all_reduce"]
+        );
         let e = select(&["allreduce".into()]).err().unwrap();
-        assert!(e.contains("unknown pattern 'allreduce'") && e.contains("all_reduce"), "{e}");
+        assert!(
+            e.contains("unknown pattern 'allreduce'") && e.contains("all_reduce"),
+            "{e}"
+        );
     }
 
     #[test]

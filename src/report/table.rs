@@ -15,7 +15,11 @@ pub fn fingerprint_lines(fp: &Fingerprint, simulated: bool) -> Vec<String> {
         );
     }
     out.push(format!("# launcher: {}", fp.launcher));
-    out.push(format!("# hosts: {} ({})", fp.hosts.len(), fp.hosts.join(", ")));
+    out.push(format!(
+        "# hosts: {} ({})",
+        fp.hosts.len(),
+        fp.hosts.join(", ")
+    ));
     for r in &fp.ranks {
         out.push(format!(
             "#  Rank {:>3} Pid {:>7} on {:>12} device {:>2} [{}] {} {}",
@@ -31,7 +35,11 @@ pub fn fingerprint_lines(fp: &Fingerprint, simulated: bool) -> Vec<String> {
 
 /// The libnccl line(s), printed as soon as the library is loaded.
 pub fn nccl_lines(n: &NcclInfo) -> Vec<String> {
-    let sim = n.simulated.as_deref().map(|s| format!(" [{s}]")).unwrap_or_default();
+    let sim = n
+        .simulated
+        .as_deref()
+        .map(|s| format!(" [{s}]"))
+        .unwrap_or_default();
     let c = &n.capabilities;
     vec![
         format!("# nccl: {} ({}){sim}", n.version, n.path),
@@ -47,8 +55,15 @@ pub fn nccl_lines(n: &NcclInfo) -> Vec<String> {
 
 /// The CUDA driver line, printed as soon as the driver is initialised.
 pub fn driver_line(d: &DriverInfo) -> String {
-    let sim = d.simulated.as_deref().map(|s| format!(" [{s}]")).unwrap_or_default();
-    format!("# cuda driver: {} ({}) ({}){sim}", d.cuda_version, d.version_code, d.path)
+    let sim = d
+        .simulated
+        .as_deref()
+        .map(|s| format!(" [{s}]"))
+        .unwrap_or_default();
+    format!(
+        "# cuda driver: {} ({}) ({}){sim}",
+        d.cuda_version, d.version_code, d.path
+    )
 }
 
 fn yes_no(b: bool) -> &'static str {
@@ -63,7 +78,17 @@ pub fn table_header(pattern: &str, nranks: u32, simulated: bool) -> Vec<String> 
         format!("# {pattern}, {nranks} ranks{label}"),
         format!(
             "# {:>10} {:>12} {:>8} {:>6} {:>10} {:>8} {:>8} {:>7} {:>9} {:>9}  {}",
-            "size", "count", "type", "redop", "time", "algbw", "busbw", "#wrong", "p50", "p99", "slowest"
+            "size",
+            "count",
+            "type",
+            "redop",
+            "time",
+            "algbw",
+            "busbw",
+            "#wrong",
+            "p50",
+            "p99",
+            "slowest"
         ),
         format!(
             "# {:>10} {:>12} {:>8} {:>6} {:>10} {:>8} {:>8} {:>7} {:>9} {:>9}  {}",
@@ -74,7 +99,11 @@ pub fn table_header(pattern: &str, nranks: u32, simulated: bool) -> Vec<String> 
 
 /// One row, aligned with [`table_header`].
 pub fn table_row(r: &SizeResult) -> String {
-    let wrong = if r.checked { r.wrong.to_string() } else { "N/A".into() };
+    let wrong = if r.checked {
+        r.wrong.to_string()
+    } else {
+        "N/A".into()
+    };
     let redop = r.redop.map(|o| o.name()).unwrap_or("none");
     format!(
         "  {:>10} {:>12} {:>8} {:>6} {:>10.2} {:>8.2} {:>8.2} {:>7} {:>9.2} {:>9.2}  {}",
@@ -117,7 +146,12 @@ mod tests {
             count: 262144,
             dtype: DataType::Float,
             redop: Some(RedOp::Sum),
-            time_us: Times { avg: 123.456, p50: 120.0, p99: 130.0, max: 140.0 },
+            time_us: Times {
+                avg: 123.456,
+                p50: 120.0,
+                p99: 130.0,
+                max: 140.0,
+            },
             algbw_gbs: 8.49,
             busbw_gbs: 12.74,
             wrong: 0,

@@ -11,8 +11,13 @@ pub fn bin() -> PathBuf {
 
 /// The real libnccl.so.2 from the nvidia-nccl-cu12 wheel that scripts/setup.sh unpacks.
 pub fn wheel_nccl() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/nccl-cu12/nvidia/nccl/lib/libnccl.so.2");
-    assert!(p.exists(), "{} is missing: run scripts/setup.sh first", p.display());
+    let p =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/nccl-cu12/nvidia/nccl/lib/libnccl.so.2");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup.sh first",
+        p.display()
+    );
     p
 }
 
@@ -62,7 +67,8 @@ pub fn mpirun(np: u32, args: &[&str], env: &[(&str, &str)], limit_s: u32) -> Out
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().expect("mpirun could not be started: is openmpi-bin installed (scripts/setup.sh)?")
+    cmd.output()
+        .expect("mpirun could not be started: is openmpi-bin installed (scripts/setup.sh)?")
 }
 
 /// Runs the binary directly (one rank, no launcher).

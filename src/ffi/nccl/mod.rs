@@ -17,8 +17,9 @@ mod sys;
 
 mod newer;
 
+use super::cuda::{DevPtr, Stream};
 use super::os;
-use std::ffi::{CStr, c_char, c_void};
+use std::ffi::{CStr, c_char};
 use sys::{NcclSys, ncclComm_t, ncclConfig_t, ncclResult_t, ncclUniqueId};
 
 pub use sys::NCCL_UNIQUE_ID_BYTES;
@@ -91,7 +92,9 @@ impl ResultCode {
 pub enum NcclError {
     #[error("cannot load NCCL from {path}: {detail}")]
     NotFound { path: String, detail: String },
-    #[error("{path} (NCCL {version}) has no symbol {symbol}; nccl-smoke needs it (NCCL >= {since})")]
+    #[error(
+        "{path} (NCCL {version}) has no symbol {symbol}; nccl-smoke needs it (NCCL >= {since})"
+    )]
     MissingSymbol {
         path: String,
         version: String,
@@ -199,12 +202,11 @@ impl Nccl {
         let simulated = lib.marker("ncclSmokeSimulation");
         let alltoall = newer::alltoall(&lib);
         // SAFETY: bindgen's table only resolves symbols; nothing is called yet.
-        let sys = unsafe { NcclSys::from_library(lib.into_raw()) }.map_err(|e| {
-            NcclError::NotFound {
+        let sys =
+            unsafe { NcclSys::from_library(lib.into_raw()) }.map_err(|e| NcclError::NotFound {
                 path: resolved.clone(),
                 detail: e.to_string(),
-            }
-        })?;
+            })?;
         let mut nccl = Nccl {
             sys,
             alltoall,
@@ -237,7 +239,11 @@ impl Nccl {
             ("ncclCommInitRank", s.ncclCommInitRank.is_ok(), "2.0"),
             ("ncclCommDestroy", s.ncclCommDestroy.is_ok(), "2.0"),
             ("ncclCommAbort", s.ncclCommAbort.is_ok(), "2.4.2"),
-            ("ncclCommGetAsyncError", s.ncclCommGetAsyncError.is_ok(), "2.4.2"),
+            (
+                "ncclCommGetAsyncError",
+                s.ncclCommGetAsyncError.is_ok(),
+                "2.4.2",
+            ),
             ("ncclCommCount", s.ncclCommCount.is_ok(), "2.0"),
             ("ncclCommCuDevice", s.ncclCommCuDevice.is_ok(), "2.0"),
             ("ncclCommUserRank", s.ncclCommUserRank.is_ok(), "2.0"),
@@ -403,24 +409,24 @@ impl Nccl {
     #[allow(clippy::too_many_arguments)]
     pub fn all_reduce(
         &self,
-        send: *const c_void,
-        recv: *mut c_void,
+        send: DevPtr,
+        recv: DevPtr,
         count: usize,
         dtype: DataTypeCode,
         op: RedOpCode,
         comm: CommHandle,
-        stream: *mut c_void,
+        stream: &Stream,
     ) -> Result<()> {
         call!(
             self,
             ncclAllReduce(
-                send,
-                recv,
+                send.as_ptr(),
+                recv.as_ptr(),
                 count,
                 sys::ncclDataType_t(dtype),
                 sys::ncclRedOp_t(op),
                 comm.0,
-                stream.cast()
+                stream.raw().cast()
             )
         )
     }
@@ -428,48 +434,71 @@ impl Nccl {
     /// Native `ncclAlltoAll` (`count` elements to and from each peer).
     pub fn all_to_all(
         &self,
-        send: *const c_void,
-        recv: *mut c_void,
+        send: DevPtr,
+        recv: DevPtr,
         count: usize,
         dtype: DataTypeCode,
         comm: CommHandle,
-        stream: *mut c_void,
+        stream: &Stream,
     ) -> Result<()> {
         let Some(f) = self.alltoall else {
             return Err(self.missing("ncclAlltoAll"));
         };
         // SAFETY: prototype of NCCL >= 2.28 (see newer.rs); arguments checked by crate::comm.
-        let r = unsafe { f(send, recv, count, dtype, comm.0.cast(), stream) };
+        let r = unsafe {
+            f(
+                send.as_ptr(),
+                recv.as_ptr(),
+                count,
+                dtype,
+                comm.0.cast(),
+                stream.raw(),
+            )
+        };
         self.check("ncclAlltoAll", ncclResult_t(r))
     }
 
     pub fn send(
         &self,
-        buf: *const c_void,
+        buf: DevPtr,
         count: usize,
         dtype: DataTypeCode,
         peer: i32,
         comm: CommHandle,
-        stream: *mut c_void,
+        stream: &Stream,
     ) -> Result<()> {
         call!(
             self,
-            ncclSend(buf, count, sys::ncclDataType_t(dtype), peer, comm.0, stream.cast())
+            ncclSend(
+                buf.as_ptr(),
+                count,
+                sys::ncclDataType_t(dtype),
+                peer,
+                comm.0,
+                stream.raw().cast()
+            )
         )
     }
 
     pub fn recv(
         &self,
-        buf: *mut c_void,
+        buf: DevPtr,
         count: usize,
         dtype: DataTypeCode,
         peer: i32,
         comm: CommHandle,
-        stream: *mut c_void,
+        stream: &Stream,
     ) -> Result<()> {
         call!(
             self,
-            ncclRecv(buf, count, sys::ncclDataType_t(dtype), peer, comm.0, stream.cast())
+            ncclRecv(
+                buf.as_ptr(),
+                count,
+                sys::ncclDataType_t(dtype),
+                peer,
+                comm.0,
+                stream.raw().cast()
+            )
         )
     }
 }
@@ -480,7 +509,7 @@ fn config_initializer() -> ncclConfig_t {
     ncclConfig_t {
         size: std::mem::size_of::<ncclConfig_t>(),
         magic: 0xcafe_beef,
-        version: (sys::NCCL_MAJOR * 10000 + sys::NCCL_MINOR * 100 + sys::NCCL_PATCH) as u32,
+        version: (sys::NCCL_MAJOR * 10000 + sys::NCCL_MINOR * 100 + sys::NCCL_PATCH),
         blocking: UNDEF_INT,
         cgaClusterSize: UNDEF_INT,
         minCTAs: UNDEF_INT,

@@ -7,14 +7,8 @@ use std::ffi::c_void;
 /// `ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
 /// ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)`, NCCL >= 2.28.3: `count`
 /// elements go to, and come from, each peer.
-pub type AlltoAllFn = unsafe extern "C" fn(
-    *const c_void,
-    *mut c_void,
-    usize,
-    u32,
-    *mut c_void,
-    *mut c_void,
-) -> u32;
+pub type AlltoAllFn =
+    unsafe extern "C" fn(*const c_void, *mut c_void, usize, u32, *mut c_void, *mut c_void) -> u32;
 
 pub fn alltoall(lib: &os::Library) -> Option<AlltoAllFn> {
     // SAFETY: the prototype above is the documented one; the pointer is copied out while the
