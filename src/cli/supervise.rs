@@ -27,7 +27,15 @@ const WORKER_ENV: &str = "NCCL_SMOKE_WORKER";
 pub const RUN_DIR_ENV: &str = "NCCL_SMOKE_RUN_DIR";
 /// The supervisor's own deadline trails the worker's, so that the worker, which can abort the
 /// communicator and say more, reports first when it can.
-const GRACE: Duration = Duration::from_millis(1500);
+const GRACE: Duration = Duration::from_millis(1000);
+/// In stages where a rank waits on the others, a little more: the rank that is stuck on its
+/// own (in its driver, say) then reports before the ranks that are only waiting for it.
+const WAITING_GRACE: Duration = Duration::from_millis(800);
+
+/// Whether a rank in this stage is (also) waiting for other ranks.
+fn waits_on_others(stage: Stage) -> bool {
+    !matches!(stage, Stage::NcclLoad | Stage::Driver | Stage::Device | Stage::Alloc)
+}
 
 pub fn is_worker() -> bool {
     std::env::var_os(WORKER_ENV).is_some()
@@ -198,7 +206,8 @@ fn watch(args: &RunArgs, who: &Who, mut child: Child, rx: mpsc::Receiver<Event>)
             }
         }
         let deadline = args.deadline(w.stage);
-        if w.failed.is_none() && w.since.elapsed() > deadline + GRACE {
+        let slack = if waits_on_others(w.stage) { GRACE + WAITING_GRACE } else { GRACE };
+        if w.failed.is_none() && w.since.elapsed() > deadline + slack {
             let _ = child.kill();
             let _ = child.wait();
             let f = hung(&w, who, deadline);
