@@ -6,7 +6,7 @@ use super::{Backend, RunArgs};
 use crate::bench::{self, Buffers, SizeResult, Timing};
 use crate::bootstrap::{self, Bootstrap};
 use crate::comm::{CommError, Communicator};
-use crate::diagnose::classify;
+use crate::diagnose::{classify, probe};
 use crate::error::{AtStage, Failure, Who};
 use crate::ffi::cuda::{self, CudaError, Device, Driver};
 use crate::ffi::nccl::{self, Nccl, NcclError};
@@ -441,6 +441,9 @@ impl Run<'_> {
             }
             let cause = format!("{}{}", found.cause, self.context_for(f.stage));
             f = f.cause(cause).hint(found.hint);
+            if f.stage == Stage::ConnectShm {
+                f.evidence.push(probe::shm_segment(std::path::Path::new("/dev/shm"), probe::NCCL_SHM_SEGMENT));
+            }
         } else if let CommError::Timeout { .. } = e {
             f = f
                 .cause("an operation did not complete: a peer stopped, or a link hangs")
@@ -466,7 +469,7 @@ impl Run<'_> {
                 let mut f = Failure::new(Stage::Run, &self.who, &found.evidence)
                     .cause(found.cause)
                     .hint(found.hint);
-                f.evidence = vec![found.evidence];
+                f.evidence = vec![found.evidence, probe::peermem(std::path::Path::new("/"))];
                 f
             })
             .into_iter()

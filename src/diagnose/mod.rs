@@ -1,4 +1,6 @@
-//! From symptoms to causes: which sub-step of "connect" failed, and why, from NCCL's own words.
+//! From symptoms to causes: which sub-step of "connect" failed, and why, from NCCL's own
+//! words and from probes that repeat the step outside NCCL.
 
 pub mod classify;
 pub mod explain;
+pub mod probe;

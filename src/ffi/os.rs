@@ -172,3 +172,16 @@ pub fn fs_space(path: &str) -> Option<(u64, u64)> {
     let frsize = st.f_frsize;
     Some((st.f_blocks * frsize, st.f_bavail * frsize))
 }
+
+/// Reserves `len` bytes for the open file `f` (posix_fallocate), as NCCL does for its
+/// shared-memory segments: on a full tmpfs this fails where a sparse `set_len` would not.
+pub fn fallocate(f: &std::fs::File, len: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid open descriptor and a non-negative length.
+    let rc = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, len as libc::off_t) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::from_raw_os_error(rc))
+    }
+}
