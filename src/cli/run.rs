@@ -18,6 +18,7 @@ use crate::report::results::{ResultsDoc, ResultsFile, RunConfig, StageRecord, St
 use crate::report::table;
 use crate::stage::{Stage, exit};
 use nccl_smoke_fault::{FaultSet, Kind, Where};
+use std::io::IsTerminal;
 use std::time::{Instant, SystemTime};
 
 /// One rank's run: where it is, and what rank 0 keeps.
@@ -479,6 +480,9 @@ impl Run<'_> {
         };
         for w in all.iter().flatten() {
             println!("{}", w.warning_line());
+            for line in &w.evidence {
+                println!("#   evidence: {line}");
+            }
         }
         if let Some(r) = self.results.as_mut() {
             r.doc.warnings = all.into_iter().flatten().collect();
@@ -561,6 +565,9 @@ impl Run<'_> {
                     continue; // rounding made it the same message as the previous size
                 }
                 last_count = Some(layout.count);
+                if self.who.rank == Some(0) && std::io::stderr().is_terminal() {
+                    eprint!("\r{} {} B ({}/{})   ", p.name(), layout.bytes(timing.dtype), epoch + 1, sizes.len());
+                }
                 let sample = bench::measure(comm, boot, *p, &layout, bufs, timing, epoch as u32)
                     .map_err(|e| self.comm_failure(Stage::Run, e))?;
                 progress::beat();
