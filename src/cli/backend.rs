@@ -21,7 +21,7 @@ pub struct Libraries {
 
 /// Where the built simulation libraries are: `--sim-dir`, else next to the binary (a cargo
 /// target folder), else `../lib/nccl-smoke` beside it (an installed layout).
-fn sim_source_dir(args: &RunArgs) -> Result<PathBuf, String> {
+fn sim_source_dir(sim_dir: Option<&Path>) -> Result<PathBuf, String> {
     let has_libs = |d: &Path| {
         ["libnccl.so.2", "libnccl.so"]
             .iter()
@@ -30,9 +30,9 @@ fn sim_source_dir(args: &RunArgs) -> Result<PathBuf, String> {
                 .iter()
                 .any(|f| d.join(f).exists())
     };
-    if let Some(d) = &args.sim_dir {
+    if let Some(d) = sim_dir {
         return if has_libs(d) {
-            Ok(d.clone())
+            Ok(d.to_path_buf())
         } else {
             Err(format!(
                 "--sim-dir {}: no simulation libraries there (libnccl.so[.2] and libcuda.so[.1])",
@@ -67,8 +67,8 @@ fn first_existing(dir: &Path, names: &[&str]) -> Option<PathBuf> {
 }
 
 /// Makes the private folder of links for the simulation and returns it.
-pub fn prepare_sim_dir(args: &RunArgs) -> Result<PathBuf, String> {
-    let src = sim_source_dir(args)?;
+pub fn prepare_sim_dir(sim_dir: Option<&Path>) -> Result<PathBuf, String> {
+    let src = sim_source_dir(sim_dir)?;
     let nccl = first_existing(&src, &["libnccl.so.2", "libnccl.so"]).unwrap_or_default();
     let cuda = first_existing(&src, &["libcuda.so.1", "libcuda.so"]).unwrap_or_default();
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
@@ -100,7 +100,7 @@ pub fn libraries(args: &RunArgs) -> Result<Libraries, String> {
         Backend::Sim => {
             let dir = match std::env::var_os(SIM_LINK_DIR_ENV) {
                 Some(d) => PathBuf::from(d),
-                None => prepare_sim_dir(args)?,
+                None => prepare_sim_dir(args.sim_dir.as_deref())?,
             };
             let path = |n: &str| dir.join(n).display().to_string();
             Ok(Libraries {

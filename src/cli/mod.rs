@@ -1,6 +1,7 @@
 //! Command-line interface: flags, their validation, and the hand-over to each subcommand.
 
 mod backend;
+mod doctor;
 mod explain;
 mod launch;
 mod run;
@@ -41,6 +42,10 @@ pub enum Command {
     /// on which host and process, the likely cause, and what to try. Exit code: 0 when nothing
     /// known was found, else the stage code of the first finding; 2 when a file is unreadable.
     Explain(explain::ExplainArgs),
+    /// Check this node before any GPU work: driver, GPUs, libnccl and its capabilities,
+    /// GPUDirect RDMA, InfiniBand, NCCL_SOCKET_IFNAME, /dev/shm, limits, MPI (HCOLL), container
+    /// settings, known-bad version combinations. Exit code: 0 ok, 31 warnings, 32 failures.
+    Doctor(doctor::DoctorArgs),
     /// Start N ranks on this node without MPI, e.g. `nccl-smoke launch -n 8 run`: each gets
     /// its rank, local rank and the address of rank 0 through the environment.
     Launch(launch::LaunchArgs),
@@ -189,6 +194,7 @@ impl RunArgs {
 pub fn dispatch(cli: Cli) -> u8 {
     match cli.command {
         Command::Explain(args) => explain::explain(&args),
+        Command::Doctor(args) => doctor::doctor(&args),
         Command::Launch(args) => launch::launch(&args),
         Command::Run(args) => {
             if let Err(msg) = args.validate() {

@@ -134,7 +134,7 @@ fn spawn_and_watch(args: &RunArgs, who: &Who, run_dir: &Path) -> Result<u8, Fail
     }
     if args.backend == super::Backend::Sim {
         let dir =
-            backend::prepare_sim_dir(args).map_err(|e| Failure::new(Stage::NcclLoad, who, e))?;
+            backend::prepare_sim_dir(args.sim_dir.as_deref()).map_err(|e| Failure::new(Stage::NcclLoad, who, e))?;
         let old = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
         let ld = if old.is_empty() {
             dir.display().to_string()

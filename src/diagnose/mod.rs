@@ -4,3 +4,4 @@
 pub mod classify;
 pub mod explain;
 pub mod probe;
+pub mod doctor;

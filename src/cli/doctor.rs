@@ -1,0 +1,109 @@
+//! `nccl-smoke doctor`
+
+use super::{Backend, backend};
+use crate::diagnose::doctor::{self, Check, Node, Status};
+use crate::ffi::os;
+use crate::stage::exit;
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// Libraries to check.
+    #[arg(long, value_enum, default_value = "nccl")]
+    pub backend: Backend,
+    /// The libnccl to check (default: libnccl.so.2 through the dynamic linker).
+    #[arg(long, env = "NCCL_SMOKE_NCCL_LIB", value_name = "PATH")]
+    pub nccl_lib: Option<String>,
+    /// Where the simulation libraries are (with --backend sim).
+    #[arg(long, env = "NCCL_SMOKE_SIM_DIR", value_name = "DIR")]
+    pub sim_dir: Option<PathBuf>,
+    /// Read every file-system fact under DIR instead of / (fixture nodes in tests).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub sysroot: PathBuf,
+    /// Ranks that will run on this node (sizes the /dev/shm check) [default: 8].
+    #[arg(long, default_value = "8")]
+    pub local_ranks: u32,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The doctor report, as `--json` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Always "nccl-smoke/doctor/v1".
+    pub schema: String,
+    pub tool_version: String,
+    pub host: String,
+    /// The worst status of any check.
+    pub status: Status,
+    pub checks: Vec<Check>,
+}
+
+pub fn doctor(args: &DoctorArgs) -> u8 {
+    let libs = match args.backend {
+        Backend::Nccl => (args.nccl_lib.clone(), None),
+        Backend::Sim => match backend::prepare_sim_dir(args.sim_dir.as_deref()) {
+            Ok(dir) => (
+                Some(args.nccl_lib.clone().unwrap_or_else(|| dir.join("libnccl.so.2").display().to_string())),
+                Some(dir.join("libcuda.so.1").display().to_string()),
+            ),
+            Err(e) => {
+                eprintln!("nccl-smoke doctor: {e}");
+                return exit::USAGE;
+            }
+        },
+    };
+    if !args.sysroot.is_dir() {
+        eprintln!("nccl-smoke doctor: --sysroot {} is not a directory", args.sysroot.display());
+        return exit::USAGE;
+    }
+    let node = Node {
+        root: args.sysroot.clone(),
+        env: Box::new(|k| std::env::var(k).ok()),
+        libs,
+        local_ranks: args.local_ranks,
+    };
+    let checks = node.checks();
+    let report = Report {
+        schema: "nccl-smoke/doctor/v1".into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        host: os::hostname(),
+        status: doctor::worst(&checks),
+        checks,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    } else {
+        print_text(&report);
+    }
+    match report.status {
+        Status::Ok | Status::Skipped => exit::PASS,
+        Status::Warn => exit::DOCTOR_WARN,
+        Status::Fail => exit::DOCTOR_FAIL,
+    }
+}
+
+fn print_text(r: &Report) {
+    println!("# nccl-smoke doctor {} on {}", r.tool_version, r.host);
+    for c in &r.checks {
+        let tag = match c.status {
+            Status::Ok => "ok  ",
+            Status::Skipped => "skip",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+        };
+        println!("{tag}  {:<15} {}", c.id, c.evidence);
+        if !c.hint.is_empty() && c.status != Status::Ok {
+            println!("      {:<15} try: {}", "", c.hint);
+        }
+    }
+    let verdict = match r.status {
+        Status::Ok | Status::Skipped => "OK",
+        Status::Warn => "WARN",
+        Status::Fail => "FAIL",
+    };
+    println!("{verdict}");
+}
