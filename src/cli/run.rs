@@ -53,9 +53,25 @@ pub fn worker(args: &RunArgs) -> u8 {
     };
     match run.go() {
         Ok(code) => code,
-        Err(f) => run.fail(f),
+        Err(f) => {
+            let code = run.fail(f);
+            // No destructors: MPI_Finalize would wait for ranks that are not finishing, and the
+            // launcher must see this exit code now.
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            std::process::exit(code as i32)
+        }
     }
 }
+
+/// A failure caused by a peer going away first (its sockets closed): that peer's own verdict
+/// names the cause, so this rank lets it land first.
+fn consequential(f: &Failure) -> bool {
+    f.error.contains("ncclRemoteError") || f.error.contains("Connection closed by remote peer")
+}
+
+/// How long a rank whose failure is [`consequential`] waits before reporting and exiting.
+const PEER_FIRST: std::time::Duration = std::time::Duration::from_millis(1500);
 
 impl Run<'_> {
     fn enter(&mut self, stage: Stage) {
@@ -88,6 +104,9 @@ impl Run<'_> {
 
     /// Reports a failure of this rank: verdict line, results file, supervisor.
     fn fail(&mut self, f: Failure) -> u8 {
+        if consequential(&f) {
+            std::thread::sleep(PEER_FIRST);
+        }
         self.stage = f.stage;
         self.leave(false);
         println!("{}{f}", if self.simulated { "[SIMULATED] " } else { "" });
@@ -114,6 +133,16 @@ impl Run<'_> {
             .validate()
             .map_err(|e| Failure::new(Stage::Launch, &self.who, e))?;
         let boot = self.launch()?;
+        let result = self.walk(boot.as_ref(), &sizes);
+        if result.is_err() {
+            // Leave MPI initialised: finalising would wait for the other ranks.
+            std::mem::forget(boot);
+        }
+        result
+    }
+
+    /// Every stage after launch.
+    fn walk(&mut self, boot: &dyn Bootstrap, sizes: &[usize]) -> Result<u8, Failure> {
         let (rank, nranks) = (boot.rank(), boot.size());
 
         self.enter(Stage::NcclLoad);
@@ -145,9 +174,9 @@ impl Run<'_> {
             pid: std::process::id(),
             device: device.info.clone(),
         };
-        let infos = gather_json(boot.as_ref(), &me);
+        let infos = gather_json(boot, &me);
         if let Some(infos) = infos {
-            self.start_results(boot.as_ref(), &nccl, &driver, infos);
+            self.start_results(boot, &nccl, &driver, infos);
         }
 
         let selected = patterns::select(&self.args.patterns).at(Stage::Launch, &self.who)?;
@@ -161,7 +190,7 @@ impl Run<'_> {
         };
 
         self.enter(Stage::Alloc);
-        let (send_max, recv_max) = buffer_sizes(&selected, &sizes, &timing, nranks);
+        let (send_max, recv_max) = buffer_sizes(&selected, sizes, &timing, nranks);
         let mut bufs = Buffers::new(send_max, recv_max, timing.iters).map_err(|e| {
             Failure::new(Stage::Alloc, &self.who, &e)
                 .cause(format!(
@@ -174,7 +203,7 @@ impl Run<'_> {
         })?;
 
         self.enter(Stage::UniqueId);
-        let id = self.unique_id(boot.as_ref(), &nccl)?;
+        let id = self.unique_id(boot, &nccl)?;
 
         self.enter(Stage::Init);
         let mut comm =
@@ -194,14 +223,14 @@ impl Run<'_> {
         self.enter(Stage::Run);
         let rows = self.sweep(
             &mut comm,
-            boot.as_ref(),
+            boot,
             &selected,
-            &sizes,
+            sizes,
             &mut bufs,
             &timing,
         )?;
 
-        self.advisories(boot.as_ref());
+        self.advisories(boot);
 
         self.enter(Stage::Verify);
         if let Some(f) = self.verify_failure(&rows) {
@@ -216,7 +245,7 @@ impl Run<'_> {
         drop(bufs);
         drop(device);
         self.leave(true);
-        Ok(self.pass(&selected, &sizes, nranks))
+        Ok(self.pass(&selected, sizes, nranks))
     }
 
     /// MPI (or a world of one), the launcher cross-check, and the first MPI collective.
@@ -433,6 +462,11 @@ impl Run<'_> {
         f.evidence = self.log_warnings();
         let mut lines: Vec<&str> = vec![f.error.as_str()];
         lines.extend(f.evidence.iter().map(String::as_str));
+        if consequential(&f) {
+            return f
+                .cause("a peer rank closed its connections: it failed or exited first, and its own verdict names why")
+                .hint("look for the first FAIL line of another rank");
+        }
         if let Some(found) = classify::classify(lines.iter().copied()) {
             if stage == Stage::Connect {
                 f.stage = found.stage;
