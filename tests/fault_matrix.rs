@@ -68,6 +68,7 @@ fn check(np: u32, case: &Case) -> String {
         problems.push(format!("results file unreadable: {e}"));
     }
     if problems.is_empty() {
+        let _ = std::fs::remove_dir_all(&dir);
         String::new()
     } else {
         format!(

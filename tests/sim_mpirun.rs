@@ -82,6 +82,7 @@ fn pass_run(np: u32) {
         );
     }
     assert!(leftovers_after_grace(dir.to_str().unwrap()).is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -66,15 +66,14 @@ fn first_existing(dir: &Path, names: &[&str]) -> Option<PathBuf> {
     names.iter().map(|n| dir.join(n)).find(|p| p.exists())
 }
 
-/// Makes the private folder of links for the simulation and returns it.
-pub fn prepare_sim_dir(sim_dir: Option<&Path>) -> Result<PathBuf, String> {
+/// Makes `dir`, the private folder of links for the simulation, and returns it.
+pub fn prepare_sim_dir(sim_dir: Option<&Path>, dir: &Path) -> Result<PathBuf, String> {
     let src = sim_source_dir(sim_dir)?;
     let nccl = first_existing(&src, &["libnccl.so.2", "libnccl.so"]).unwrap_or_default();
     let cuda = first_existing(&src, &["libcuda.so.1", "libcuda.so"]).unwrap_or_default();
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let (nccl, cuda) = (canon(&nccl), canon(&cuda));
-    let dir = std::env::temp_dir().join(format!("nccl-smoke-sim.{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let links = [
         ("libnccl.so.2", &nccl),
         ("libnccl.so", &nccl),
@@ -87,7 +86,7 @@ pub fn prepare_sim_dir(sim_dir: Option<&Path>) -> Result<PathBuf, String> {
         std::os::unix::fs::symlink(target, &link)
             .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
     }
-    Ok(dir)
+    Ok(dir.to_path_buf())
 }
 
 /// The libraries the worker loads.
@@ -100,7 +99,11 @@ pub fn libraries(args: &RunArgs) -> Result<Libraries, String> {
         Backend::Sim => {
             let dir = match std::env::var_os(SIM_LINK_DIR_ENV) {
                 Some(d) => PathBuf::from(d),
-                None => prepare_sim_dir(args.sim_dir.as_deref())?,
+                // Started without a supervisor (debugging): a folder of its own.
+                None => prepare_sim_dir(
+                    args.sim_dir.as_deref(),
+                    &std::env::temp_dir().join(format!("nccl-smoke-sim.{}", std::process::id())),
+                )?,
             };
             let path = |n: &str| dir.join(n).display().to_string();
             Ok(Libraries {

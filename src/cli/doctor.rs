@@ -43,9 +43,10 @@ pub struct Report {
 }
 
 pub fn doctor(args: &DoctorArgs) -> u8 {
+    let link_dir = std::env::temp_dir().join(format!("nccl-smoke-doctor.{}", std::process::id()));
     let libs = match args.backend {
         Backend::Nccl => (args.nccl_lib.clone(), None),
-        Backend::Sim => match backend::prepare_sim_dir(args.sim_dir.as_deref()) {
+        Backend::Sim => match backend::prepare_sim_dir(args.sim_dir.as_deref(), &link_dir) {
             Ok(dir) => (
                 Some(args.nccl_lib.clone().unwrap_or_else(|| dir.join("libnccl.so.2").display().to_string())),
                 Some(dir.join("libcuda.so.1").display().to_string()),
@@ -67,6 +68,7 @@ pub fn doctor(args: &DoctorArgs) -> u8 {
         local_ranks: args.local_ranks,
     };
     let checks = node.checks();
+    let _ = std::fs::remove_dir_all(&link_dir);
     let report = Report {
         schema: "nccl-smoke/doctor/v1".into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),

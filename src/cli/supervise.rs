@@ -64,7 +64,12 @@ pub fn supervise(args: &RunArgs) -> u8 {
         eprintln!("nccl-smoke: {msg}");
         return exit::USAGE;
     }
-    let run_dir = std::env::temp_dir().join(format!("nccl-smoke.{}", std::process::id()));
+    // Pids are reused quickly; the time makes the folder this run's own.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let run_dir = std::env::temp_dir().join(format!("nccl-smoke.{}.{nanos:09}", std::process::id()));
     if let Err(e) = std::fs::create_dir_all(&run_dir) {
         return say(Failure::new(
             Stage::Launch,
@@ -134,7 +139,7 @@ fn spawn_and_watch(args: &RunArgs, who: &Who, run_dir: &Path) -> Result<u8, Fail
     }
     if args.backend == super::Backend::Sim {
         let dir =
-            backend::prepare_sim_dir(args.sim_dir.as_deref()).map_err(|e| Failure::new(Stage::NcclLoad, who, e))?;
+            backend::prepare_sim_dir(args.sim_dir.as_deref(), &run_dir.join("lib")).map_err(|e| Failure::new(Stage::NcclLoad, who, e))?;
         let old = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
         let ld = if old.is_empty() {
             dir.display().to_string()

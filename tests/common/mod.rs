@@ -46,16 +46,11 @@ pub fn scratch(name: &str) -> PathBuf {
 }
 
 /// Runs `mpirun -np N nccl-smoke <args>` (Open MPI, as root allowed, oversubscribed), bounded
-/// by `limit_s` seconds of wall time so a broken test cannot hang the suite.
+/// by `limit_s` seconds of wall time so a broken test cannot hang the suite. mpirun gets a
+/// process group of its own: when it tears a job down it may signal its whole group.
 pub fn mpirun(np: u32, args: &[&str], env: &[(&str, &str)], limit_s: u32) -> Output {
-    let mut cmd = Command::new("timeout");
-    cmd.arg("-k").arg("5").arg(limit_s.to_string());
-    cmd.arg("mpirun")
-        .arg("--oversubscribe")
-        .arg("--bind-to")
-        .arg("none")
-        .arg("-np")
-        .arg(np.to_string());
+    let mut cmd = Command::new("mpirun");
+    cmd.arg("--oversubscribe").arg("--bind-to").arg("none").arg("-np").arg(np.to_string());
     for (k, _) in env {
         cmd.arg("-x").arg(k);
     }
@@ -67,18 +62,50 @@ pub fn mpirun(np: u32, args: &[&str], env: &[(&str, &str)], limit_s: u32) -> Out
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output()
-        .expect("mpirun could not be started: is openmpi-bin installed (scripts/setup.sh)?")
+    bounded(cmd, limit_s)
+}
+
+/// Runs `cmd` in its own process group; kills the group after `limit_s` seconds.
+pub fn bounded(mut cmd: Command, limit_s: u32) -> Output {
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    cmd.process_group(0).stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
+    let mut child = cmd.spawn().expect("could not start (is openmpi-bin installed? run scripts/setup.sh)");
+    let pid = child.id();
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut out, &mut v);
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut err, &mut v);
+        v
+    });
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if start.elapsed().as_secs() >= limit_s as u64 {
+            let _ = Command::new("kill").arg("-KILL").arg(format!("-{pid}")).status();
+            break child.wait().unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    Output { status, stdout: t_out.join().unwrap(), stderr: t_err.join().unwrap() }
 }
 
 /// Runs the binary directly (one rank, no launcher).
 pub fn run1(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new("timeout");
-    cmd.arg("-k").arg("5").arg("120").arg(bin()).args(args);
+    let mut cmd = Command::new(bin());
+    cmd.args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().unwrap()
+    bounded(cmd, 120)
 }
 
 pub fn text(o: &Output) -> String {
