@@ -17,12 +17,16 @@ fn bench(c: &mut Criterion) {
             let mut buf = vec![0u8; layout.count * dtype.size()];
             verify::fill_send(&mut buf, &layout, dtype, RedOp::Sum, 0, n, 1);
             g.throughput(Throughput::Bytes(bytes as u64));
-            g.bench_with_input(BenchmarkId::new(format!("fill/{name}"), pattern), &(), |b, _| {
-                b.iter(|| verify::fill_send(&mut buf, &layout, dtype, RedOp::Sum, 0, n, 1))
-            });
-            g.bench_with_input(BenchmarkId::new(format!("check/{name}"), pattern), &(), |b, _| {
-                b.iter(|| verify::check(&buf, p, &layout, dtype, RedOp::Sum, 0, n, 1))
-            });
+            g.bench_with_input(
+                BenchmarkId::new(format!("fill/{name}"), pattern),
+                &(),
+                |b, _| b.iter(|| verify::fill_send(&mut buf, &layout, dtype, RedOp::Sum, 0, n, 1)),
+            );
+            g.bench_with_input(
+                BenchmarkId::new(format!("check/{name}"), pattern),
+                &(),
+                |b, _| b.iter(|| verify::check(&buf, p, &layout, dtype, RedOp::Sum, 0, n, 1)),
+            );
         }
     }
     g.finish();

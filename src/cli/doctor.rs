@@ -48,7 +48,11 @@ pub fn doctor(args: &DoctorArgs) -> u8 {
         Backend::Nccl => (args.nccl_lib.clone(), None),
         Backend::Sim => match backend::prepare_sim_dir(args.sim_dir.as_deref(), &link_dir) {
             Ok(dir) => (
-                Some(args.nccl_lib.clone().unwrap_or_else(|| dir.join("libnccl.so.2").display().to_string())),
+                Some(
+                    args.nccl_lib
+                        .clone()
+                        .unwrap_or_else(|| dir.join("libnccl.so.2").display().to_string()),
+                ),
                 Some(dir.join("libcuda.so.1").display().to_string()),
             ),
             Err(e) => {
@@ -58,7 +62,10 @@ pub fn doctor(args: &DoctorArgs) -> u8 {
         },
     };
     if !args.sysroot.is_dir() {
-        eprintln!("nccl-smoke doctor: --sysroot {} is not a directory", args.sysroot.display());
+        eprintln!(
+            "nccl-smoke doctor: --sysroot {} is not a directory",
+            args.sysroot.display()
+        );
         return exit::USAGE;
     }
     let node = Node {
@@ -77,7 +84,10 @@ pub fn doctor(args: &DoctorArgs) -> u8 {
         checks,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
     } else {
         print_text(&report);
     }

@@ -221,14 +221,7 @@ impl Run<'_> {
         }
 
         self.enter(Stage::Run);
-        let rows = self.sweep(
-            &mut comm,
-            boot,
-            &selected,
-            sizes,
-            &mut bufs,
-            &timing,
-        )?;
+        let rows = self.sweep(&mut comm, boot, &selected, sizes, &mut bufs, &timing)?;
 
         self.advisories(boot);
 
@@ -477,7 +470,10 @@ impl Run<'_> {
             let cause = format!("{}{}", found.cause, self.context_for(f.stage));
             f = f.cause(cause).hint(found.hint);
             if f.stage == Stage::ConnectShm {
-                f.evidence.push(probe::shm_segment(std::path::Path::new("/dev/shm"), probe::NCCL_SHM_SEGMENT));
+                f.evidence.push(probe::shm_segment(
+                    std::path::Path::new("/dev/shm"),
+                    probe::NCCL_SHM_SEGMENT,
+                ));
             }
         } else if let CommError::Timeout { .. } = e {
             f = f
@@ -600,7 +596,13 @@ impl Run<'_> {
                 }
                 last_count = Some(layout.count);
                 if self.who.rank == Some(0) && std::io::stderr().is_terminal() {
-                    eprint!("\r{} {} B ({}/{})   ", p.name(), layout.bytes(timing.dtype), epoch + 1, sizes.len());
+                    eprint!(
+                        "\r{} {} B ({}/{})   ",
+                        p.name(),
+                        layout.bytes(timing.dtype),
+                        epoch + 1,
+                        sizes.len()
+                    );
                 }
                 let sample = bench::measure(comm, boot, *p, &layout, bufs, timing, epoch as u32)
                     .map_err(|e| self.comm_failure(Stage::Run, e))?;

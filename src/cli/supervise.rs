@@ -34,7 +34,10 @@ const WAITING_GRACE: Duration = Duration::from_millis(800);
 
 /// Whether a rank in this stage is (also) waiting for other ranks.
 fn waits_on_others(stage: Stage) -> bool {
-    !matches!(stage, Stage::NcclLoad | Stage::Driver | Stage::Device | Stage::Alloc)
+    !matches!(
+        stage,
+        Stage::NcclLoad | Stage::Driver | Stage::Device | Stage::Alloc
+    )
 }
 
 pub fn is_worker() -> bool {
@@ -69,7 +72,8 @@ pub fn supervise(args: &RunArgs) -> u8 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    let run_dir = std::env::temp_dir().join(format!("nccl-smoke.{}.{nanos:09}", std::process::id()));
+    let run_dir =
+        std::env::temp_dir().join(format!("nccl-smoke.{}.{nanos:09}", std::process::id()));
     if let Err(e) = std::fs::create_dir_all(&run_dir) {
         return say(Failure::new(
             Stage::Launch,
@@ -138,8 +142,8 @@ fn spawn_and_watch(args: &RunArgs, who: &Who, run_dir: &Path) -> Result<u8, Fail
             .env("NCCL_DEBUG_FILE", run_dir.join("nccl.%h.%p.log"));
     }
     if args.backend == super::Backend::Sim {
-        let dir =
-            backend::prepare_sim_dir(args.sim_dir.as_deref(), &run_dir.join("lib")).map_err(|e| Failure::new(Stage::NcclLoad, who, e))?;
+        let dir = backend::prepare_sim_dir(args.sim_dir.as_deref(), &run_dir.join("lib"))
+            .map_err(|e| Failure::new(Stage::NcclLoad, who, e))?;
         let old = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
         let ld = if old.is_empty() {
             dir.display().to_string()
@@ -211,7 +215,11 @@ fn watch(args: &RunArgs, who: &Who, mut child: Child, rx: mpsc::Receiver<Event>)
             }
         }
         let deadline = args.deadline(w.stage);
-        let slack = if waits_on_others(w.stage) { GRACE + WAITING_GRACE } else { GRACE };
+        let slack = if waits_on_others(w.stage) {
+            GRACE + WAITING_GRACE
+        } else {
+            GRACE
+        };
         if w.failed.is_none() && w.since.elapsed() > deadline + slack {
             let _ = child.kill();
             let _ = child.wait();

@@ -32,11 +32,14 @@ pub struct Check {
     pub hint: String,
 }
 
+/// Looks up an environment variable (the real environment, or a map in tests).
+pub type EnvLookup = Box<dyn Fn(&str) -> Option<String>>;
+
 /// The node as doctor sees it.
 pub struct Node {
     pub root: PathBuf,
     /// Environment lookup (the real one, or a map in tests).
-    pub env: Box<dyn Fn(&str) -> Option<String>>,
+    pub env: EnvLookup,
     /// Libraries to load: (nccl, cuda); `None` = by soname.
     pub libs: (Option<String>, Option<String>),
     /// Ranks expected on this node (for /dev/shm sizing).
@@ -63,7 +66,11 @@ impl Node {
 
     fn list(&self, p: &str) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(self.path(p))
-            .map(|it| it.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .map(|it| {
+                it.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
             .unwrap_or_default();
         v.sort();
         v
@@ -128,7 +135,12 @@ impl Node {
                     e.to_string(),
                     "install the NVIDIA driver; in containers use the NVIDIA container toolkit so libcuda.so.1 is mounted",
                 ));
-                out.push(check("gpus", Status::Skipped, "no driver", "fix cuda-driver first"));
+                out.push(check(
+                    "gpus",
+                    Status::Skipped,
+                    "no driver",
+                    "fix cuda-driver first",
+                ));
                 return;
             }
         };
@@ -140,7 +152,11 @@ impl Node {
                 cuda::version_string(driver.version),
                 driver.version,
                 driver.path,
-                driver.simulated.as_deref().map(|s| format!(" [{s}]")).unwrap_or_default()
+                driver
+                    .simulated
+                    .as_deref()
+                    .map(|s| format!(" [{s}]"))
+                    .unwrap_or_default()
             ),
             "",
         ));
@@ -149,7 +165,10 @@ impl Node {
         let mut gpus = Vec::new();
         for i in 0..count {
             match Device::open(i) {
-                Ok(d) => gpus.push(format!("{}: {} {} {}", i, d.info.name, d.info.uuid, d.info.bus_id)),
+                Ok(d) => gpus.push(format!(
+                    "{}: {} {} {}",
+                    i, d.info.name, d.info.uuid, d.info.bus_id
+                )),
                 Err(e) => gpus.push(format!("{i}: cannot open: {e}")),
             }
         }
@@ -162,7 +181,10 @@ impl Node {
             .as_deref()
             .map(|v| v.split(',').filter(|s| !s.trim().is_empty()).count() as i32);
         let (status, hint) = match (count, listed) {
-            (0, _) => (Status::Fail, "no GPU visible: check CUDA_VISIBLE_DEVICES and the GPUs given to the container"),
+            (0, _) => (
+                Status::Fail,
+                "no GPU visible: check CUDA_VISIBLE_DEVICES and the GPUs given to the container",
+            ),
             (n, Some(l)) if l > n => (
                 Status::Warn,
                 "CUDA_VISIBLE_DEVICES lists more devices than the driver shows: an entry is invalid and the list stops there",
@@ -173,7 +195,10 @@ impl Node {
     }
 
     fn peermem(&self, out: &mut Vec<Check>, nccl_version: Option<i32>) {
-        let legacy = ["/sys/kernel/mm/memory_peers/nv_mem/version", "/sys/kernel/mm/memory_peers/nv_mem_nc/version"];
+        let legacy = [
+            "/sys/kernel/mm/memory_peers/nv_mem/version",
+            "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
+        ];
         let modern = "/sys/module/nvidia_peermem/version";
         let has_legacy = legacy.iter().any(|p| self.path(p).exists());
         let has_modern = self.path(modern).exists();
@@ -185,11 +210,19 @@ impl Node {
             if has_ib { "yes" } else { "none" }
         );
         let c = match (has_ib, has_legacy, has_modern, nccl_version) {
-            (false, ..) => check("gpudirect-rdma", Status::Skipped, evidence, "no InfiniBand device on this node"),
+            (false, ..) => check(
+                "gpudirect-rdma",
+                Status::Skipped,
+                evidence,
+                "no InfiniBand device on this node",
+            ),
             (true, false, true, Some(v)) if v < 22304 => check(
                 "gpudirect-rdma",
                 Status::Warn,
-                format!("{evidence}; NCCL {} only looks for the legacy paths", crate::ffi::nccl::version_string(v)),
+                format!(
+                    "{evidence}; NCCL {} only looks for the legacy paths",
+                    crate::ffi::nccl::version_string(v)
+                ),
                 "NCCL before 2.23.4 will log 'GPU Direct RDMA Disabled' and run slowly: use NCCL >= 2.23.4",
             ),
             (true, false, false, _) => check(
@@ -222,7 +255,11 @@ impl Node {
         let hca = (self.env)("NCCL_IB_HCA");
         let evidence = format!(
             "{}; NCCL_IB_HCA={}",
-            if states.is_empty() { "no InfiniBand devices".to_string() } else { states.join(", ") },
+            if states.is_empty() {
+                "no InfiniBand devices".to_string()
+            } else {
+                states.join(", ")
+            },
             hca.as_deref().unwrap_or("unset")
         );
         let c = if let Some(h) = hca.as_deref() {
@@ -234,15 +271,29 @@ impl Node {
                 .collect();
             let exclude = h.starts_with('^');
             let exact = h.trim_start_matches('^').starts_with('=');
-            let matches = |d: &String| wanted.iter().any(|w| if exact { d == w } else { d.starts_with(w) });
+            let matches = |d: &String| {
+                wanted
+                    .iter()
+                    .any(|w| if exact { d == w } else { d.starts_with(w) })
+            };
             let usable = devices.iter().any(|d| matches(d) != exclude);
             if usable {
                 check("infiniband", Status::Ok, evidence, "")
             } else {
-                check("infiniband", Status::Fail, evidence, "NCCL_IB_HCA selects no InfiniBand device on this node: fix the names (ibv_devices lists them)")
+                check(
+                    "infiniband",
+                    Status::Fail,
+                    evidence,
+                    "NCCL_IB_HCA selects no InfiniBand device on this node: fix the names (ibv_devices lists them)",
+                )
             }
         } else if !devices.is_empty() && active.is_empty() {
-            check("infiniband", Status::Warn, evidence, "no InfiniBand port is ACTIVE: check cabling and the subnet manager (ibstat)")
+            check(
+                "infiniband",
+                Status::Warn,
+                evidence,
+                "no InfiniBand port is ACTIVE: check cabling and the subnet manager (ibstat)",
+            )
         } else {
             check("infiniband", Status::Ok, evidence, "")
         };
@@ -255,7 +306,10 @@ impl Node {
             out.push(check(
                 "socket-ifname",
                 Status::Ok,
-                format!("NCCL_SOCKET_IFNAME unset; interfaces: {}", ifaces.join(", ")),
+                format!(
+                    "NCCL_SOCKET_IFNAME unset; interfaces: {}",
+                    ifaces.join(", ")
+                ),
                 "",
             ));
             return;
@@ -263,16 +317,36 @@ impl Node {
         let exclude = spec.starts_with('^');
         let body = spec.trim_start_matches('^');
         let exact = body.starts_with('=');
-        let wanted: Vec<&str> = body.trim_start_matches('=').split(',').filter(|s| !s.is_empty()).collect();
+        let wanted: Vec<&str> = body
+            .trim_start_matches('=')
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .collect();
         let selected: Vec<&String> = ifaces
             .iter()
             .filter(|i| i.as_str() != "lo" || !exclude)
-            .filter(|i| wanted.iter().any(|w| if exact { i.as_str() == *w } else { i.starts_with(w) }) != exclude)
+            .filter(|i| {
+                wanted.iter().any(|w| {
+                    if exact {
+                        i.as_str() == *w
+                    } else {
+                        i.starts_with(w)
+                    }
+                }) != exclude
+            })
             .collect();
         let evidence = format!(
             "NCCL_SOCKET_IFNAME={spec}; interfaces: {}; selected: {}",
             ifaces.join(", "),
-            if selected.is_empty() { "none".into() } else { selected.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ") }
+            if selected.is_empty() {
+                "none".into()
+            } else {
+                selected
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
         );
         if selected.is_empty() {
             out.push(check("socket-ifname", Status::Fail, evidence, "NCCL_SOCKET_IFNAME matches no interface here: NCCL's bootstrap will fail ('no socket interface found')"));
@@ -284,7 +358,12 @@ impl Node {
     fn dev_shm(&self, out: &mut Vec<Check>) {
         let dir = self.path("/dev/shm");
         let Some((total, free)) = os::fs_space(&dir.display().to_string()) else {
-            out.push(check("dev-shm", Status::Fail, format!("{} does not exist", dir.display()), "NCCL's shared-memory transport needs /dev/shm"));
+            out.push(check(
+                "dev-shm",
+                Status::Fail,
+                format!("{} does not exist", dir.display()),
+                "NCCL's shared-memory transport needs /dev/shm",
+            ));
             return;
         };
         out.push(shm_verdict(total, free, self.local_ranks));
@@ -295,7 +374,13 @@ impl Node {
         let has_ib = !self.list("/sys/class/infiniband").is_empty();
         let evidence = format!(
             "memlock: {}",
-            memlock.map(|v| if v == u64::MAX { "unlimited".into() } else { format!("{} KiB", v >> 10) }).unwrap_or_else(|| "unknown".into())
+            memlock
+                .map(|v| if v == u64::MAX {
+                    "unlimited".into()
+                } else {
+                    format!("{} KiB", v >> 10)
+                })
+                .unwrap_or_else(|| "unknown".into())
         );
         let c = match memlock {
             Some(v) if has_ib && v != u64::MAX && v < (64 << 20) => check(
@@ -311,14 +396,17 @@ impl Node {
 
     fn mpi(&self, out: &mut Vec<Check>) {
         let hcoll = (self.env)("OMPI_MCA_coll_hcoll_enable").or_else(|| {
-            ["/etc/openmpi/openmpi-mca-params.conf", "/opt/hpcx/ompi/etc/openmpi-mca-params.conf"]
-                .iter()
-                .filter_map(|p| self.read(p))
-                .flat_map(|t| t.lines().map(str::to_string).collect::<Vec<_>>())
-                .find_map(|l| {
-                    let (k, v) = l.split_once('=')?;
-                    (k.trim() == "coll_hcoll_enable").then(|| v.trim().to_string())
-                })
+            [
+                "/etc/openmpi/openmpi-mca-params.conf",
+                "/opt/hpcx/ompi/etc/openmpi-mca-params.conf",
+            ]
+            .iter()
+            .filter_map(|p| self.read(p))
+            .flat_map(|t| t.lines().map(str::to_string).collect::<Vec<_>>())
+            .find_map(|l| {
+                let (k, v) = l.split_once('=')?;
+                (k.trim() == "coll_hcoll_enable").then(|| v.trim().to_string())
+            })
         });
         let has_hcoll_lib = self.path("/opt/mellanox/hcoll").exists();
         let has_ib = !self.list("/sys/class/infiniband").is_empty();
@@ -328,7 +416,10 @@ impl Node {
             if has_hcoll_lib { "yes" } else { "no" },
             (self.env)("UCX_NET_DEVICES").as_deref().unwrap_or("unset")
         );
-        let enabled = hcoll.as_deref().map(|v| v.trim() != "0").unwrap_or(has_hcoll_lib);
+        let enabled = hcoll
+            .as_deref()
+            .map(|v| v.trim() != "0")
+            .unwrap_or(has_hcoll_lib);
         if enabled && has_ib && self.in_container() {
             out.push(check(
                 "mpi-hcoll",
@@ -345,9 +436,9 @@ impl Node {
         self.path("/.dockerenv").exists()
             || self.path("/run/.containerenv").exists()
             || (self.env)("KUBERNETES_SERVICE_HOST").is_some()
-            || self
-                .read("/proc/1/cgroup")
-                .is_some_and(|c| c.contains("kubepods") || c.contains("docker") || c.contains("containerd"))
+            || self.read("/proc/1/cgroup").is_some_and(|c| {
+                c.contains("kubepods") || c.contains("docker") || c.contains("containerd")
+            })
     }
 
     fn container(&self, out: &mut Vec<Check>) {
@@ -355,7 +446,11 @@ impl Node {
         let kube = (self.env)("KUBERNETES_SERVICE_HOST").is_some();
         let cap_ipc_lock = self
             .read("/proc/self/status")
-            .and_then(|s| s.lines().find(|l| l.starts_with("CapEff:")).map(|l| l[7..].trim().to_string()))
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("CapEff:"))
+                    .map(|l| l[7..].trim().to_string())
+            })
             .and_then(|hex| u64::from_str_radix(&hex, 16).ok())
             .map(|caps| caps & (1 << 14) != 0);
         let evidence = format!(
@@ -368,9 +463,15 @@ impl Node {
                 None => "unknown",
             }
         );
-        let rdma_wanted = (self.env)("NCCL_IB_HCA").is_some() || !self.list("/sys/class/infiniband").is_empty();
+        let rdma_wanted =
+            (self.env)("NCCL_IB_HCA").is_some() || !self.list("/sys/class/infiniband").is_empty();
         if inside && rdma_wanted && cap_ipc_lock == Some(false) {
-            out.push(check("container", Status::Warn, evidence, "RDMA in a container needs the IPC_LOCK capability"));
+            out.push(check(
+                "container",
+                Status::Warn,
+                evidence,
+                "RDMA in a container needs the IPC_LOCK capability",
+            ));
         } else {
             out.push(check("container", Status::Ok, evidence, ""));
         }
@@ -378,17 +479,19 @@ impl Node {
 
     /// Known-bad combinations: (driver branch, NCCL range) → issue and fix.
     fn known_bad(&self, out: &mut Vec<Check>, nccl_version: Option<i32>) {
-        let branch = self
-            .read("/proc/driver/nvidia/version")
-            .and_then(|t| {
-                t.split_whitespace()
-                    .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))
-                    .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
-            });
+        let branch = self.read("/proc/driver/nvidia/version").and_then(|t| {
+            t.split_whitespace()
+                .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))
+                .and_then(|v| v.split('.').next()?.parse::<u32>().ok())
+        });
         let evidence = format!(
             "driver branch: {}; NCCL: {}",
-            branch.map(|b| b.to_string()).unwrap_or_else(|| "unknown".into()),
-            nccl_version.map(crate::ffi::nccl::version_string).unwrap_or_else(|| "unknown".into())
+            branch
+                .map(|b| b.to_string())
+                .unwrap_or_else(|| "unknown".into()),
+            nccl_version
+                .map(crate::ffi::nccl::version_string)
+                .unwrap_or_else(|| "unknown".into())
         );
         match (branch, nccl_version) {
             (Some(570), Some(v)) if v >= 21900 && self.in_container() => out.push(check(
@@ -407,7 +510,8 @@ impl Node {
 /// never less than 256 MiB (a pod's 64 MB default fails NCCL's SHM transport in the field).
 pub fn shm_verdict(total: u64, free: u64, local_ranks: u32) -> Check {
     let n = local_ranks.max(1) as u64;
-    let need = (n * n.saturating_sub(1) * 2 * crate::diagnose::probe::NCCL_SHM_SEGMENT).max(256 << 20);
+    let need =
+        (n * n.saturating_sub(1) * 2 * crate::diagnose::probe::NCCL_SHM_SEGMENT).max(256 << 20);
     let evidence = format!(
         "/dev/shm: {} MiB total, {} MiB free; about {} MiB wanted for {n} local ranks",
         total >> 20,
@@ -438,8 +542,15 @@ pub fn worst(checks: &[Check]) -> Status {
 pub fn node_for_tests(root: &Path, env: Vec<(&'static str, &'static str)>) -> Node {
     Node {
         root: root.to_path_buf(),
-        env: Box::new(move |k| env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())),
-        libs: (Some("/nonexistent/libnccl.so.2".into()), Some("/nonexistent/libcuda.so.1".into())),
+        env: Box::new(move |k| {
+            env.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }),
+        libs: (
+            Some("/nonexistent/libnccl.so.2".into()),
+            Some("/nonexistent/libcuda.so.1".into()),
+        ),
         local_ranks: 8,
     }
 }
@@ -503,7 +614,10 @@ mod tests {
         let root = fixture(&[
             (".dockerenv", ""),
             ("sys/class/infiniband/mlx5_0/ports/1/state", "4: ACTIVE"),
-            ("etc/openmpi/openmpi-mca-params.conf", "coll_hcoll_enable = 1\n"),
+            (
+                "etc/openmpi/openmpi-mca-params.conf",
+                "coll_hcoll_enable = 1\n",
+            ),
         ]);
         let mut out = Vec::new();
         node_for_tests(&root, vec![]).mpi(&mut out);
@@ -518,7 +632,10 @@ mod tests {
     fn seed_000_driver_570_in_containers() {
         let root = fixture(&[
             (".dockerenv", ""),
-            ("proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Thu Jan 1\n"),
+            (
+                "proc/driver/nvidia/version",
+                "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Thu Jan 1\n",
+            ),
         ]);
         let mut out = Vec::new();
         node_for_tests(&root, vec![]).known_bad(&mut out, Some(22602));
@@ -552,6 +669,16 @@ mod tests {
         node_for_tests(&root, vec![("NCCL_SOCKET_IFNAME", "ib0")]).socket_ifname(&mut out);
         node_for_tests(&root, vec![("NCCL_SOCKET_IFNAME", "^docker")]).socket_ifname(&mut out);
         let s: Vec<Status> = out.iter().map(|c| c.status).collect();
-        assert_eq!(s, [Status::Ok, Status::Fail, Status::Ok, Status::Fail, Status::Ok], "{out:?}");
+        assert_eq!(
+            s,
+            [
+                Status::Ok,
+                Status::Fail,
+                Status::Ok,
+                Status::Fail,
+                Status::Ok
+            ],
+            "{out:?}"
+        );
     }
 }

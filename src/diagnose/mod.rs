@@ -2,6 +2,6 @@
 //! words and from probes that repeat the step outside NCCL.
 
 pub mod classify;
+pub mod doctor;
 pub mod explain;
 pub mod probe;
-pub mod doctor;

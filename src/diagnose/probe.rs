@@ -52,7 +52,10 @@ pub fn peermem(root: &Path) -> String {
     if present.is_empty() {
         "probe: no peer-memory module (nvidia_peermem / nv_peer_mem) is loaded on this node".into()
     } else {
-        format!("probe: peer memory present on this node: {}", present.join(", "))
+        format!(
+            "probe: peer memory present on this node: {}",
+            present.join(", ")
+        )
     }
 }
 

@@ -188,10 +188,17 @@ pub fn fallocate(f: &std::fs::File, len: u64) -> std::io::Result<()> {
 
 /// The locked-memory limit of this process in bytes (`u64::MAX` for unlimited).
 pub fn rlimit_memlock() -> Option<u64> {
-    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: valid out-pointer.
     if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) } != 0 {
         return None;
     }
-    Some(if r.rlim_cur == libc::RLIM_INFINITY { u64::MAX } else { r.rlim_cur })
+    Some(if r.rlim_cur == libc::RLIM_INFINITY {
+        u64::MAX
+    } else {
+        r.rlim_cur
+    })
 }

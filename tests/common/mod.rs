@@ -50,7 +50,11 @@ pub fn scratch(name: &str) -> PathBuf {
 /// process group of its own: when it tears a job down it may signal its whole group.
 pub fn mpirun(np: u32, args: &[&str], env: &[(&str, &str)], limit_s: u32) -> Output {
     let mut cmd = Command::new("mpirun");
-    cmd.arg("--oversubscribe").arg("--bind-to").arg("none").arg("-np").arg(np.to_string());
+    cmd.arg("--oversubscribe")
+        .arg("--bind-to")
+        .arg("none")
+        .arg("-np")
+        .arg(np.to_string());
     for (k, _) in env {
         cmd.arg("-x").arg(k);
     }
@@ -69,8 +73,13 @@ pub fn mpirun(np: u32, args: &[&str], env: &[(&str, &str)], limit_s: u32) -> Out
 pub fn bounded(mut cmd: Command, limit_s: u32) -> Output {
     use std::os::unix::process::CommandExt;
     use std::process::Stdio;
-    cmd.process_group(0).stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
-    let mut child = cmd.spawn().expect("could not start (is openmpi-bin installed? run scripts/setup.sh)");
+    cmd.process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    let mut child = cmd
+        .spawn()
+        .expect("could not start (is openmpi-bin installed? run scripts/setup.sh)");
     let pid = child.id();
     let mut out = child.stdout.take().unwrap();
     let mut err = child.stderr.take().unwrap();
@@ -90,12 +99,19 @@ pub fn bounded(mut cmd: Command, limit_s: u32) -> Output {
             break st;
         }
         if start.elapsed().as_secs() >= limit_s as u64 {
-            let _ = Command::new("kill").arg("-KILL").arg(format!("-{pid}")).status();
+            let _ = Command::new("kill")
+                .arg("-KILL")
+                .arg(format!("-{pid}"))
+                .status();
             break child.wait().unwrap();
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
-    Output { status, stdout: t_out.join().unwrap(), stderr: t_err.join().unwrap() }
+    Output {
+        status,
+        stdout: t_out.join().unwrap(),
+        stderr: t_err.join().unwrap(),
+    }
 }
 
 /// Runs the binary directly (one rank, no launcher).

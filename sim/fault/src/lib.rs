@@ -247,13 +247,32 @@ mod tests {
         assert_eq!(
             set.0,
             vec![
-                Fault { at: Where::Import, rank: Some(1), kind: Kind::Error },
-                Fault { at: Where::Run, rank: None, kind: Kind::Slow(4.0) },
-                Fault { at: Where::Verify, rank: Some(0), kind: Kind::Corrupt },
-                Fault { at: Where::Shm, rank: None, kind: Kind::Error },
+                Fault {
+                    at: Where::Import,
+                    rank: Some(1),
+                    kind: Kind::Error
+                },
+                Fault {
+                    at: Where::Run,
+                    rank: None,
+                    kind: Kind::Slow(4.0)
+                },
+                Fault {
+                    at: Where::Verify,
+                    rank: Some(0),
+                    kind: Kind::Corrupt
+                },
+                Fault {
+                    at: Where::Shm,
+                    rank: None,
+                    kind: Kind::Error
+                },
             ]
         );
-        assert_eq!(set.find(Where::Import, Some(1)).map(|f| f.kind), Some(Kind::Error));
+        assert_eq!(
+            set.find(Where::Import, Some(1)).map(|f| f.kind),
+            Some(Kind::Error)
+        );
         assert_eq!(set.find(Where::Import, Some(0)), None);
         assert!(set.find(Where::Run, Some(7)).is_some());
     }

@@ -45,10 +45,31 @@ pub struct Ptr(pub usize);
 /// One queued operation.
 #[derive(Clone, Copy)]
 pub enum Op {
-    AllReduce { send: Ptr, recv: Ptr, count: usize, dtype: u32, op: u32 },
-    AllToAll { send: Ptr, recv: Ptr, count: usize, dtype: u32 },
-    Send { buf: Ptr, count: usize, dtype: u32, peer: usize },
-    Recv { buf: Ptr, count: usize, dtype: u32, peer: usize },
+    AllReduce {
+        send: Ptr,
+        recv: Ptr,
+        count: usize,
+        dtype: u32,
+        op: u32,
+    },
+    AllToAll {
+        send: Ptr,
+        recv: Ptr,
+        count: usize,
+        dtype: u32,
+    },
+    Send {
+        buf: Ptr,
+        count: usize,
+        dtype: u32,
+        peer: usize,
+    },
+    Recv {
+        buf: Ptr,
+        count: usize,
+        dtype: u32,
+        peer: usize,
+    },
 }
 
 fn bytes_of(count: usize, dtype: u32) -> usize {
@@ -114,7 +135,9 @@ impl Comm {
     }
 
     fn fail(&self, code: u32) {
-        let _ = self.async_err.compare_exchange(SUCCESS, code, Ordering::SeqCst, Ordering::SeqCst);
+        let _ = self
+            .async_err
+            .compare_exchange(SUCCESS, code, Ordering::SeqCst, Ordering::SeqCst);
     }
 
     /// Waits until aborted (a simulated hang that `ncclCommAbort` can end).
@@ -147,21 +170,42 @@ impl Comm {
         }
     }
 
-    fn try_connect_all(&self, root: SocketAddrV4, iface: &Iface) -> Result<(), (u32, &'static str, String)> {
+    fn try_connect_all(
+        &self,
+        root: SocketAddrV4,
+        iface: &Iface,
+    ) -> Result<(), (u32, &'static str, String)> {
         let sys = |site: &'static str, e: std::io::Error| (SYSTEM_ERROR, site, e.to_string());
-        let listener = TcpListener::bind(SocketAddrV4::new(iface.addr, 0)).map_err(|e| sys("misc/socket.cc:410", e))?;
+        let listener = TcpListener::bind(SocketAddrV4::new(iface.addr, 0))
+            .map_err(|e| sys("misc/socket.cc:410", e))?;
         let my_addr = match listener.local_addr() {
             Ok(std::net::SocketAddr::V4(a)) => a,
-            _ => return Err((INTERNAL_ERROR, "bootstrap.cc:220", "no IPv4 listen address".into())),
+            _ => {
+                return Err((
+                    INTERNAL_ERROR,
+                    "bootstrap.cc:220",
+                    "no IPv4 listen address".into(),
+                ));
+            }
         };
         let mut rs = connect_retry(root, Duration::from_secs(30), &self.aborted).map_err(|e| {
             (
                 REMOTE_ERROR,
                 "misc/socket.cc:484",
-                format!("socketStartConnect: Connect to {}<{}> failed : {e}", root.ip(), root.port()),
+                format!(
+                    "socketStartConnect: Connect to {}<{}> failed : {e}",
+                    root.ip(),
+                    root.port()
+                ),
             )
         })?;
-        let io = |e: std::io::Error| (REMOTE_ERROR, "bootstrap.cc:253", format!("Bootstrap : root connection failed : {e}"));
+        let io = |e: std::io::Error| {
+            (
+                REMOTE_ERROR,
+                "bootstrap.cc:253",
+                format!("Bootstrap : root connection failed : {e}"),
+            )
+        };
         net::write_u32(&mut rs, self.rank as u32).map_err(io)?;
         net::write_u32(&mut rs, self.nranks as u32).map_err(io)?;
         net::write_str(&mut rs, &my_addr.to_string()).map_err(io)?;
@@ -173,20 +217,34 @@ impl Comm {
         }
         let mut table = Vec::with_capacity(self.nranks);
         for _ in 0..self.nranks {
-            let addr: SocketAddrV4 = net::read_str(&mut rs).map_err(io)?.parse().map_err(|_| io(std::io::Error::other("bad address")))?;
+            let addr: SocketAddrV4 = net::read_str(&mut rs)
+                .map_err(io)?
+                .parse()
+                .map_err(|_| io(std::io::Error::other("bad address")))?;
             let host = net::read_str(&mut rs).map_err(io)?;
             table.push((addr, host));
         }
         // Lower ranks listen, higher ranks connect: the listen backlog makes the order safe.
         let mut streams: Vec<Option<TcpStream>> = (0..self.nranks).map(|_| None).collect();
         for (j, (addr, _)) in table.iter().enumerate().take(self.rank) {
-            let mut s = connect_retry(*addr, Duration::from_secs(30), &self.aborted).map_err(|e| {
-                (REMOTE_ERROR, "misc/socket.cc:484", format!("socketStartConnect: Connect to {}<{}> failed : {e}", addr.ip(), addr.port()))
-            })?;
+            let mut s =
+                connect_retry(*addr, Duration::from_secs(30), &self.aborted).map_err(|e| {
+                    (
+                        REMOTE_ERROR,
+                        "misc/socket.cc:484",
+                        format!(
+                            "socketStartConnect: Connect to {}<{}> failed : {e}",
+                            addr.ip(),
+                            addr.port()
+                        ),
+                    )
+                })?;
             net::write_u32(&mut s, self.rank as u32).map_err(io)?;
             streams[j] = Some(s);
         }
-        listener.set_nonblocking(true).map_err(|e| sys("misc/socket.cc:420", e))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| sys("misc/socket.cc:420", e))?;
         let start = Instant::now();
         let mut missing = self.nranks - 1 - self.rank;
         while missing > 0 {
@@ -195,17 +253,26 @@ impl Comm {
             }
             match listener.accept() {
                 Ok((mut s, _)) => {
-                    s.set_nonblocking(false).map_err(|e| sys("misc/socket.cc:430", e))?;
+                    s.set_nonblocking(false)
+                        .map_err(|e| sys("misc/socket.cc:430", e))?;
                     let j = net::read_u32(&mut s).map_err(io)? as usize;
                     if j >= self.nranks || j <= self.rank || streams[j].is_some() {
-                        return Err((INTERNAL_ERROR, "transport.cc:90", format!("unexpected connection from rank {j}")));
+                        return Err((
+                            INTERNAL_ERROR,
+                            "transport.cc:90",
+                            format!("unexpected connection from rank {j}"),
+                        ));
                     }
                     streams[j] = Some(s);
                     missing -= 1;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     if start.elapsed() > Duration::from_secs(60) {
-                        return Err((REMOTE_ERROR, "misc/socket.cc:550", "socketAccept: timed out waiting for peers".into()));
+                        return Err((
+                            REMOTE_ERROR,
+                            "misc/socket.cc:550",
+                            "socketAccept: timed out waiting for peers".into(),
+                        ));
                     }
                     std::thread::sleep(Duration::from_millis(2));
                 }
@@ -218,7 +285,12 @@ impl Comm {
                 Some(s) => {
                     let _ = s.set_nodelay(true);
                     let w = s.try_clone().map_err(|e| sys("misc/socket.cc:600", e))?;
-                    Some(Peer { host: table[j].1.clone(), addr: table[j].0, read: Mutex::new(s), write: Mutex::new(w) })
+                    Some(Peer {
+                        host: table[j].1.clone(),
+                        addr: table[j].0,
+                        read: Mutex::new(s),
+                        write: Mutex::new(w),
+                    })
                 }
                 None => None,
             });
@@ -326,7 +398,12 @@ impl Comm {
         let mut post: Vec<Op> = Vec::new();
         for op in ops {
             match *op {
-                Op::Send { buf, count, dtype, peer } => {
+                Op::Send {
+                    buf,
+                    count,
+                    dtype,
+                    peer,
+                } => {
                     // SAFETY: a device buffer of `count` elements, per the NCCL contract.
                     let mut data = unsafe { slice(buf, bytes_of(count, dtype)) }.to_vec();
                     if corrupt {
@@ -334,8 +411,15 @@ impl Comm {
                     }
                     sends.push((peer, data));
                 }
-                Op::Recv { buf, count, dtype, peer } => recvs.push((peer, buf, bytes_of(count, dtype))),
-                Op::AllReduce { send, count, dtype, .. } => {
+                Op::Recv {
+                    buf,
+                    count,
+                    dtype,
+                    peer,
+                } => recvs.push((peer, buf, bytes_of(count, dtype))),
+                Op::AllReduce {
+                    send, count, dtype, ..
+                } => {
                     // SAFETY: as above.
                     let mut data = unsafe { slice(send, bytes_of(count, dtype)) }.to_vec();
                     if corrupt {
@@ -346,7 +430,12 @@ impl Comm {
                     }
                     post.push(*op);
                 }
-                Op::AllToAll { send, recv, count, dtype } => {
+                Op::AllToAll {
+                    send,
+                    recv,
+                    count,
+                    dtype,
+                } => {
                     let chunk = bytes_of(count, dtype);
                     for peer in 0..self.nranks {
                         // SAFETY: as above; chunk `peer` of the send buffer.
@@ -376,8 +465,13 @@ impl Comm {
         }
         std::thread::scope(|scope| {
             let mut handles = Vec::new();
-            for (peer, msgs) in by_peer.into_iter().enumerate().filter(|(_, m)| !m.is_empty()) {
-                handles.push(scope.spawn(move || msgs.iter().try_for_each(|m| self.send_to(peer, m))));
+            for (peer, msgs) in by_peer
+                .into_iter()
+                .enumerate()
+                .filter(|(_, m)| !m.is_empty())
+            {
+                handles
+                    .push(scope.spawn(move || msgs.iter().try_for_each(|m| self.send_to(peer, m))));
             }
             let mut result = Ok(());
             for (peer, buf, len) in &recvs {
@@ -389,7 +483,10 @@ impl Comm {
                 }
             }
             for op in &post {
-                if let Op::AllReduce { send, count, dtype, .. } = *op {
+                if let Op::AllReduce {
+                    send, count, dtype, ..
+                } = *op
+                {
                     let len = bytes_of(count, dtype);
                     let mut bufs = Vec::with_capacity(self.nranks);
                     for peer in 0..self.nranks {
@@ -416,13 +513,21 @@ impl Comm {
                             result = Err(e);
                         }
                     }
-                    Err(_) => result = Err((INTERNAL_ERROR, "proxy.cc:1", "send thread panicked".into())),
+                    Err(_) => {
+                        result = Err((INTERNAL_ERROR, "proxy.cc:1", "send thread panicked".into()))
+                    }
                 }
             }
             result
         })?;
         for (op, mut bufs) in post.iter().zip(reduce_inputs) {
-            if let Op::AllReduce { recv, dtype, op: redop, .. } = *op {
+            if let Op::AllReduce {
+                recv,
+                dtype,
+                op: redop,
+                ..
+            } = *op
+            {
                 if bufs.len() != self.nranks {
                     continue;
                 }
@@ -435,10 +540,11 @@ impl Comm {
     }
 
     fn peer(&self, j: usize) -> Result<&Peer, (u32, &'static str, String)> {
-        self.peers()
-            .get(j)
-            .and_then(Option::as_ref)
-            .ok_or((INTERNAL_ERROR, "transport.cc:60", format!("no connection to rank {j}")))
+        self.peers().get(j).and_then(Option::as_ref).ok_or((
+            INTERNAL_ERROR,
+            "transport.cc:60",
+            format!("no connection to rank {j}"),
+        ))
     }
 
     fn io_error(&self, peer: &Peer, e: std::io::Error) -> (u32, &'static str, String) {
@@ -446,18 +552,31 @@ impl Comm {
             return (INVALID_USAGE, "transport/net_socket.cc:520", e.to_string());
         }
         match e.kind() {
-            std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe => (
+            std::io::ErrorKind::UnexpectedEof
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::BrokenPipe => (
                 REMOTE_ERROR,
                 "misc/socket.cc:49",
-                format!("socketProgress: Connection closed by remote peer {}<{}>", peer.host, peer.addr.port()),
+                format!(
+                    "socketProgress: Connection closed by remote peer {}<{}>",
+                    peer.host,
+                    peer.addr.port()
+                ),
             ),
-            _ => (SYSTEM_ERROR, "misc/socket.cc:60", format!("socketProgress: {e}")),
+            _ => (
+                SYSTEM_ERROR,
+                "misc/socket.cc:60",
+                format!("socketProgress: {e}"),
+            ),
         }
     }
 
     fn send_to(&self, j: usize, data: &[u8]) -> Result<(), (u32, &'static str, String)> {
         let p = self.peer(j)?;
-        let mut w = p.write.lock().map_err(|_| (INTERNAL_ERROR, "proxy.cc:1", "poisoned".into()))?;
+        let mut w = p
+            .write
+            .lock()
+            .map_err(|_| (INTERNAL_ERROR, "proxy.cc:1", "poisoned".into()))?;
         net::send_msg(&mut w, data).map_err(|e| self.io_error(p, e))
     }
 
@@ -469,12 +588,27 @@ impl Comm {
                     out.copy_from_slice(&d);
                     Ok(())
                 }
-                Some(d) => Err((INVALID_USAGE, "enqueue.cc:1", format!("Message truncated : received {} bytes instead of {}", d.len(), out.len()))),
-                None => Err((INVALID_USAGE, "enqueue.cc:1", "receive from self without a matching send".into())),
+                Some(d) => Err((
+                    INVALID_USAGE,
+                    "enqueue.cc:1",
+                    format!(
+                        "Message truncated : received {} bytes instead of {}",
+                        d.len(),
+                        out.len()
+                    ),
+                )),
+                None => Err((
+                    INVALID_USAGE,
+                    "enqueue.cc:1",
+                    "receive from self without a matching send".into(),
+                )),
             };
         }
         let p = self.peer(j)?;
-        let mut r = p.read.lock().map_err(|_| (INTERNAL_ERROR, "proxy.cc:1", "poisoned".into()))?;
+        let mut r = p
+            .read
+            .lock()
+            .map_err(|_| (INTERNAL_ERROR, "proxy.cc:1", "poisoned".into()))?;
         net::recv_msg(&mut r, out).map_err(|e| self.io_error(p, e))
     }
 }
@@ -492,7 +626,11 @@ fn flip_middle(data: &mut [u8], dtype: u32) {
     }
 }
 
-fn connect_retry(addr: SocketAddrV4, limit: Duration, aborted: &AtomicBool) -> std::io::Result<TcpStream> {
+fn connect_retry(
+    addr: SocketAddrV4,
+    limit: Duration,
+    aborted: &AtomicBool,
+) -> std::io::Result<TcpStream> {
     let start = Instant::now();
     loop {
         match TcpStream::connect_timeout(&addr.into(), Duration::from_secs(2)) {
@@ -509,18 +647,33 @@ pub fn run_root(listener: TcpListener) {
     let mut nranks: Option<u32> = None;
     let mut problem: Option<String> = None;
     loop {
-        let Ok((mut s, _)) = listener.accept() else { return };
+        let Ok((mut s, _)) = listener.accept() else {
+            return;
+        };
         let hello = (|| -> std::io::Result<(u32, u32, String, String)> {
-            Ok((net::read_u32(&mut s)?, net::read_u32(&mut s)?, net::read_str(&mut s)?, net::read_str(&mut s)?))
+            Ok((
+                net::read_u32(&mut s)?,
+                net::read_u32(&mut s)?,
+                net::read_str(&mut s)?,
+                net::read_str(&mut s)?,
+            ))
         })();
-        let Ok((rank, n, addr, host)) = hello else { continue };
+        let Ok((rank, n, addr, host)) = hello else {
+            continue;
+        };
         match nranks {
             None => nranks = Some(n),
-            Some(m) if m != n => problem = Some(format!("Bootstrap : rank {rank} reports nranks {n}, others {m}")),
+            Some(m) if m != n => {
+                problem = Some(format!(
+                    "Bootstrap : rank {rank} reports nranks {n}, others {m}"
+                ))
+            }
             _ => {}
         }
         if rank >= n || joined.iter().any(|j| j.0 == rank) {
-            problem = Some(format!("Bootstrap : duplicate or invalid rank {rank} of {n}"));
+            problem = Some(format!(
+                "Bootstrap : duplicate or invalid rank {rank} of {n}"
+            ));
         }
         joined.push((rank, s, addr, host));
         if joined.len() as u32 >= nranks.unwrap_or(u32::MAX) {
@@ -533,7 +686,9 @@ pub fn run_root(listener: TcpListener) {
         let _ = match &problem {
             Some(msg) => net::write_u32(s, 1).and_then(|_| net::write_str(s, msg)),
             None => net::write_u32(s, 0).and_then(|_| {
-                table.iter().try_for_each(|(a, h)| net::write_str(s, a).and_then(|_| net::write_str(s, h)))
+                table
+                    .iter()
+                    .try_for_each(|(a, h)| net::write_str(s, a).and_then(|_| net::write_str(s, h)))
             }),
         };
     }

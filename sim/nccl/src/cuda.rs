@@ -4,7 +4,11 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;
 
-type LaunchHostFunc = unsafe extern "C" fn(*mut c_void, Option<unsafe extern "C" fn(*mut c_void)>, *mut c_void) -> u32;
+type LaunchHostFunc = unsafe extern "C" fn(
+    *mut c_void,
+    Option<unsafe extern "C" fn(*mut c_void)>,
+    *mut c_void,
+) -> u32;
 type CtxGetDevice = unsafe extern "C" fn(*mut c_int) -> u32;
 type DeviceGet = unsafe extern "C" fn(*mut c_int, c_int) -> u32;
 type GetPciBusId = unsafe extern "C" fn(*mut c_char, c_int, c_int) -> u32;
@@ -29,7 +33,9 @@ fn driver() -> Option<&'static Driver> {
         let mut handle = libc::RTLD_DEFAULT;
         if sym(handle, "cuLaunchHostFunc").is_none() {
             // SAFETY: a library name; RTLD_NOLOAD only returns an already loaded library.
-            handle = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+            handle = unsafe {
+                libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD)
+            };
             if handle.is_null() {
                 // SAFETY: as above, loading it if it is not there yet.
                 handle = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW) };
@@ -41,10 +47,22 @@ fn driver() -> Option<&'static Driver> {
         // SAFETY: the symbols have these prototypes in the CUDA driver API.
         unsafe {
             Some(Driver {
-                launch_host_func: std::mem::transmute::<*mut c_void, LaunchHostFunc>(sym(handle, "cuLaunchHostFunc")?),
-                ctx_get_device: std::mem::transmute::<*mut c_void, CtxGetDevice>(sym(handle, "cuCtxGetDevice")?),
-                device_get: std::mem::transmute::<*mut c_void, DeviceGet>(sym(handle, "cuDeviceGet")?),
-                get_pci_bus_id: std::mem::transmute::<*mut c_void, GetPciBusId>(sym(handle, "cuDeviceGetPCIBusId")?),
+                launch_host_func: std::mem::transmute::<*mut c_void, LaunchHostFunc>(sym(
+                    handle,
+                    "cuLaunchHostFunc",
+                )?),
+                ctx_get_device: std::mem::transmute::<*mut c_void, CtxGetDevice>(sym(
+                    handle,
+                    "cuCtxGetDevice",
+                )?),
+                device_get: std::mem::transmute::<*mut c_void, DeviceGet>(sym(
+                    handle,
+                    "cuDeviceGet",
+                )?),
+                get_pci_bus_id: std::mem::transmute::<*mut c_void, GetPciBusId>(sym(
+                    handle,
+                    "cuDeviceGetPCIBusId",
+                )?),
             })
         }
     })
@@ -69,12 +87,16 @@ pub fn bus_id(ordinal: i32) -> String {
     let mut cu = 0;
     let mut buf = [0 as c_char; 32];
     // SAFETY: valid out-pointers and the buffer length.
-    let ok = unsafe { (d.device_get)(&mut cu, ordinal) == 0 && (d.get_pci_bus_id)(buf.as_mut_ptr(), 32, cu) == 0 };
+    let ok = unsafe {
+        (d.device_get)(&mut cu, ordinal) == 0 && (d.get_pci_bus_id)(buf.as_mut_ptr(), 32, cu) == 0
+    };
     if !ok {
         return "0".into();
     }
     // SAFETY: NUL-terminated by the driver.
-    let s = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned();
+    let s = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
     bus_id_of(&s)
 }
 

@@ -17,7 +17,9 @@ pub fn run_fault_op() -> u64 {
 fn shm_name() -> String {
     let n = std::process::id().wrapping_mul(2654435761);
     let alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    (0..6).map(|i| alphabet[((n >> (i * 5)) % 62) as usize] as char).collect()
+    (0..6)
+        .map(|i| alphabet[((n >> (i * 5)) % 62) as usize] as char)
+        .collect()
 }
 
 /// Logs a transport-setup failure at `at` and returns the code the real library returns.
@@ -25,8 +27,20 @@ pub fn log_transport_error(comm: &Comm, at: Where) -> u32 {
     let d = comm.dev;
     match at {
         Where::Import => {
-            log::info(d, "P2P", &format!("Channel 00/0 : {}[{d}] -> {}[{d}] via P2P/CUMEM", comm.rank, (comm.rank + 1) % comm.nranks));
-            log::warn(d, "transport/p2p.cc:275", "Cuda failure 101 'invalid device ordinal'");
+            log::info(
+                d,
+                "P2P",
+                &format!(
+                    "Channel 00/0 : {}[{d}] -> {}[{d}] via P2P/CUMEM",
+                    comm.rank,
+                    (comm.rank + 1) % comm.nranks
+                ),
+            );
+            log::warn(
+                d,
+                "transport/p2p.cc:275",
+                "Cuda failure 101 'invalid device ordinal'",
+            );
             log::warn(
                 d,
                 "transport/p2p.cc:288",
@@ -39,25 +53,49 @@ pub fn log_transport_error(comm: &Comm, at: Where) -> u32 {
             log::warn(
                 d,
                 "misc/shmutils.cc:88",
-                &format!("Error: failed to extend /dev/shm/nccl-{name} to 9637892 bytes, error: No space left on device (28)"),
+                &format!(
+                    "Error: failed to extend /dev/shm/nccl-{name} to 9637892 bytes, error: No space left on device (28)"
+                ),
             );
             log::warn(
                 d,
                 "misc/shmutils.cc:132",
-                &format!("Error while creating shared memory segment /dev/shm/nccl-{name} (size 9637888), error: No space left on device (28)"),
+                &format!(
+                    "Error while creating shared memory segment /dev/shm/nccl-{name} (size 9637888), error: No space left on device (28)"
+                ),
             );
             SYSTEM_ERROR
         }
         Where::Proxy => {
             let local = comm.rank;
-            log::warn(d, "proxy.cc:1458", "[Service thread] Accept failed Resource temporarily unavailable");
-            log::warn(d, "proxy.cc:1497", &format!("[Service thread] Could not receive type from localRank {local}, res=3, closed=0"));
-            log::warn(d, "proxy.cc:1521", &format!("[Proxy Service {local}] Failed to execute operation Close from rank {local}, retcode 3"));
+            log::warn(
+                d,
+                "proxy.cc:1458",
+                "[Service thread] Accept failed Resource temporarily unavailable",
+            );
+            log::warn(
+                d,
+                "proxy.cc:1497",
+                &format!(
+                    "[Service thread] Could not receive type from localRank {local}, res=3, closed=0"
+                ),
+            );
+            log::warn(
+                d,
+                "proxy.cc:1521",
+                &format!(
+                    "[Proxy Service {local}] Failed to execute operation Close from rank {local}, retcode 3"
+                ),
+            );
             log::info(d, "INIT", &format!("{} - Abort COMPLETE", comm.describe()));
             INTERNAL_ERROR
         }
         _ => {
-            log::warn(d, "transport/net_ib.cc:1105", "NET/IB : Got completion from peer 10.0.0.2<49189> with error 12, opcode 0, len 0, vendor err 129 (Send)");
+            log::warn(
+                d,
+                "transport/net_ib.cc:1105",
+                "NET/IB : Got completion from peer 10.0.0.2<49189> with error 12, opcode 0, len 0, vendor err 129 (Send)",
+            );
             SYSTEM_ERROR
         }
     }

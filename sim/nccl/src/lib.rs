@@ -32,7 +32,11 @@ pub(crate) const INVALID_USAGE: u32 = 5;
 pub(crate) const REMOTE_ERROR: u32 = 6;
 pub(crate) const INPROGRESS: u32 = 7;
 
-const MARKER: &str = concat!("nccl-smoke simulated NCCL ", env!("CARGO_PKG_VERSION"), "\0");
+const MARKER: &str = concat!(
+    "nccl-smoke simulated NCCL ",
+    env!("CARGO_PKG_VERSION"),
+    "\0"
+);
 
 /// `const char *ncclSmokeSimulation(void)`: identifies the simulation.
 #[unsafe(no_mangle)]
@@ -126,17 +130,27 @@ pub unsafe extern "C" fn ncclGetUniqueId(out: *mut UniqueId) -> u32 {
             Ok(f) => f,
             Err(code) => return code,
         };
-        let kind = faults.find(Where::UniqueId, nccl_smoke_fault::rank_from_env()).map(|f| f.kind);
+        let kind = faults
+            .find(Where::UniqueId, nccl_smoke_fault::rank_from_env())
+            .map(|f| f.kind);
         apply_hang_or_crash(kind);
         let spec = std::env::var("NCCL_SOCKET_IFNAME").ok();
         let iface = match (kind, net::choose(&net::interfaces(), spec.as_deref())) {
             (Some(Kind::Error), _) | (_, None) => {
-                log::warn(0, "bootstrap.cc:65", "Bootstrap : no socket interface found");
+                log::warn(
+                    0,
+                    "bootstrap.cc:65",
+                    "Bootstrap : no socket interface found",
+                );
                 return INTERNAL_ERROR;
             }
             (_, Some(i)) => i,
         };
-        log::info(0, "INIT", &format!("Bootstrap : Using {}:{}<0>", iface.name, iface.addr));
+        log::info(
+            0,
+            "INIT",
+            &format!("Bootstrap : Using {}:{}<0>", iface.name, iface.addr),
+        );
         let listener = match TcpListener::bind(SocketAddrV4::new(iface.addr, 0)) {
             Ok(l) => l,
             Err(e) => {
@@ -180,12 +194,22 @@ unsafe fn blocking_of(config: *const u8) -> bool {
     !(size >= 20 && magic == 0xcafe_beef && blocking == 0)
 }
 
-unsafe fn init(comm_out: *mut *mut c_void, nranks: c_int, id: [u8; 128], rank: c_int, blocking: bool) -> u32 {
+unsafe fn init(
+    comm_out: *mut *mut c_void,
+    nranks: c_int,
+    id: [u8; 128],
+    rank: c_int,
+    blocking: bool,
+) -> u32 {
     if comm_out.is_null() {
         return INVALID_ARGUMENT;
     }
     if nranks < 1 || rank < 0 || rank >= nranks {
-        log::warn(0, "init.cc:1719", &format!("Invalid rank requested : {rank}/{nranks}"));
+        log::warn(
+            0,
+            "init.cc:1719",
+            &format!("Invalid rank requested : {rank}/{nranks}"),
+        );
         return INVALID_ARGUMENT;
     }
     let faults = match faults() {
@@ -193,20 +217,47 @@ unsafe fn init(comm_out: *mut *mut c_void, nranks: c_int, id: [u8; 128], rank: c
         Err(code) => return code,
     };
     if !cuda::available() {
-        log::warn(0, "init.cc:1", "Cuda failure 'CUDA driver version is insufficient for CUDA runtime version'");
+        log::warn(
+            0,
+            "init.cc:1",
+            "Cuda failure 'CUDA driver version is insufficient for CUDA runtime version'",
+        );
         return UNHANDLED_CUDA_ERROR;
     }
     let Some((root, nonce)) = net::decode_id(&id) else {
-        log::warn(0, "bootstrap.cc:340", "Bootstrap : unique id is not from this library");
+        log::warn(
+            0,
+            "bootstrap.cc:340",
+            "Bootstrap : unique id is not from this library",
+        );
         return INVALID_ARGUMENT;
     };
-    let comm = Arc::new(Comm::new(rank as usize, nranks as usize, faults, nonce, blocking));
+    let comm = Arc::new(Comm::new(
+        rank as usize,
+        nranks as usize,
+        faults,
+        nonce,
+        blocking,
+    ));
     let code = version_code();
     if rank == 0 {
-        log::version(comm.dev, &format!("NCCL version {}+sim (nccl-smoke simulation, no GPU)", version_text(code)));
+        log::version(
+            comm.dev,
+            &format!(
+                "NCCL version {}+sim (nccl-smoke simulation, no GPU)",
+                version_text(code)
+            ),
+        );
     }
-    log::info(comm.dev, "INIT", &format!("{} commId {:#x} - Init START", comm.describe(), nonce));
-    let kind = comm.faults.find(Where::Init, Some(rank as u32)).map(|f| f.kind);
+    log::info(
+        comm.dev,
+        "INIT",
+        &format!("{} commId {:#x} - Init START", comm.describe(), nonce),
+    );
+    let kind = comm
+        .faults
+        .find(Where::Init, Some(rank as u32))
+        .map(|f| f.kind);
     let spec = std::env::var("NCCL_SOCKET_IFNAME").ok();
     let iface = net::choose(&net::interfaces(), spec.as_deref());
     let work = {
@@ -222,25 +273,53 @@ unsafe fn init(comm_out: *mut *mut c_void, nranks: c_int, id: [u8; 128], rank: c
                     log::warn(
                         comm.dev,
                         "misc/socket.cc:484",
-                        &format!("socketStartConnect: Connect to {}<{}> failed : Connection refused", root.ip(), root.port()),
+                        &format!(
+                            "socketStartConnect: Connect to {}<{}> failed : Connection refused",
+                            root.ip(),
+                            root.port()
+                        ),
                     );
                     return SYSTEM_ERROR;
                 }
                 _ => {}
             }
             let Some(iface) = iface else {
-                log::warn(comm.dev, "bootstrap.cc:65", "Bootstrap : no socket interface found");
+                log::warn(
+                    comm.dev,
+                    "bootstrap.cc:65",
+                    "Bootstrap : no socket interface found",
+                );
                 return INTERNAL_ERROR;
             };
             let rc = comm.connect_all(root, &iface);
             if rc == SUCCESS {
-                if comm.faults.find(Where::Net, Some(comm.rank as u32)).is_some_and(|f| matches!(f.kind, Kind::Slow(_))) {
-                    log::info(comm.dev, "NET", "NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'");
+                if comm
+                    .faults
+                    .find(Where::Net, Some(comm.rank as u32))
+                    .is_some_and(|f| matches!(f.kind, Kind::Slow(_)))
+                {
+                    log::info(
+                        comm.dev,
+                        "NET",
+                        "NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'",
+                    );
                 }
                 let ring: Vec<String> = (0..comm.nranks).map(|r| r.to_string()).collect();
-                log::info(comm.dev, "INIT", &format!("Channel 00/02 : {}", ring.join(" ")));
+                log::info(
+                    comm.dev,
+                    "INIT",
+                    &format!("Channel 00/02 : {}", ring.join(" ")),
+                );
                 log::info(comm.dev, "INIT", "Connected all rings");
-                log::info(comm.dev, "INIT", &format!("{} commId {:#x} - Init COMPLETE", comm.describe(), comm.id_hash));
+                log::info(
+                    comm.dev,
+                    "INIT",
+                    &format!(
+                        "{} commId {:#x} - Init COMPLETE",
+                        comm.describe(),
+                        comm.id_hash
+                    ),
+                );
             }
             rc
         }
@@ -263,14 +342,21 @@ unsafe fn init(comm_out: *mut *mut c_void, nranks: c_int, id: [u8; 128], rank: c
         let c = comm.clone();
         std::thread::spawn(move || {
             let rc = work();
-            let _ = c.async_err.compare_exchange(INPROGRESS, rc, Ordering::SeqCst, Ordering::SeqCst);
+            let _ =
+                c.async_err
+                    .compare_exchange(INPROGRESS, rc, Ordering::SeqCst, Ordering::SeqCst);
         });
         INPROGRESS
     }
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn ncclCommInitRank(comm: *mut *mut c_void, nranks: c_int, id: UniqueId, rank: c_int) -> u32 {
+pub unsafe extern "C" fn ncclCommInitRank(
+    comm: *mut *mut c_void,
+    nranks: c_int,
+    id: UniqueId,
+    rank: c_int,
+) -> u32 {
     // SAFETY: forwarded contract.
     guard(|| unsafe { init(comm, nranks, id.internal, rank, true) })
 }
@@ -284,7 +370,15 @@ pub unsafe extern "C" fn ncclCommInitRankConfig(
     config: *mut c_void,
 ) -> u32 {
     // SAFETY: forwarded contract; config is NULL or an ncclConfig_t.
-    guard(|| unsafe { init(comm, nranks, id.internal, rank, blocking_of(config as *const u8)) })
+    guard(|| unsafe {
+        init(
+            comm,
+            nranks,
+            id.internal,
+            rank,
+            blocking_of(config as *const u8),
+        )
+    })
 }
 
 /// The communicator behind a handle.
@@ -303,7 +397,9 @@ unsafe fn get(comm: *mut c_void) -> Option<Arc<Comm>> {
 pub unsafe extern "C" fn ncclCommGetAsyncError(comm: *mut c_void, out: *mut u32) -> u32 {
     guard(|| {
         // SAFETY: forwarded contract.
-        let Some(c) = (unsafe { get(comm) }) else { return INVALID_ARGUMENT };
+        let Some(c) = (unsafe { get(comm) }) else {
+            return INVALID_ARGUMENT;
+        };
         if out.is_null() {
             return INVALID_ARGUMENT;
         }
@@ -361,7 +457,11 @@ pub unsafe extern "C" fn ncclCommAbort(comm: *mut c_void) -> u32 {
         // SAFETY: forwarded contract; the handle is consumed here.
         let h = unsafe { Box::from_raw(comm as *mut Handle) };
         h.0.abort();
-        log::info(h.0.dev, "INIT", &format!("{} - Abort COMPLETE", h.0.describe()));
+        log::info(
+            h.0.dev,
+            "INIT",
+            &format!("{} - Abort COMPLETE", h.0.describe()),
+        );
         SUCCESS
     })
 }
@@ -370,10 +470,20 @@ pub unsafe extern "C" fn ncclCommAbort(comm: *mut c_void) -> u32 {
 pub unsafe extern "C" fn ncclCommFinalize(comm: *mut c_void) -> u32 {
     guard(|| {
         // SAFETY: forwarded contract.
-        let Some(c) = (unsafe { get(comm) }) else { return INVALID_ARGUMENT };
-        match c.faults.find(Where::Finalize, Some(c.rank as u32)).map(|f| f.kind) {
+        let Some(c) = (unsafe { get(comm) }) else {
+            return INVALID_ARGUMENT;
+        };
+        match c
+            .faults
+            .find(Where::Finalize, Some(c.rank as u32))
+            .map(|f| f.kind)
+        {
             Some(Kind::Error) => {
-                log::warn(c.dev, "init.cc:2100", "commFinalize: proxy thread did not stop: Connection closed by remote peer");
+                log::warn(
+                    c.dev,
+                    "init.cc:2100",
+                    "commFinalize: proxy thread did not stop: Connection closed by remote peer",
+                );
                 SYSTEM_ERROR
             }
             Some(Kind::Hang) => {
@@ -394,15 +504,22 @@ pub unsafe extern "C" fn ncclCommDestroy(comm: *mut c_void) -> u32 {
         }
         // SAFETY: forwarded contract; the handle is consumed here.
         let h = unsafe { Box::from_raw(comm as *mut Handle) };
-        log::info(h.0.dev, "INIT", &format!("{} - Destroy COMPLETE", h.0.describe()));
+        log::info(
+            h.0.dev,
+            "INIT",
+            &format!("{} - Destroy COMPLETE", h.0.describe()),
+        );
         h.0.aborted.store(true, Ordering::SeqCst);
         SUCCESS
     })
 }
 
+/// An operation collected in a group, with its communicator and stream.
+type Pending = (Arc<Comm>, usize, Op);
+
 thread_local! {
-    /// Group depth and the operations collected in it, with their stream.
-    static GROUP: RefCell<(u32, Vec<(Arc<Comm>, usize, Op)>)> = const { RefCell::new((0, Vec::new())) };
+    /// Group depth and the operations collected in it.
+    static GROUP: RefCell<(u32, Vec<Pending>)> = const { RefCell::new((0, Vec::new())) };
 }
 
 #[unsafe(no_mangle)]
@@ -430,10 +547,13 @@ pub unsafe extern "C" fn ncclGroupEnd() -> u32 {
 }
 
 /// Enqueues collected operations, one batch per (communicator, stream), in first-seen order.
-fn launch_batches(ops: Vec<(Arc<Comm>, usize, Op)>) -> u32 {
+fn launch_batches(ops: Vec<Pending>) -> u32 {
     let mut batches: Vec<(Arc<Comm>, usize, Vec<Op>)> = Vec::new();
     for (c, s, op) in ops {
-        match batches.iter_mut().find(|b| Arc::ptr_eq(&b.0, &c) && b.1 == s) {
+        match batches
+            .iter_mut()
+            .find(|b| Arc::ptr_eq(&b.0, &c) && b.1 == s)
+        {
             Some(b) => b.2.push(op),
             None => batches.push((c, s, vec![op])),
         }
@@ -448,16 +568,25 @@ fn launch_batches(ops: Vec<(Arc<Comm>, usize, Op)>) -> u32 {
 }
 
 fn enqueue(c: &Arc<Comm>, stream: usize, ops: Vec<Op>) -> u32 {
-    let p2p = ops.iter().any(|o| matches!(o, Op::Send { .. } | Op::Recv { .. }));
+    let p2p = ops
+        .iter()
+        .any(|o| matches!(o, Op::Send { .. } | Op::Recv { .. }));
     let firsts = match c.setup_faults(p2p) {
         Ok(f) => f,
         Err(code) => return code,
     };
     let comm = c.clone();
-    if cuda::enqueue(stream as *mut c_void, Box::new(move || comm.run_batch(ops, firsts))) {
+    if cuda::enqueue(
+        stream as *mut c_void,
+        Box::new(move || comm.run_batch(ops, firsts)),
+    ) {
         SUCCESS
     } else {
-        log::warn(c.dev, "enqueue.cc:1", "Cuda failure 'invalid resource handle' (cuLaunchHostFunc)");
+        log::warn(
+            c.dev,
+            "enqueue.cc:1",
+            "Cuda failure 'invalid resource handle' (cuLaunchHostFunc)",
+        );
         UNHANDLED_CUDA_ERROR
     }
 }
@@ -482,7 +611,11 @@ fn submit(comm: *mut c_void, stream: *mut c_void, op: Op) -> u32 {
             false
         }
     });
-    if in_group { SUCCESS } else { enqueue(&c, stream as usize, vec![op]) }
+    if in_group {
+        SUCCESS
+    } else {
+        enqueue(&c, stream as usize, vec![op])
+    }
 }
 
 fn validate(c: &Comm, op: &Op) -> Result<(), String> {
@@ -518,7 +651,17 @@ pub unsafe extern "C" fn ncclAllReduce(
     stream: *mut c_void,
 ) -> u32 {
     guard(|| {
-        submit(comm, stream, Op::AllReduce { send: Ptr(send as usize), recv: Ptr(recv as usize), count, dtype, op })
+        submit(
+            comm,
+            stream,
+            Op::AllReduce {
+                send: Ptr(send as usize),
+                recv: Ptr(recv as usize),
+                count,
+                dtype,
+                op,
+            },
+        )
     })
 }
 
@@ -531,7 +674,18 @@ pub unsafe extern "C" fn ncclAlltoAll(
     comm: *mut c_void,
     stream: *mut c_void,
 ) -> u32 {
-    guard(|| submit(comm, stream, Op::AllToAll { send: Ptr(send as usize), recv: Ptr(recv as usize), count, dtype }))
+    guard(|| {
+        submit(
+            comm,
+            stream,
+            Op::AllToAll {
+                send: Ptr(send as usize),
+                recv: Ptr(recv as usize),
+                count,
+                dtype,
+            },
+        )
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -544,7 +698,16 @@ pub unsafe extern "C" fn ncclSend(
     stream: *mut c_void,
 ) -> u32 {
     guard(|| {
-        submit(comm, stream, Op::Send { buf: Ptr(buf as usize), count, dtype, peer: peer.max(0) as usize })
+        submit(
+            comm,
+            stream,
+            Op::Send {
+                buf: Ptr(buf as usize),
+                count,
+                dtype,
+                peer: peer.max(0) as usize,
+            },
+        )
     })
 }
 
@@ -558,7 +721,16 @@ pub unsafe extern "C" fn ncclRecv(
     stream: *mut c_void,
 ) -> u32 {
     guard(|| {
-        submit(comm, stream, Op::Recv { buf: Ptr(buf as usize), count, dtype, peer: peer.max(0) as usize })
+        submit(
+            comm,
+            stream,
+            Op::Recv {
+                buf: Ptr(buf as usize),
+                count,
+                dtype,
+                peer: peer.max(0) as usize,
+            },
+        )
     })
 }
 
@@ -570,7 +742,12 @@ mod tests {
     #[test]
     fn error_strings_are_nccls() {
         // SAFETY: static strings.
-        let s = |c| unsafe { CStr::from_ptr(ncclGetErrorString(c)) }.to_str().unwrap().to_string();
+        let s = |c| {
+            unsafe { CStr::from_ptr(ncclGetErrorString(c)) }
+                .to_str()
+                .unwrap()
+                .to_string()
+        };
         assert_eq!(s(0), "no error");
         assert!(s(2).starts_with("unhandled system error"));
         assert_eq!(s(99), "unknown result code");

@@ -64,7 +64,15 @@ pub fn expand_file_name(pattern: &str, host: &str, pid: u32) -> String {
 }
 
 /// One formatted line.
-pub fn format_line(host: &str, pid: u32, tid: u64, dev: i32, level: &str, site: Option<&str>, msg: &str) -> String {
+pub fn format_line(
+    host: &str,
+    pid: u32,
+    tid: u64,
+    dev: i32,
+    level: &str,
+    site: Option<&str>,
+    msg: &str,
+) -> String {
     match site {
         Some(s) => format!("{host}:{pid}:{tid} [{dev}] {s} NCCL {level} {msg}\n"),
         None => format!("{host}:{pid}:{tid} [{dev}] NCCL {level} {msg}\n"),
@@ -100,7 +108,11 @@ fn logger() -> &'static Logger {
         let sink: Box<dyn Write + Send> = match std::env::var("NCCL_DEBUG_FILE") {
             Ok(p) if level > Level::None => {
                 let name = expand_file_name(&p, host(), pid);
-                match std::fs::OpenOptions::new().create(true).append(true).open(&name) {
+                match std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&name)
+                {
                     Ok(f) => Box::new(f),
                     Err(_) => Box::new(std::io::stdout()),
                 }
@@ -160,7 +172,10 @@ pub fn last_error_ptr() -> *const c_char {
     static EMPTY: &[u8] = b"\0";
     match LAST.lock() {
         // The CString stays in place until the next warning replaces it, as NCCL's buffer does.
-        Ok(g) => g.as_ref().map(|c| c.as_ptr()).unwrap_or(EMPTY.as_ptr().cast()),
+        Ok(g) => g
+            .as_ref()
+            .map(|c| c.as_ptr())
+            .unwrap_or(EMPTY.as_ptr().cast()),
         Err(_) => EMPTY.as_ptr().cast(),
     }
 }
@@ -183,16 +198,30 @@ mod tests {
 
     #[test]
     fn file_names_expand_host_and_pid() {
-        assert_eq!(expand_file_name("/tmp/nccl.%h.%p.log", "n1", 42), "/tmp/nccl.n1.42.log");
+        assert_eq!(
+            expand_file_name("/tmp/nccl.%h.%p.log", "n1", 42),
+            "/tmp/nccl.n1.42.log"
+        );
         assert_eq!(expand_file_name("100%", "n1", 42), "100%");
     }
 
     #[test]
     fn lines_have_nccl_shape() {
         assert_eq!(
-            format_line("n1", 7, 9, 3, "WARN", Some("transport/p2p.cc:275"), "Cuda failure 101 'invalid device ordinal'"),
+            format_line(
+                "n1",
+                7,
+                9,
+                3,
+                "WARN",
+                Some("transport/p2p.cc:275"),
+                "Cuda failure 101 'invalid device ordinal'"
+            ),
             "n1:7:9 [3] transport/p2p.cc:275 NCCL WARN Cuda failure 101 'invalid device ordinal'\n"
         );
-        assert_eq!(format_line("n1", 7, 9, 0, "INFO", None, "x"), "n1:7:9 [0] NCCL INFO x\n");
+        assert_eq!(
+            format_line("n1", 7, 9, 0, "INFO", None, "x"),
+            "n1:7:9 [0] NCCL INFO x\n"
+        );
     }
 }

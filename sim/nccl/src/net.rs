@@ -29,8 +29,13 @@ pub fn interfaces() -> Vec<Iface> {
                 // SAFETY: AF_INET means sockaddr_in.
                 let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
                 // SAFETY: ifa_name is a NUL-terminated string.
-                let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }.to_string_lossy().into_owned();
-                out.push(Iface { name, addr: Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)) });
+                let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }
+                    .to_string_lossy()
+                    .into_owned();
+                out.push(Iface {
+                    name,
+                    addr: Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
+                });
             }
         }
         cur = ifa.ifa_next;
@@ -54,10 +59,22 @@ pub fn choose(ifaces: &[Iface], spec: Option<&str>) -> Option<Iface> {
                 Some(r) => (true, r),
                 None => (false, rest),
             };
-            let list: Vec<&str> = rest.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+            let list: Vec<&str> = rest
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect();
             ifaces
                 .iter()
-                .find(|i| list.iter().any(|w| if exact { i.name == *w } else { i.name.starts_with(w) }) != exclude)
+                .find(|i| {
+                    list.iter().any(|w| {
+                        if exact {
+                            i.name == *w
+                        } else {
+                            i.name.starts_with(w)
+                        }
+                    }) != exclude
+                })
                 .cloned()
         }
         None => ifaces
@@ -130,7 +147,10 @@ pub fn recv_msg(s: &mut TcpStream, out: &mut [u8]) -> std::io::Result<()> {
     if len != out.len() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            format!("Message truncated : received {len} bytes instead of {}", out.len()),
+            format!(
+                "Message truncated : received {len} bytes instead of {}",
+                out.len()
+            ),
         ));
     }
     s.read_exact(out)
@@ -144,7 +164,10 @@ mod tests {
         ["lo", "docker0", "eth0", "ib0"]
             .iter()
             .enumerate()
-            .map(|(i, n)| Iface { name: n.to_string(), addr: Ipv4Addr::new(10, 0, 0, i as u8) })
+            .map(|(i, n)| Iface {
+                name: n.to_string(),
+                addr: Ipv4Addr::new(10, 0, 0, i as u8),
+            })
             .collect()
     }
 
@@ -156,7 +179,10 @@ mod tests {
         assert_eq!(choose(&ifs(), Some("=eth0")).unwrap().name, "eth0");
         assert_eq!(choose(&ifs(), Some("^lo,docker")).unwrap().name, "eth0");
         assert_eq!(choose(&ifs(), Some("nope")), None);
-        let only_lo = vec![Iface { name: "lo".into(), addr: Ipv4Addr::LOCALHOST }];
+        let only_lo = vec![Iface {
+            name: "lo".into(),
+            addr: Ipv4Addr::LOCALHOST,
+        }];
         assert_eq!(choose(&only_lo, None).unwrap().name, "lo");
     }
 

@@ -65,10 +65,29 @@ pub fn reduce_into(acc: &mut [u8], x: &[u8], dtype: u32, op: u32, nranks: usize,
             3 => int_reduce!(u32, a, b, op, nranks, last),
             4 => int_reduce!(i64, a, b, op, nranks, last),
             5 => int_reduce!(u64, a, b, op, nranks, last),
-            6 => float_reduce!(f16, a, b, op, nranks, last, |v: f16| v.to_f64(), f16::from_f64),
-            7 => float_reduce!(f32, a, b, op, nranks, last, |v: f32| v as f64, |v: f64| v as f32),
+            6 => float_reduce!(
+                f16,
+                a,
+                b,
+                op,
+                nranks,
+                last,
+                |v: f16| v.to_f64(),
+                f16::from_f64
+            ),
+            7 => float_reduce!(f32, a, b, op, nranks, last, |v: f32| v as f64, |v: f64| v
+                as f32),
             8 => float_reduce!(f64, a, b, op, nranks, last, |v: f64| v, |v: f64| v),
-            9 => float_reduce!(bf16, a, b, op, nranks, last, |v: bf16| v.to_f64(), bf16::from_f64),
+            9 => float_reduce!(
+                bf16,
+                a,
+                b,
+                op,
+                nranks,
+                last,
+                |v: bf16| v.to_f64(),
+                bf16::from_f64
+            ),
             _ => {}
         }
     }
@@ -103,8 +122,14 @@ mod tests {
         assert_eq!(reduce_all(&mut bufs.clone(), 1, 2), vec![200, 5]);
         assert_eq!(reduce_all(&mut bufs.clone(), 1, 3), vec![100, 3]);
         assert_eq!(reduce_all(&mut bufs, 1, 4), vec![22, 4]); // (44 wrapped)/2, 8/2
-        let mut b = vec![enc(&[-3i32, 7], |x| x.to_le_bytes().to_vec()), enc(&[5i32, -2], |x| x.to_le_bytes().to_vec())];
-        assert_eq!(reduce_all(&mut b, 2, 1), enc(&[-15i32, -14], |x| x.to_le_bytes().to_vec()));
+        let mut b = vec![
+            enc(&[-3i32, 7], |x| x.to_le_bytes().to_vec()),
+            enc(&[5i32, -2], |x| x.to_le_bytes().to_vec()),
+        ];
+        assert_eq!(
+            reduce_all(&mut b, 2, 1),
+            enc(&[-15i32, -14], |x| x.to_le_bytes().to_vec())
+        );
     }
 
     #[test]
@@ -135,7 +160,10 @@ mod tests {
 
     #[test]
     fn sizes_and_validation() {
-        assert_eq!((0..10).map(|d| elem_size(d).unwrap()).collect::<Vec<_>>(), [1, 1, 4, 4, 8, 8, 2, 4, 8, 2]);
+        assert_eq!(
+            (0..10).map(|d| elem_size(d).unwrap()).collect::<Vec<_>>(),
+            [1, 1, 4, 4, 8, 8, 2, 4, 8, 2]
+        );
         assert_eq!(elem_size(10), None);
         assert!(valid_op(4) && !valid_op(5));
     }
