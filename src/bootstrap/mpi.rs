@@ -43,8 +43,18 @@ impl Bootstrap for Mpi {
         self.local_size
     }
     fn describe(&self) -> String {
+        // The library's string carries its C terminator; keep the first line, printable only.
         mpi::environment::library_version()
-            .map(|v| v.lines().next().unwrap_or("MPI").trim().to_string())
+            .map(|v| {
+                v.lines()
+                    .next()
+                    .unwrap_or("MPI")
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .collect::<String>()
+                    .trim()
+                    .to_string()
+            })
             .unwrap_or_else(|_| "MPI".into())
     }
     fn barrier(&self) {

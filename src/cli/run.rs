@@ -33,6 +33,8 @@ struct Run<'a> {
     simulated: bool,
     /// (CUDA driver, NCCL) versions once known, for findings that depend on them.
     versions: (Option<String>, Option<String>),
+    /// Distinct hosts of the job (rank 0, once gathered).
+    hosts: usize,
 }
 
 pub fn worker(args: &RunArgs) -> u8 {
@@ -50,6 +52,7 @@ pub fn worker(args: &RunArgs) -> u8 {
         stages: Vec::new(),
         simulated: args.backend == Backend::Sim,
         versions: (None, None),
+        hosts: 1,
     };
     match run.go() {
         Ok(code) => code,
@@ -367,6 +370,7 @@ impl Run<'_> {
             println!("{line}");
         }
         warn_shared_gpus(&fp);
+        self.hosts = fp.hosts.len();
         let Some(path) = &self.args.json else { return };
         let a = self.args;
         let doc = ResultsDoc {
@@ -464,7 +468,7 @@ impl Run<'_> {
             if stage == Stage::Connect {
                 f.stage = found.stage;
             }
-            if !f.evidence.contains(&found.evidence) {
+            if !f.evidence.contains(&found.evidence) && found.evidence != f.error {
                 f.evidence.insert(0, found.evidence.clone());
             }
             let cause = format!("{}{}", found.cause, self.context_for(f.stage));
@@ -686,11 +690,7 @@ impl Run<'_> {
     }
 
     fn pass(&mut self, selected: &[&dyn Pattern], sizes: &[usize], nranks: u32) -> u8 {
-        let hosts = self
-            .results
-            .as_ref()
-            .map(|r| r.doc.fingerprint.hosts.len())
-            .unwrap_or(1);
+        let hosts = self.hosts;
         let label = if self.simulated { " [SIMULATED]" } else { "" };
         let checked = if self.args.check == 1 {
             "verified"
@@ -698,14 +698,9 @@ impl Run<'_> {
             "NOT verified (-c 0)"
         };
         let line = format!(
-            "PASS{label} — {} patterns × {} sizes, {checked}, on {nranks} ranks{}",
+            "PASS{label} — {} patterns × {} sizes, {checked}, on {nranks} ranks, {hosts} host(s)",
             selected.len(),
             sizes.len(),
-            if self.results.is_some() {
-                format!(", {hosts} host(s)")
-            } else {
-                String::new()
-            }
         );
         if self.who.rank == Some(0) {
             println!("{line}");

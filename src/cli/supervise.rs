@@ -139,7 +139,11 @@ fn spawn_and_watch(args: &RunArgs, who: &Who, run_dir: &Path) -> Result<u8, Fail
         // which transports it chose. They go to a file per process, not the user's screen.
         cmd.env("NCCL_DEBUG", "INFO")
             .env("NCCL_DEBUG_SUBSYS", "INIT,NET")
-            .env("NCCL_DEBUG_FILE", run_dir.join("nccl.%h.%p.log"));
+            .env("NCCL_DEBUG_FILE", run_dir.join("nccl.%h.%p.log"))
+            .env(
+                crate::report::fingerprint::INJECTED_ENV,
+                "NCCL_DEBUG,NCCL_DEBUG_SUBSYS,NCCL_DEBUG_FILE",
+            );
     }
     if args.backend == super::Backend::Sim {
         let dir = backend::prepare_sim_dir(args.sim_dir.as_deref(), &run_dir.join("lib"))

@@ -59,18 +59,28 @@ pub struct Fingerprint {
     pub env: BTreeMap<String, String>,
 }
 
-/// Whether a variable belongs in the fingerprint.
+/// Environment variable in which the supervisor lists the variables it set for its worker
+/// (e.g. NCCL_DEBUG pointing into the run folder), which are not the operator's settings.
+pub const INJECTED_ENV: &str = "NCCL_SMOKE_INJECTED";
+
+/// Whether a variable belongs in the fingerprint: what changes NCCL's, the GPUs' or MPI's
+/// behaviour, not the launcher's own bookkeeping (OMPI_MCA_orte_*, ess, pmix …).
 pub fn is_relevant_env(name: &str) -> bool {
-    name.starts_with("NCCL_")
+    const MCA: [&str; 7] = ["coll_", "btl", "pml", "mtl", "oob", "osc", "plm_"];
+    (name.starts_with("NCCL_") && !name.starts_with("NCCL_SMOKE_"))
         || name == "CUDA_VISIBLE_DEVICES"
         || name.starts_with("UCX_")
-        || name.starts_with("OMPI_MCA_")
+        || name
+            .strip_prefix("OMPI_MCA_")
+            .is_some_and(|k| MCA.iter().any(|m| k.starts_with(m)))
 }
 
-/// The relevant variables of this process.
+/// The operator's relevant variables in this process.
 pub fn env_snapshot() -> BTreeMap<String, String> {
+    let injected = std::env::var(INJECTED_ENV).unwrap_or_default();
+    let injected: Vec<&str> = injected.split(',').collect();
     std::env::vars()
-        .filter(|(k, _)| is_relevant_env(k) && !k.starts_with("NCCL_SMOKE_SUPERVISOR"))
+        .filter(|(k, _)| is_relevant_env(k) && !injected.contains(&k.as_str()))
         .collect()
 }
 
@@ -94,6 +104,9 @@ mod tests {
         assert!(is_relevant_env("NCCL_SOCKET_IFNAME"));
         assert!(is_relevant_env("CUDA_VISIBLE_DEVICES"));
         assert!(is_relevant_env("OMPI_MCA_coll_hcoll_enable"));
+        assert!(is_relevant_env("OMPI_MCA_btl_tcp_if_include"));
+        assert!(!is_relevant_env("OMPI_MCA_orte_hnp_uri"));
+        assert!(!is_relevant_env("NCCL_SMOKE_RUN_DIR"));
         assert!(!is_relevant_env("HOME"));
         assert!(!is_relevant_env("OMPI_COMM_WORLD_RANK"));
     }
