@@ -29,6 +29,8 @@ fn no_driver_fails_at_driver_stage_on_every_rank() {
             .find(|l| l.starts_with(&format!("FAIL at driver on rank {rank} ")))
             .unwrap_or_else(|| panic!("no driver verdict for rank {rank}:\n{t}"));
         assert!(line.contains("libcuda.so.1"), "{line}");
+        // NCCL's own words, from ncclGetLastError, corroborate the missing driver.
+        assert!(line.contains("NCCL's own init agrees: Cuda failure 'CUDA driver version is insufficient for CUDA runtime version'"), "{line}");
     }
     assert!(!t.contains("panicked"), "{t}");
 }

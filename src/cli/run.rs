@@ -161,7 +161,14 @@ impl Run<'_> {
         }
 
         self.enter(Stage::Driver);
-        let driver = Driver::load(libs.cuda.as_deref()).map_err(|e| self.driver_failure(e))?;
+        let driver = Driver::load(libs.cuda.as_deref()).map_err(|e| {
+            let missing = matches!(e, CudaError::NotFound { .. });
+            let mut f = self.driver_failure(e);
+            if missing {
+                self.corroborate_missing_driver(&nccl, &mut f);
+            }
+            f
+        })?;
         self.simulated |= driver.simulated.is_some();
         self.versions.0 = Some(cuda::version_string(driver.version));
         if rank == 0 {
@@ -317,6 +324,25 @@ impl Run<'_> {
                 .cause("the user-space driver library does not match the kernel module")
                 .hint("make the container's libcuda match the host driver (NVIDIA container toolkit), or reboot after a driver upgrade"),
             Some(_) => f.hint("nvidia-smi and dmesg show the driver's state"),
+        }
+    }
+
+    /// A second opinion from libnccl itself: a one-rank communicator needs the driver, so its
+    /// failure, in NCCL's words, confirms (or contradicts) that the driver is missing.
+    fn corroborate_missing_driver(&self, nccl: &Nccl, f: &mut Failure) {
+        let opinion = nccl
+            .get_unique_id()
+            .and_then(|id| nccl.comm_init_rank(1, &id, 0, true));
+        match opinion {
+            Err(e) => {
+                let said = e.last_error().map(str::to_string).unwrap_or_else(|| e.to_string());
+                f.error = format!("{}; NCCL's own init agrees: {said}", f.error);
+                f.evidence.push(format!("ncclCommInitRank(nranks=1): {e}"));
+            }
+            Ok(comm) => {
+                let _ = nccl.comm_destroy(comm);
+                f.evidence.push("ncclCommInitRank(nranks=1) succeeded without the driver library nccl-smoke looked for: NCCL found another driver".into());
+            }
         }
     }
 
