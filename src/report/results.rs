@@ -175,3 +175,82 @@ pub fn check_writable(path: &Path) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample_doc() -> ResultsDoc {
+        ResultsDoc {
+            schema: SCHEMA.into(),
+            tool_version: "0.1.0".into(),
+            started_at: "2026-11-22T00:00:00Z".into(),
+            backend: "SIMULATED".into(),
+            simulated: true,
+            command: vec!["nccl-smoke".into(), "run".into()],
+            config: RunConfig {
+                patterns: vec!["all_reduce".into()],
+                minbytes: 8,
+                maxbytes: 1024,
+                stepfactor: Some(2.0),
+                stepbytes: None,
+                iters: 5,
+                warmup_iters: 1,
+                check: true,
+                datatype: "float".into(),
+                op: "sum".into(),
+            },
+            fingerprint: Default::default(),
+            stages: vec![],
+            results: vec![],
+            failures: vec![],
+            warnings: vec![],
+            verdict: Verdict {
+                status: Status::Pass,
+                line: "PASS".into(),
+                exit_code: 0,
+                stage: None,
+            },
+        }
+    }
+
+    fn tmp(name: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("results-test.{}.{name}", std::process::id()))
+    }
+
+    #[test]
+    fn documents_round_trip() {
+        let p = tmp("rt.json");
+        save(&p, &sample_doc()).unwrap();
+        assert_eq!(load(&p).unwrap(), sample_doc());
+        let _ = std::fs::remove_file(p);
+    }
+
+    #[test]
+    fn wrong_schema_and_garbage_are_named() {
+        let p = tmp("bad.json");
+        std::fs::write(&p, r#"{"schema":"other/v9"}"#).unwrap();
+        assert!(load(&p).unwrap_err().to_string().contains("schema 'other/v9'"));
+        std::fs::write(&p, "not json").unwrap();
+        assert!(load(&p).unwrap_err().to_string().contains("is not an nccl-smoke results file"));
+        let _ = std::fs::remove_file(&p);
+        assert!(load(&p).unwrap_err().to_string().contains("cannot read results file"));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn any_bytes_give_a_result_not_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048), cut in 0usize..4096) {
+            let p = tmp(&format!("fuzz.{cut}.json"));
+            std::fs::write(&p, &bytes).unwrap();
+            let _ = load(&p);
+            // A valid document cut short anywhere must be an error, not a panic.
+            let good = serde_json::to_vec(&sample_doc()).unwrap();
+            std::fs::write(&p, &good[..cut.min(good.len())]).unwrap();
+            let r = load(&p);
+            prop_assert!(cut >= good.len() || r.is_err());
+            let _ = std::fs::remove_file(&p);
+        }
+    }
+}
