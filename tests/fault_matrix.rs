@@ -17,28 +17,13 @@ struct Case {
 fn check(np: u32, case: &Case) -> String {
     let dir = scratch(&case.fault.replace(['@', ':', '='], "_"));
     let json = dir.join("run.json");
-    let o = mpirun(
+    let o = sim_run(
         np,
-        &[
-            "run",
-            "--backend",
-            "sim",
-            "-e",
-            "64K",
-            "-n",
-            "3",
-            "-w",
-            "1",
-            "--timeout",
-            "4",
-            "--json",
-            json.to_str().unwrap(),
-        ],
+        &["--json", json.to_str().unwrap()],
         &[
             ("NCCL_SMOKE_SIM_FAULT", case.fault),
             ("NCCL_SMOKE_SIM_RUN_FAULT_OP", "30"),
         ],
-        90,
     );
     let t = text(&o);
     let mut problems = Vec::new();
@@ -172,28 +157,13 @@ fn results_file_keeps_sizes_measured_before_a_run_fault() {
     require_sim();
     let dir = scratch("keep");
     let json = dir.join("run.json");
-    let o = mpirun(
+    let o = sim_run(
         2,
-        &[
-            "run",
-            "--backend",
-            "sim",
-            "-e",
-            "64K",
-            "-n",
-            "3",
-            "-w",
-            "1",
-            "--timeout",
-            "4",
-            "--json",
-            json.to_str().unwrap(),
-        ],
+        &["--json", json.to_str().unwrap()],
         &[
             ("NCCL_SMOKE_SIM_FAULT", "run@1:crash"),
             ("NCCL_SMOKE_SIM_RUN_FAULT_OP", "40"),
         ],
-        90,
     );
     let t = text(&o);
     assert_eq!(code(&o), Stage::Run.exit_code() as i32, "{t}");

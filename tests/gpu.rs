@@ -21,7 +21,15 @@ fn real_gpu_single_rank_passes_and_is_not_simulated() {
 fn real_gpu_doctor_sees_the_driver_and_a_gpu() {
     let o = run1(&["doctor", "--json"], &[]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let check = |id: &str| v["checks"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap().clone();
+    let check = |id: &str| {
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap()
+            .clone()
+    };
     assert_eq!(check("cuda-driver")["status"], "ok", "{v}");
     assert_eq!(check("gpus")["status"], "ok", "{v}");
     assert_eq!(check("nccl")["status"], "ok", "{v}");

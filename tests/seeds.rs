@@ -5,23 +5,8 @@ mod common;
 use common::*;
 use nccl_smoke::stage::Stage;
 
-fn sim_run(np: u32, extra: &[&str], env: &[(&str, &str)]) -> (i32, String) {
-    require_sim();
-    let mut args = vec![
-        "run",
-        "--backend",
-        "sim",
-        "-e",
-        "64K",
-        "-n",
-        "3",
-        "-w",
-        "1",
-        "--timeout",
-        "4",
-    ];
-    args.extend_from_slice(extra);
-    let o = mpirun(np, &args, env, 90);
+fn seed_run(np: u32, extra: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let o = sim_run(np, extra, env);
     (code(&o), text(&o))
 }
 
@@ -36,7 +21,7 @@ fn verdict(t: &str, stage: Stage, rank: u32) -> &str {
 /// "invalid device ordinal" in the P2P transport.
 #[test]
 fn seed_000_cross_container_buffer_import() {
-    let (code, t) = sim_run(
+    let (code, t) = seed_run(
         2,
         &[],
         &[
@@ -65,7 +50,7 @@ fn seed_000_cross_container_buffer_import() {
 /// MPI collective.
 #[test]
 fn seed_001_hang_before_the_first_mpi_collective() {
-    let (code, t) = sim_run(2, &[], &[("NCCL_SMOKE_SIM_FAULT", "launch@1:hang")]);
+    let (code, t) = seed_run(2, &[], &[("NCCL_SMOKE_SIM_FAULT", "launch@1:hang")]);
     assert_eq!(code, Stage::Launch.exit_code() as i32, "{t}");
     let v = verdict(&t, Stage::Launch, 1);
     assert!(
@@ -78,7 +63,7 @@ fn seed_001_hang_before_the_first_mpi_collective() {
 /// nccl-smoke says why.
 #[test]
 fn seed_002_gdr_disabled_slow_run() {
-    let (code, t) = sim_run(2, &[], &[("NCCL_SMOKE_SIM_FAULT", "net:slow=4")]);
+    let (code, t) = seed_run(2, &[], &[("NCCL_SMOKE_SIM_FAULT", "net:slow=4")]);
     assert_eq!(code, 0, "{t}");
     let w = t
         .lines()
@@ -96,7 +81,7 @@ fn seed_002_gdr_disabled_slow_run() {
 /// temporarily unavailable), connection closed.
 #[test]
 fn seed_003_proxy_connect() {
-    let (code, t) = sim_run(
+    let (code, t) = seed_run(
         4,
         &["--patterns", "send_recv"],
         &[("NCCL_SMOKE_SIM_FAULT", "proxy@2:error")],
@@ -112,7 +97,7 @@ fn seed_003_proxy_connect() {
 /// 004: "unhandled system error" that is really a too-small /dev/shm in a pod.
 #[test]
 fn seed_004_dev_shm_too_small() {
-    let (code, t) = sim_run(2, &[], &[("NCCL_SMOKE_SIM_FAULT", "shm@0:error")]);
+    let (code, t) = seed_run(2, &[], &[("NCCL_SMOKE_SIM_FAULT", "shm@0:error")]);
     assert_eq!(code, Stage::ConnectShm.exit_code() as i32, "{t}");
     let v = verdict(&t, Stage::ConnectShm, 0);
     assert!(

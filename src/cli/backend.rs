@@ -91,9 +91,9 @@ pub fn prepare_sim_dir(sim_dir: Option<&Path>, dir: &Path) -> Result<PathBuf, St
 
 /// The libraries the worker loads.
 pub fn libraries(args: &RunArgs) -> Result<Libraries, String> {
-    match args.backend {
+    match args.libs.backend {
         Backend::Nccl => Ok(Libraries {
-            nccl: args.nccl_lib.clone(),
+            nccl: args.libs.nccl_lib.clone(),
             cuda: None,
         }),
         Backend::Sim => {
@@ -101,14 +101,15 @@ pub fn libraries(args: &RunArgs) -> Result<Libraries, String> {
                 Some(d) => PathBuf::from(d),
                 // Started without a supervisor (debugging): a folder of its own.
                 None => prepare_sim_dir(
-                    args.sim_dir.as_deref(),
+                    args.libs.sim_dir.as_deref(),
                     &std::env::temp_dir().join(format!("nccl-smoke-sim.{}", std::process::id())),
                 )?,
             };
             let path = |n: &str| dir.join(n).display().to_string();
             Ok(Libraries {
                 nccl: Some(
-                    args.nccl_lib
+                    args.libs
+                        .nccl_lib
                         .clone()
                         .unwrap_or_else(|| path("libnccl.so.2")),
                 ),

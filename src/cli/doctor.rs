@@ -1,6 +1,6 @@
 //! `nccl-smoke doctor`
 
-use super::{Backend, backend};
+use super::{Backend, LibArgs, backend};
 use crate::diagnose::doctor::{self, Check, Node, Status};
 use crate::ffi::os;
 use crate::stage::exit;
@@ -10,15 +10,8 @@ use std::path::PathBuf;
 
 #[derive(Args, Debug)]
 pub struct DoctorArgs {
-    /// Libraries to check.
-    #[arg(long, value_enum, default_value = "nccl")]
-    pub backend: Backend,
-    /// The libnccl to check (default: libnccl.so.2 through the dynamic linker).
-    #[arg(long, env = "NCCL_SMOKE_NCCL_LIB", value_name = "PATH")]
-    pub nccl_lib: Option<String>,
-    /// Where the simulation libraries are (with --backend sim).
-    #[arg(long, env = "NCCL_SMOKE_SIM_DIR", value_name = "DIR")]
-    pub sim_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub libs: LibArgs,
     /// Read every file-system fact under DIR instead of / (fixture nodes in tests).
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub sysroot: PathBuf,
@@ -44,12 +37,13 @@ pub struct Report {
 
 pub fn doctor(args: &DoctorArgs) -> u8 {
     let link_dir = std::env::temp_dir().join(format!("nccl-smoke-doctor.{}", std::process::id()));
-    let libs = match args.backend {
-        Backend::Nccl => (args.nccl_lib.clone(), None),
-        Backend::Sim => match backend::prepare_sim_dir(args.sim_dir.as_deref(), &link_dir) {
+    let libs = match args.libs.backend {
+        Backend::Nccl => (args.libs.nccl_lib.clone(), None),
+        Backend::Sim => match backend::prepare_sim_dir(args.libs.sim_dir.as_deref(), &link_dir) {
             Ok(dir) => (
                 Some(
-                    args.nccl_lib
+                    args.libs
+                        .nccl_lib
                         .clone()
                         .unwrap_or_else(|| dir.join("libnccl.so.2").display().to_string()),
                 ),

@@ -61,8 +61,9 @@ pub enum Backend {
     Sim,
 }
 
+/// Which libraries to load: shared by `run` and `doctor`.
 #[derive(Args, Debug, Clone)]
-pub struct RunArgs {
+pub struct LibArgs {
     /// Libraries to run against.
     #[arg(long, value_enum, default_value = "nccl")]
     pub backend: Backend,
@@ -72,6 +73,12 @@ pub struct RunArgs {
     /// Where the simulation libraries are (default: next to the nccl-smoke binary).
     #[arg(long, env = "NCCL_SMOKE_SIM_DIR", value_name = "DIR")]
     pub sim_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub libs: LibArgs,
     /// Patterns to run, comma-separated; a prefix selects a family (`send_recv`).
     #[arg(
         long,
@@ -146,7 +153,7 @@ fn parse_stage_timeout(s: &str) -> Result<(Stage, f64), String> {
 
 impl RunArgs {
     pub fn maxbytes(&self) -> usize {
-        self.maxbytes.unwrap_or(match self.backend {
+        self.maxbytes.unwrap_or(match self.libs.backend {
             Backend::Nccl => 128 << 20,
             Backend::Sim => 1 << 20,
         })
@@ -176,7 +183,7 @@ impl RunArgs {
     pub fn validate(&self) -> Result<Vec<usize>, String> {
         crate::patterns::select(&self.patterns)?;
         let sizes = sweep::sizes(self.minbytes, self.maxbytes(), self.step())?;
-        if self.backend == Backend::Sim {
+        if self.libs.backend == Backend::Sim {
             nccl_smoke_fault::FaultSet::from_env().map_err(|e| e.to_string())?;
         }
         if let Some(t) = self.timeout

@@ -50,7 +50,7 @@ pub fn worker(args: &RunArgs) -> u8 {
         stage_start: Instant::now(),
         results: None,
         stages: Vec::new(),
-        simulated: args.backend == Backend::Sim,
+        simulated: args.libs.backend == Backend::Sim,
         versions: (None, None),
         hosts: 1,
     };
@@ -267,7 +267,7 @@ impl Run<'_> {
         self.who.rank = Some(boot.rank());
         progress::enter(Stage::Launch, self.who.rank);
         progress::step("before the first MPI collective: this rank never reached it");
-        if self.args.backend == Backend::Sim {
+        if self.args.libs.backend == Backend::Sim {
             self.simulated_launch_fault()?;
         }
         progress::step(
@@ -335,7 +335,10 @@ impl Run<'_> {
             .and_then(|id| nccl.comm_init_rank(1, &id, 0, true));
         match opinion {
             Err(e) => {
-                let said = e.last_error().map(str::to_string).unwrap_or_else(|| e.to_string());
+                let said = e
+                    .last_error()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| e.to_string());
                 f.error = format!("{}; NCCL's own init agrees: {said}", f.error);
                 f.evidence.push(format!("ncclCommInitRank(nranks=1): {e}"));
             }

@@ -145,8 +145,8 @@ fn spawn_and_watch(args: &RunArgs, who: &Who, run_dir: &Path) -> Result<u8, Fail
                 "NCCL_DEBUG,NCCL_DEBUG_SUBSYS,NCCL_DEBUG_FILE",
             );
     }
-    if args.backend == super::Backend::Sim {
-        let dir = backend::prepare_sim_dir(args.sim_dir.as_deref(), &run_dir.join("lib"))
+    if args.libs.backend == super::Backend::Sim {
+        let dir = backend::prepare_sim_dir(args.libs.sim_dir.as_deref(), &run_dir.join("lib"))
             .map_err(|e| Failure::new(Stage::NcclLoad, who, e))?;
         let old = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
         let ld = if old.is_empty() {

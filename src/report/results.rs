@@ -231,11 +231,26 @@ mod tests {
     fn wrong_schema_and_garbage_are_named() {
         let p = tmp("bad.json");
         std::fs::write(&p, r#"{"schema":"other/v9"}"#).unwrap();
-        assert!(load(&p).unwrap_err().to_string().contains("schema 'other/v9'"));
+        assert!(
+            load(&p)
+                .unwrap_err()
+                .to_string()
+                .contains("schema 'other/v9'")
+        );
         std::fs::write(&p, "not json").unwrap();
-        assert!(load(&p).unwrap_err().to_string().contains("is not an nccl-smoke results file"));
+        assert!(
+            load(&p)
+                .unwrap_err()
+                .to_string()
+                .contains("is not an nccl-smoke results file")
+        );
         let _ = std::fs::remove_file(&p);
-        assert!(load(&p).unwrap_err().to_string().contains("cannot read results file"));
+        assert!(
+            load(&p)
+                .unwrap_err()
+                .to_string()
+                .contains("cannot read results file")
+        );
     }
 
     proptest! {

@@ -409,43 +409,38 @@ pub unsafe extern "C" fn ncclCommGetAsyncError(comm: *mut c_void, out: *mut u32)
     })
 }
 
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ncclCommCount(comm: *mut c_void, out: *mut c_int) -> u32 {
+/// Writes one integer property of a communicator through `out`.
+///
+/// # Safety
+/// `comm` as for [`get`]; `out` is NULL or writable.
+unsafe fn comm_int(comm: *mut c_void, out: *mut c_int, read: impl FnOnce(&Comm) -> c_int) -> u32 {
     // SAFETY: forwarded contract.
     guard(|| match (unsafe { get(comm) }, out.is_null()) {
         (Some(c), false) => {
             // SAFETY: checked non-null.
-            unsafe { *out = c.nranks as c_int };
+            unsafe { *out = read(&c) };
             SUCCESS
         }
         _ => INVALID_ARGUMENT,
     })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ncclCommCount(comm: *mut c_void, out: *mut c_int) -> u32 {
+    // SAFETY: forwarded contract.
+    unsafe { comm_int(comm, out, |c| c.nranks as c_int) }
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ncclCommUserRank(comm: *mut c_void, out: *mut c_int) -> u32 {
     // SAFETY: forwarded contract.
-    guard(|| match (unsafe { get(comm) }, out.is_null()) {
-        (Some(c), false) => {
-            // SAFETY: checked non-null.
-            unsafe { *out = c.rank as c_int };
-            SUCCESS
-        }
-        _ => INVALID_ARGUMENT,
-    })
+    unsafe { comm_int(comm, out, |c| c.rank as c_int) }
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ncclCommCuDevice(comm: *mut c_void, out: *mut c_int) -> u32 {
     // SAFETY: forwarded contract.
-    guard(|| match (unsafe { get(comm) }, out.is_null()) {
-        (Some(c), false) => {
-            // SAFETY: checked non-null.
-            unsafe { *out = c.dev };
-            SUCCESS
-        }
-        _ => INVALID_ARGUMENT,
-    })
+    unsafe { comm_int(comm, out, |c| c.dev) }
 }
 
 #[unsafe(no_mangle)]
