@@ -31,6 +31,14 @@ pub enum Event {
     Results { path: String },
     /// The worker failed and has printed its own verdict.
     Failed { failure: Failure },
+    /// Where rank 0's supervisor takes status reports (rank 0 broadcast it at launch).
+    StatusAddr { addrs: Vec<String> },
+    /// Supervisor to rank 0's supervisor: this rank is done, with this exit code and verdict.
+    Ended {
+        code: u8,
+        #[serde(default)]
+        failure: Option<Failure>,
+    },
 }
 
 static LINE: OnceLock<Mutex<Option<UnixStream>>> = OnceLock::new();

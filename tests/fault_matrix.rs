@@ -171,3 +171,38 @@ fn results_file_keeps_sizes_measured_before_a_run_fault() {
     assert!(!doc.results.is_empty(), "no completed sizes kept:\n{t}");
     assert!(doc.results.iter().all(|r| r.wrong == 0));
 }
+
+/// Rank 0 learns of another rank's failure over the status line, not through NCCL or MPI: its
+/// results file carries that rank's failure and verdict, and its output the job's state.
+#[test]
+fn rank_0_records_another_ranks_failure() {
+    let dir = scratch("job");
+    let json = dir.join("run.json");
+    let o = sim_run(
+        3,
+        &["--json", json.to_str().unwrap()],
+        &[("NCCL_SMOKE_SIM_FAULT", "device@2:error")],
+    );
+    let t = text(&o);
+    assert_eq!(code(&o), Stage::Device.exit_code() as i32, "{t}");
+    let doc = results::load(&json).unwrap();
+    assert_eq!(doc.verdict.status, results::Status::Fail, "{t}");
+    assert_eq!(doc.verdict.stage, Some(Stage::Device), "{t}");
+    assert!(
+        doc.verdict.line.starts_with("FAIL at device on rank 2 "),
+        "{}",
+        doc.verdict.line
+    );
+    assert!(
+        doc.failures
+            .iter()
+            .any(|f| f.rank == Some(2) && f.stage == Stage::Device),
+        "{:?}",
+        doc.failures
+    );
+    assert!(
+        t.contains("# job: rank 2 (host ") && t.contains("ended with exit code 13"),
+        "{t}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,6 +5,7 @@ mod doctor;
 mod explain;
 mod launch;
 mod run;
+mod status;
 mod supervise;
 
 use crate::bench::sweep::{self, Step};

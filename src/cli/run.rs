@@ -136,6 +136,9 @@ impl Run<'_> {
             .validate()
             .map_err(|e| Failure::new(Stage::Launch, &self.who, e))?;
         let boot = self.launch()?;
+        if boot.rank() == 0 {
+            self.open_results(boot.as_ref());
+        }
         let result = self.walk(boot.as_ref(), &sizes);
         if result.is_err() {
             // Leave MPI initialised: finalising would wait for the other ranks.
@@ -186,7 +189,7 @@ impl Run<'_> {
         };
         let infos = gather_json(boot, &me);
         if let Some(infos) = infos {
-            self.start_results(boot, &nccl, &driver, infos);
+            self.record_fingerprint(boot, &nccl, &driver, infos);
         }
 
         let selected = patterns::select(&self.args.patterns).at(Stage::Launch, &self.who)?;
@@ -274,6 +277,7 @@ impl Run<'_> {
             "waiting in the first MPI collective (barrier) for ranks that never arrived",
         );
         boot.barrier();
+        share_status_address(boot.as_ref());
         Ok(boot)
     }
 
@@ -380,26 +384,9 @@ impl Run<'_> {
         })
     }
 
-    fn start_results(
-        &mut self,
-        boot: &dyn Bootstrap,
-        nccl: &Nccl,
-        driver: &Driver,
-        ranks: Vec<RankInfo>,
-    ) {
-        let fp = Fingerprint {
-            hosts: fingerprint::hosts_of(&ranks),
-            ranks,
-            driver: Some(driver_info(driver)),
-            nccl: Some(nccl_info(nccl)),
-            launcher: boot.describe(),
-            env: fingerprint::env_snapshot(),
-        };
-        for line in table::fingerprint_lines(&fp, self.simulated) {
-            println!("{line}");
-        }
-        warn_shared_gpus(&fp);
-        self.hosts = fp.hosts.len();
+    /// Rank 0 opens the results file as soon as the launch stage is done, so that a failure
+    /// anywhere after it (reported here or by another rank's supervisor) lands in it.
+    fn open_results(&mut self, boot: &dyn Bootstrap) {
         let Some(path) = &self.args.json else { return };
         let a = self.args;
         let doc = ResultsDoc {
@@ -425,7 +412,11 @@ impl Run<'_> {
                 datatype: a.datatype.name().into(),
                 op: a.op.name().into(),
             },
-            fingerprint: fp,
+            fingerprint: Fingerprint {
+                launcher: boot.describe(),
+                env: fingerprint::env_snapshot(),
+                ..Fingerprint::default()
+            },
             stages: self.stages.clone(),
             results: Vec::new(),
             failures: Vec::new(),
@@ -442,6 +433,39 @@ impl Run<'_> {
         progress::send(&Event::Results {
             path: path.display().to_string(),
         });
+    }
+
+    /// Rank 0, once every rank's device is known: the fingerprint, printed and kept.
+    fn record_fingerprint(
+        &mut self,
+        boot: &dyn Bootstrap,
+        nccl: &Nccl,
+        driver: &Driver,
+        ranks: Vec<RankInfo>,
+    ) {
+        let fp = Fingerprint {
+            hosts: fingerprint::hosts_of(&ranks),
+            ranks,
+            driver: Some(driver_info(driver)),
+            nccl: Some(nccl_info(nccl)),
+            launcher: boot.describe(),
+            env: fingerprint::env_snapshot(),
+        };
+        for line in table::fingerprint_lines(&fp, self.simulated) {
+            println!("{line}");
+        }
+        warn_shared_gpus(&fp);
+        self.hosts = fp.hosts.len();
+        if let Some(r) = self.results.as_mut() {
+            r.doc.simulated = self.simulated;
+            r.doc.backend = if self.simulated {
+                "SIMULATED".into()
+            } else {
+                "nccl".into()
+            };
+            r.doc.fingerprint = fp;
+        }
+        self.save();
     }
 
     /// Rank 0 makes the id and broadcasts it with a status byte, so that when it cannot, the
@@ -764,6 +788,35 @@ fn driver_info(driver: &Driver) -> DriverInfo {
         version_code: driver.version,
         path: driver.path.clone(),
         simulated: driver.simulated.clone(),
+    }
+}
+
+/// Rank 0 broadcasts where its supervisor takes status reports; every worker hands that to its
+/// own supervisor, which then reports to rank 0's.
+fn share_status_address(boot: &dyn Bootstrap) {
+    let mut buf = [0u8; 1024];
+    if boot.rank() == 0
+        && let Some(port) = std::env::var(super::status::PORT_ENV).ok()
+    {
+        let mut addrs: Vec<String> = os::ipv4_addresses()
+            .iter()
+            .map(|a| format!("{a}:{port}"))
+            .collect();
+        addrs.push(format!("{}:{port}", os::hostname()));
+        let text = addrs.join(",");
+        let n = text.len().min(buf.len());
+        buf[..n].copy_from_slice(&text.as_bytes()[..n]);
+    }
+    boot.broadcast(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    let addrs: Vec<String> = text
+        .trim_end_matches('\0')
+        .split(',')
+        .filter(|a| !a.is_empty())
+        .map(String::from)
+        .collect();
+    if !addrs.is_empty() {
+        progress::send(&Event::StatusAddr { addrs });
     }
 }
 

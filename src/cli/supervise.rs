@@ -7,6 +7,7 @@
 
 use super::RunArgs;
 use super::backend::{self, SIM_LINK_DIR_ENV};
+use super::status::{self, JobView, Uplink};
 use crate::bootstrap::launcher;
 use crate::error::{Failure, Who};
 use crate::ffi::os;
@@ -14,11 +15,13 @@ use crate::progress::{Event, SOCKET_ENV};
 use crate::report::results::{self, Status, Verdict};
 use crate::stage::{Stage, exit};
 use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 /// Set in the worker's environment.
@@ -50,9 +53,14 @@ struct Watch {
     /// The last step the worker announced within the stage.
     step: Option<String>,
     rank: Option<u32>,
+    host: String,
     since: Instant,
     results: Option<PathBuf>,
     failed: Option<Failure>,
+    /// Other ranks: the line to rank 0's supervisor, once its address is known.
+    uplink: Option<Uplink>,
+    /// Rank 0: every rank's reports.
+    job: Option<Arc<Mutex<JobView>>>,
 }
 
 pub fn supervise(args: &RunArgs) -> u8 {
@@ -81,7 +89,7 @@ pub fn supervise(args: &RunArgs) -> u8 {
             format!("cannot create {}: {e}", run_dir.display()),
         ));
     }
-    let code = match spawn_and_watch(args, &who, &run_dir) {
+    let code = match spawn_and_watch(args, &who, &run_dir, view.map(|v| v.size)) {
         Ok(code) => code,
         Err(f) => say(f),
     };
@@ -113,7 +121,12 @@ fn say(f: Failure) -> u8 {
     f.exit_code()
 }
 
-fn spawn_and_watch(args: &RunArgs, who: &Who, run_dir: &Path) -> Result<u8, Failure> {
+fn spawn_and_watch(
+    args: &RunArgs,
+    who: &Who,
+    run_dir: &Path,
+    nranks: Option<u32>,
+) -> Result<u8, Failure> {
     let sock = run_dir.join("supervisor.sock");
     let listener = UnixListener::bind(&sock).map_err(|e| {
         Failure::new(
@@ -159,6 +172,26 @@ fn spawn_and_watch(args: &RunArgs, who: &Who, run_dir: &Path) -> Result<u8, Fail
             cmd.env(nccl_smoke_fault::RANK_ENV, r.to_string());
         }
     }
+    // Rank 0 takes every rank's status reports (see status.rs).
+    let job = if who.rank.unwrap_or(0) == 0
+        && let Ok(listener) = TcpListener::bind("0.0.0.0:0")
+        && let Ok(addr) = listener.local_addr()
+    {
+        cmd.env(status::PORT_ENV, addr.port().to_string());
+        let view = Arc::new(Mutex::new(JobView {
+            nranks: nranks.unwrap_or(1),
+            ..Default::default()
+        }));
+        status::serve(listener, view.clone());
+        Some(view)
+    } else {
+        None
+    };
+    // A launcher tearing the job down (another rank failed) sends SIGTERM: note it, report.
+    let term = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        let _ = signal_hook::flag::register(sig, term.clone());
+    }
     let child = cmd.spawn().map_err(|e| {
         Failure::new(
             Stage::Launch,
@@ -179,17 +212,27 @@ fn spawn_and_watch(args: &RunArgs, who: &Who, run_dir: &Path) -> Result<u8, Fail
             }
         }
     });
-    Ok(watch(args, who, child, rx))
+    Ok(watch(args, who, child, rx, job, &term))
 }
 
-fn watch(args: &RunArgs, who: &Who, mut child: Child, rx: mpsc::Receiver<Event>) -> u8 {
+fn watch(
+    args: &RunArgs,
+    who: &Who,
+    mut child: Child,
+    rx: mpsc::Receiver<Event>,
+    job: Option<Arc<Mutex<JobView>>>,
+    term: &AtomicBool,
+) -> u8 {
     let mut w = Watch {
         stage: Stage::Launch,
         step: None,
         rank: who.rank,
+        host: who.host.clone(),
         since: Instant::now(),
         results: None,
         failed: None,
+        uplink: None,
+        job,
     };
     loop {
         while let Ok(ev) = rx.recv_timeout(Duration::from_millis(50)) {
@@ -202,11 +245,20 @@ fn watch(args: &RunArgs, who: &Who, mut child: Child, rx: mpsc::Receiver<Event>)
                     apply(&mut w, ev);
                 }
                 if let Some(code) = status.code() {
-                    return code.clamp(0, 255) as u8;
+                    let code = code.clamp(0, 255) as u8;
+                    return conclude(&mut w, None, code);
                 }
                 let sig = status.signal().unwrap_or(0);
-                let f = crashed(&w, who, sig);
-                return conclude(&w, f);
+                let stopped = term.load(Ordering::SeqCst)
+                    || sig == signal_hook::consts::SIGTERM
+                    || sig == signal_hook::consts::SIGINT;
+                let f = if stopped {
+                    stopped_by_launcher(&w, who)
+                } else {
+                    crashed(&w, who, sig)
+                };
+                let code = f.exit_code();
+                return conclude(&mut w, Some(f), code);
             }
             Ok(None) => {}
             Err(e) => {
@@ -215,8 +267,16 @@ fn watch(args: &RunArgs, who: &Who, mut child: Child, rx: mpsc::Receiver<Event>)
                     &who_at(&w, who),
                     format!("lost track of the worker: {e}"),
                 );
-                return conclude(&w, f);
+                let code = f.exit_code();
+                return conclude(&mut w, Some(f), code);
             }
+        }
+        if term.load(Ordering::SeqCst) {
+            let _ = child.kill();
+            let _ = child.wait();
+            let f = stopped_by_launcher(&w, who);
+            let code = f.exit_code();
+            return conclude(&mut w, Some(f), code);
         }
         let deadline = args.deadline(w.stage);
         let slack = if waits_on_others(w.stage) {
@@ -228,24 +288,55 @@ fn watch(args: &RunArgs, who: &Who, mut child: Child, rx: mpsc::Receiver<Event>)
             let _ = child.kill();
             let _ = child.wait();
             let f = hung(&w, who, deadline);
-            return conclude(&w, f);
+            let code = f.exit_code();
+            return conclude(&mut w, Some(f), code);
         }
     }
 }
 
 fn apply(w: &mut Watch, ev: Event) {
-    match ev {
+    match &ev {
         Event::Stage { stage, rank } => {
-            w.stage = stage;
+            w.stage = *stage;
             w.step = None;
             w.rank = rank.or(w.rank);
             w.since = Instant::now();
         }
         Event::Beat => w.since = Instant::now(),
-        Event::Step { what } => w.step = Some(what),
+        Event::Step { what } => w.step = Some(what.clone()),
         Event::Results { path } => w.results = Some(PathBuf::from(path)),
-        Event::Failed { failure } => w.failed = Some(failure),
+        Event::Failed { failure } => w.failed = Some(failure.clone()),
+        Event::StatusAddr { addrs } => {
+            if let Some(rank) = w.rank.filter(|r| *r != 0)
+                && w.uplink.is_none()
+            {
+                w.uplink = Uplink::connect(addrs, rank, &w.host);
+                let now = Event::Stage {
+                    stage: w.stage,
+                    rank: w.rank,
+                };
+                if let Some(u) = w.uplink.as_mut() {
+                    u.send(&now);
+                }
+            }
+            return;
+        }
+        Event::Ended { .. } => return,
     }
+    if let Some(u) = w.uplink.as_mut() {
+        u.send(&ev);
+    }
+}
+
+fn stopped_by_launcher(w: &Watch, who: &Who) -> Failure {
+    Failure::new(
+        w.stage,
+        &who_at(w, who),
+        format!(
+            "stopped by the launcher during the {} stage (another rank failed, or the job was cancelled)",
+            w.stage
+        ),
+    )
 }
 
 fn who_at(w: &Watch, who: &Who) -> Who {
@@ -310,20 +401,67 @@ fn crashed(w: &Watch, who: &Who, sig: i32) -> Failure {
     .hint("a core dump (ulimit -c unlimited) and NCCL_DEBUG=INFO show where")
 }
 
-/// Prints the verdict, records it in the results file when this is rank 0, and returns the code.
-fn conclude(w: &Watch, f: Failure) -> u8 {
-    println!("{f}");
+/// The end of this rank: prints the supervisor's own verdict (`own`, when the worker could not
+/// give one), tells rank 0's supervisor, and on rank 0 prints the job's state and records every
+/// rank's failure in the results file. Returns the exit code.
+fn conclude(w: &mut Watch, own: Option<Failure>, code: u8) -> u8 {
+    if let Some(f) = &own {
+        println!("{f}");
+    }
+    let failure = own.clone().or_else(|| w.failed.clone());
+    if let Some(u) = w.uplink.as_mut() {
+        u.send(&Event::Ended {
+            code,
+            failure: failure.clone(),
+        });
+    }
+    let remote: Vec<Failure> = match (&w.job, code) {
+        (Some(job), c) if c != exit::PASS => {
+            let view = job.lock().map(|v| {
+                (
+                    v.summary(Some((w.stage, w.step.as_deref()))),
+                    v.failures.clone(),
+                )
+            });
+            match view {
+                Ok((lines, failures)) => {
+                    if lines.len() > 1 {
+                        lines.iter().for_each(|l| println!("{l}"));
+                    }
+                    failures
+                }
+                Err(_) => Vec::new(),
+            }
+        }
+        _ => Vec::new(),
+    };
     if let Some(path) = &w.results
+        && (own.is_some() || !remote.is_empty())
         && let Ok(mut doc) = results::load(path)
     {
-        doc.failures.push(f.clone());
-        doc.verdict = Verdict {
-            status: Status::Fail,
-            line: f.to_string(),
-            exit_code: f.exit_code(),
-            stage: Some(f.stage),
-        };
+        // Being stopped because another rank failed is no failure of this rank's own.
+        let own_counts = remote.is_empty()
+            || !own
+                .as_ref()
+                .is_some_and(|f| f.error.starts_with("stopped by the launcher"));
+        for f in own.iter().filter(|_| own_counts).chain(&remote) {
+            if !doc.failures.contains(f) {
+                doc.failures.push(f.clone());
+            }
+        }
+        // The first failure of the job gives the verdict, unless this rank already gave one.
+        let first = remote.first().or(own.as_ref());
+        if doc.verdict.status != Status::Fail
+            && let Some(f) = first
+        {
+            doc.verdict = Verdict {
+                status: Status::Fail,
+                line: f.to_string(),
+                exit_code: f.exit_code(),
+                stage: Some(f.stage),
+            };
+        }
         let _ = results::save(path, &doc);
     }
-    f.exit_code()
+    code
 }

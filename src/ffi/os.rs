@@ -202,3 +202,29 @@ pub fn rlimit_memlock() -> Option<u64> {
         r.rlim_cur
     })
 }
+
+/// This machine's IPv4 addresses, loopback last (getifaddrs).
+pub fn ipv4_addresses() -> Vec<std::net::Ipv4Addr> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: valid out-pointer; the list is freed below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return out;
+    }
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: a node of the list getifaddrs returned.
+        let ifa = unsafe { &*cur };
+        // SAFETY: ifa_addr is checked for NULL; AF_INET means a sockaddr_in.
+        if !ifa.ifa_addr.is_null() && unsafe { (*ifa.ifa_addr).sa_family } as i32 == libc::AF_INET {
+            // SAFETY: as above.
+            let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+            out.push(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: the list from getifaddrs, freed once.
+    unsafe { libc::freeifaddrs(head) };
+    out.sort_by_key(|a| a.is_loopback());
+    out
+}
