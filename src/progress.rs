@@ -26,7 +26,12 @@ pub enum Event {
     Beat,
     /// Where within the stage the worker is now (does not restart the deadline), so that a
     /// hang report says "waiting in the first MPI collective" rather than only "launch".
-    Step { what: String },
+    /// `waiting`: the step waits on other ranks.
+    Step {
+        what: String,
+        #[serde(default)]
+        waiting: bool,
+    },
     /// Rank 0 writes its results document here.
     Results { path: String },
     /// The worker failed and has printed its own verdict.
@@ -73,6 +78,15 @@ pub fn enter(stage: Stage, rank: Option<u32>) {
 pub fn step(what: &str) {
     send(&Event::Step {
         what: what.to_string(),
+        waiting: false,
+    });
+}
+
+/// Shorthand: now waiting on the other ranks for `what`.
+pub fn waiting(what: &str) {
+    send(&Event::Step {
+        what: what.to_string(),
+        waiting: true,
     });
 }
 

@@ -108,35 +108,67 @@ fn errors_on_rank_0_and_rank_1() {
     );
 }
 
-#[test]
-fn crashes_on_rank_0_and_rank_1() {
-    matrix(
-        2,
-        &cases![
-            "launch@1:crash" => Launch @ 1,
-            "driver@0:crash" => Driver @ 0, "driver@1:crash" => Driver @ 1,
-            "device@1:crash" => Device @ 1,
-            "alloc@0:crash" => Alloc @ 0,
-            "init@0:crash" => Init @ 0, "init@1:crash" => Init @ 1,
-            "run@0:crash" => Run @ 0, "run@1:crash" => Run @ 1,
-            "finalize@1:crash" => Finalize @ 1,
-        ],
-    );
+/// Where a hang or a crash at each fault location is named: the stage the worker was in.
+fn stage_of(at: &str) -> Stage {
+    match at {
+        "launch" => Stage::Launch,
+        "driver" => Stage::Driver,
+        "device" => Stage::Device,
+        "alloc" => Stage::Alloc,
+        "unique-id" => Stage::UniqueId,
+        "init" => Stage::Init,
+        "import" | "proxy" | "shm" | "net" => Stage::Connect,
+        "run" => Stage::Run,
+        "finalize" => Stage::Finalize,
+        other => panic!("no stage for {other}"),
+    }
+}
+
+/// Every location where `kind` applies, on `rank` (unique-id is made by rank 0 only).
+fn every_location(kind: &'static str, rank: u32) -> Vec<Case> {
+    let locations = [
+        "launch",
+        "driver",
+        "device",
+        "alloc",
+        "unique-id",
+        "init",
+        "import",
+        "proxy",
+        "shm",
+        "net",
+        "run",
+        "finalize",
+    ];
+    locations
+        .iter()
+        .filter(|at| rank == 0 || **at != "unique-id")
+        .map(|at| Case {
+            fault: Box::leak(format!("{at}@{rank}:{kind}").into_boxed_str()),
+            stage: stage_of(at),
+            rank,
+        })
+        .collect()
 }
 
 #[test]
-fn hangs_are_named_within_the_deadline() {
-    matrix(
-        2,
-        &cases![
-            "launch@1:hang" => Launch @ 1,
-            "driver@0:hang" => Driver @ 0,
-            "init@1:hang" => Init @ 1,
-            "import@0:hang" => Connect @ 0,
-            "run@1:hang" => Run @ 1,
-            "finalize@0:hang" => Finalize @ 0,
-        ],
-    );
+fn crashes_on_rank_0() {
+    matrix(2, &every_location("crash", 0));
+}
+
+#[test]
+fn crashes_on_rank_1() {
+    matrix(2, &every_location("crash", 1));
+}
+
+#[test]
+fn hangs_on_rank_0_are_named_within_the_deadline() {
+    matrix(2, &every_location("hang", 0));
+}
+
+#[test]
+fn hangs_on_rank_1_are_named_within_the_deadline() {
+    matrix(2, &every_location("hang", 1));
 }
 
 #[test]

@@ -187,6 +187,9 @@ impl Run<'_> {
             pid: std::process::id(),
             device: device.info.clone(),
         };
+        progress::waiting(
+            "gathering every rank's device (a rank that has not got this far is stuck)",
+        );
         let infos = gather_json(boot, &me);
         if let Some(infos) = infos {
             self.record_fingerprint(boot, &nccl, &driver, infos);
@@ -199,7 +202,7 @@ impl Run<'_> {
             check: self.args.check == 1,
             dtype: self.args.datatype,
             op: self.args.op,
-            deadline: self.args.deadline(Stage::Run),
+            deadline: self.waiting_deadline(Stage::Run),
         };
 
         self.enter(Stage::Alloc);
@@ -220,12 +223,12 @@ impl Run<'_> {
 
         self.enter(Stage::Init);
         let mut comm =
-            Communicator::init(&nccl, &id, rank, nranks, self.args.deadline(Stage::Init))
+            Communicator::init(&nccl, &id, rank, nranks, self.waiting_deadline(Stage::Init))
                 .map_err(|e| self.comm_failure(Stage::Init, e))?;
 
         self.enter(Stage::Connect);
         let connect_timing = Timing {
-            deadline: self.args.deadline(Stage::Connect),
+            deadline: self.waiting_deadline(Stage::Connect),
             ..timing
         };
         for p in &selected {
@@ -241,12 +244,12 @@ impl Run<'_> {
         self.enter(Stage::Verify);
         if let Some(f) = self.verify_failure(&rows) {
             // Tear down cleanly anyway: a data error is no reason to leave a hung peer.
-            let _ = comm.finalize(self.args.deadline(Stage::Finalize));
+            let _ = comm.finalize(self.waiting_deadline(Stage::Finalize));
             return Err(f);
         }
 
         self.enter(Stage::Finalize);
-        comm.finalize(self.args.deadline(Stage::Finalize))
+        comm.finalize(self.waiting_deadline(Stage::Finalize))
             .map_err(|e| self.comm_failure(Stage::Finalize, e))?;
         drop(bufs);
         drop(device);
@@ -257,7 +260,7 @@ impl Run<'_> {
     /// MPI (or a world of one), the launcher cross-check, and the first MPI collective.
     fn launch(&mut self) -> Result<Box<dyn Bootstrap>, Failure> {
         progress::enter(Stage::Launch, self.who.rank);
-        progress::step("in MPI_Init (or the launcher's bootstrap)");
+        progress::waiting("in MPI_Init (or the launcher's bootstrap)");
         let boot =
             init_bootstrap(self.args.deadline(Stage::Launch)).at(Stage::Launch, &self.who)?;
         if let Some(msg) =
@@ -273,7 +276,7 @@ impl Run<'_> {
         if self.args.libs.backend == Backend::Sim {
             self.simulated_launch_fault()?;
         }
-        progress::step(
+        progress::waiting(
             "waiting in the first MPI collective (barrier) for ranks that never arrived",
         );
         boot.barrier();
@@ -382,6 +385,13 @@ impl Run<'_> {
                 .cause(format!("device {ordinal} of {count} could not be opened (CUDA_VISIBLE_DEVICES={visible})"))
                 .hint("check nvidia-smi for a GPU in a bad state (Xid errors in dmesg) or in exclusive-process mode")
         })
+    }
+
+    /// The in-process deadline of a wait on other ranks: a little past the stage's deadline, so
+    /// that a rank stuck on its own (its supervisor names it at deadline + 1 s) reports before
+    /// the ranks that are only waiting for it; still inside the supervisor's backstop.
+    fn waiting_deadline(&self, stage: Stage) -> std::time::Duration {
+        self.args.deadline(stage) + std::time::Duration::from_millis(1400)
     }
 
     /// Rank 0 opens the results file as soon as the launch stage is done, so that a failure

@@ -66,7 +66,7 @@ impl JobView {
                 v.stage = Some(stage);
                 v.step = None;
             }
-            Event::Step { what } => v.step = Some(what),
+            Event::Step { what, .. } => v.step = Some(what),
             Event::Failed { failure } => self.failures.push(failure),
             Event::Ended { code, failure } => {
                 if let Some(f) = &failure

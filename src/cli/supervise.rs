@@ -33,13 +33,14 @@ pub const RUN_DIR_ENV: &str = "NCCL_SMOKE_RUN_DIR";
 const GRACE: Duration = Duration::from_millis(1000);
 /// In stages where a rank waits on the others, a little more: the rank that is stuck on its
 /// own (in its driver, say) then reports before the ranks that are only waiting for it.
-const WAITING_GRACE: Duration = Duration::from_millis(800);
+const WAITING_GRACE: Duration = Duration::from_millis(900);
 
-/// Whether a rank in this stage is (also) waiting for other ranks.
+/// Whether a rank in this stage is waiting for other ranks (the worker also says so per step,
+/// e.g. inside MPI_Init or the first barrier of the launch stage).
 fn waits_on_others(stage: Stage) -> bool {
     !matches!(
         stage,
-        Stage::NcclLoad | Stage::Driver | Stage::Device | Stage::Alloc
+        Stage::Launch | Stage::NcclLoad | Stage::Driver | Stage::Device | Stage::Alloc
     )
 }
 
@@ -52,6 +53,8 @@ struct Watch {
     stage: Stage,
     /// The last step the worker announced within the stage.
     step: Option<String>,
+    /// Whether that step waits on other ranks.
+    waiting: bool,
     rank: Option<u32>,
     host: String,
     since: Instant,
@@ -226,6 +229,7 @@ fn watch(
     let mut w = Watch {
         stage: Stage::Launch,
         step: None,
+        waiting: false,
         rank: who.rank,
         host: who.host.clone(),
         since: Instant::now(),
@@ -279,7 +283,7 @@ fn watch(
             return conclude(&mut w, Some(f), code);
         }
         let deadline = args.deadline(w.stage);
-        let slack = if waits_on_others(w.stage) {
+        let slack = if waits_on_others(w.stage) || w.waiting {
             GRACE + WAITING_GRACE
         } else {
             GRACE
@@ -299,11 +303,15 @@ fn apply(w: &mut Watch, ev: Event) {
         Event::Stage { stage, rank } => {
             w.stage = *stage;
             w.step = None;
+            w.waiting = false;
             w.rank = rank.or(w.rank);
             w.since = Instant::now();
         }
         Event::Beat => w.since = Instant::now(),
-        Event::Step { what } => w.step = Some(what.clone()),
+        Event::Step { what, waiting } => {
+            w.step = Some(what.clone());
+            w.waiting = *waiting;
+        }
         Event::Results { path } => w.results = Some(PathBuf::from(path)),
         Event::Failed { failure } => w.failed = Some(failure.clone()),
         Event::StatusAddr { addrs } => {
