@@ -1,695 +1,363 @@
-//! A communicator: bootstrap through the root in the unique id, a full mesh of TCP connections,
-//! and the operations that move bytes over it on the caller's stream.
+//! A communicator's shared state: identity, connections, the async error, abort, and the
+//! handles C holds.
 
-use crate::faults;
-use crate::log;
-use crate::net::{self, Iface};
-use crate::reduce;
-use crate::{INPROGRESS, INTERNAL_ERROR, INVALID_USAGE, REMOTE_ERROR, SUCCESS, SYSTEM_ERROR};
+use crate::texts::Report;
+use crate::transport::Peer;
+use crate::{INPROGRESS, SUCCESS};
 use nccl_smoke_fault::{FaultSet, Kind, Where};
-use std::net::{Shutdown, SocketAddrV4, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-/// One peer's connection: a read half and a write half, used by different threads.
-pub struct Peer {
-    pub host: String,
-    pub addr: SocketAddrV4,
-    read: Mutex<TcpStream>,
-    write: Mutex<TcpStream>,
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-pub struct Comm {
+/// Who the communicator is; fixed at init.
+pub struct Identity {
     pub rank: usize,
     pub nranks: usize,
     pub dev: i32,
     pub bus_id: String,
-    pub id_hash: u64,
-    peers: OnceLock<Vec<Option<Peer>>>,
-    /// Messages this rank sent to itself, in order.
-    self_queue: Mutex<std::collections::VecDeque<Vec<u8>>>,
-    pub async_err: AtomicU32,
-    pub aborted: AtomicBool,
-    ops: AtomicU64,
-    first_op: AtomicBool,
-    first_p2p: AtomicBool,
-    slow_bits: AtomicU64,
+    pub comm_id: u64,
+    /// The NCCL release this library speaks as.
+    pub version: i32,
     pub faults: FaultSet,
+    /// Operation index of a `run` fault.
+    pub run_fault_op: u64,
 }
 
-/// A buffer address passed between threads (device memory is host memory here).
-#[derive(Clone, Copy)]
-pub struct Ptr(pub usize);
-
-/// One queued operation.
-#[derive(Clone, Copy)]
-pub enum Op {
-    AllReduce {
-        send: Ptr,
-        recv: Ptr,
-        count: usize,
-        dtype: u32,
-        op: u32,
-    },
-    AllToAll {
-        send: Ptr,
-        recv: Ptr,
-        count: usize,
-        dtype: u32,
-    },
-    Send {
-        buf: Ptr,
-        count: usize,
-        dtype: u32,
-        peer: usize,
-    },
-    Recv {
-        buf: Ptr,
-        count: usize,
-        dtype: u32,
-        peer: usize,
-    },
-}
-
-fn bytes_of(count: usize, dtype: u32) -> usize {
-    count * reduce::elem_size(dtype).unwrap_or(1)
-}
-
-/// Reads `len` bytes at `p`.
-///
-/// # Safety
-/// `p` must be valid for `len` bytes (a device buffer of the simulated driver).
-unsafe fn slice<'a>(p: Ptr, len: usize) -> &'a [u8] {
-    if len == 0 {
-        return &[];
-    }
-    // SAFETY: per the function contract.
-    unsafe { std::slice::from_raw_parts(p.0 as *const u8, len) }
-}
-
-/// # Safety
-/// As [`slice`], and nothing else writes the range meanwhile.
-unsafe fn slice_mut<'a>(p: Ptr, len: usize) -> &'a mut [u8] {
-    if len == 0 {
-        return &mut [];
-    }
-    // SAFETY: per the function contract.
-    unsafe { std::slice::from_raw_parts_mut(p.0 as *mut u8, len) }
+pub struct Comm {
+    pub id: Identity,
+    /// Init was blocking (NCCL's `config.blocking`).
+    pub blocking: bool,
+    peers: OnceLock<Vec<Option<Peer>>>,
+    /// Clones of every socket, to shut them down from abort while others block on them.
+    sockets: Mutex<Vec<TcpStream>>,
+    async_err: AtomicU32,
+    aborted: AtomicBool,
+    gate: Mutex<()>,
+    wake: Condvar,
+    /// Operations accepted (NCCL's opCount, for COLL lines).
+    pub op_count: AtomicU64,
+    /// Stream tasks started (the operation index `run` faults count).
+    pub executed: AtomicU64,
+    /// Stream tasks queued and not finished.
+    pending: AtomicUsize,
+    /// Stream tasks running now.
+    running: AtomicUsize,
+    /// Transport setup not yet done for any operation / for a send-recv group.
+    pub first_op: AtomicBool,
+    pub first_p2p: AtomicBool,
+    /// Transfer slowdown factor (f64 bits).
+    slow: AtomicU64,
 }
 
 impl Comm {
-    pub fn new(rank: usize, nranks: usize, faults: FaultSet, id_hash: u64, blocking: bool) -> Comm {
-        let dev = crate::cuda::current_device().unwrap_or(0);
+    pub fn new(id: Identity, blocking: bool) -> Comm {
         Comm {
-            rank,
-            nranks,
-            dev,
-            bus_id: crate::cuda::bus_id(dev),
-            id_hash,
+            id,
+            blocking,
             peers: OnceLock::new(),
-            self_queue: Mutex::new(Default::default()),
+            sockets: Mutex::new(Vec::new()),
             async_err: AtomicU32::new(if blocking { SUCCESS } else { INPROGRESS }),
             aborted: AtomicBool::new(false),
-            ops: AtomicU64::new(0),
+            gate: Mutex::new(()),
+            wake: Condvar::new(),
+            op_count: AtomicU64::new(0),
+            executed: AtomicU64::new(0),
+            pending: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
             first_op: AtomicBool::new(true),
             first_p2p: AtomicBool::new(true),
-            slow_bits: AtomicU64::new(1.0f64.to_bits()),
-            faults,
+            slow: AtomicU64::new(1.0f64.to_bits()),
         }
     }
 
-    fn strike(&self, at: Where) -> Option<Kind> {
-        self.faults.find(at, Some(self.rank as u32)).map(|f| f.kind)
+    /// The address C knows this communicator by.
+    pub fn addr(&self) -> usize {
+        self as *const Comm as usize
     }
 
+    /// `comm 0x… rank R nranks N cudaDev D busId B`, as NCCL's INIT lines start.
     pub fn describe(&self) -> String {
         format!(
             "comm {:#x} rank {} nranks {} cudaDev {} busId {}",
-            self as *const _ as usize, self.rank, self.nranks, self.dev, self.bus_id
+            self.addr(),
+            self.id.rank,
+            self.id.nranks,
+            self.id.dev,
+            self.id.bus_id
         )
     }
 
-    fn peers(&self) -> &[Option<Peer>] {
-        self.peers.get().map(Vec::as_slice).unwrap_or(&[])
+    /// The fault at `at` for this rank, if any.
+    pub fn fault(&self, at: Where) -> Option<Kind> {
+        self.id
+            .faults
+            .find(at, Some(self.id.rank as u32))
+            .map(|f| f.kind)
     }
 
-    fn fail(&self, code: u32) {
+    pub fn async_error(&self) -> u32 {
+        self.async_err.load(Ordering::SeqCst)
+    }
+
+    /// Records a runtime error (the first one sticks).
+    pub fn fail(&self, code: u32) {
         let _ = self
             .async_err
             .compare_exchange(SUCCESS, code, Ordering::SeqCst, Ordering::SeqCst);
     }
 
-    /// Waits until aborted (a simulated hang that `ncclCommAbort` can end).
-    pub fn hang(&self) {
-        while !self.aborted.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+    /// Records the outcome of a non-blocking init.
+    pub fn init_done(&self, code: u32) {
+        let _ =
+            self.async_err
+                .compare_exchange(INPROGRESS, code, Ordering::SeqCst, Ordering::SeqCst);
     }
 
-    pub fn abort(&self) {
-        self.aborted.store(true, Ordering::SeqCst);
-        for p in self.peers().iter().flatten() {
-            if let Ok(s) = p.write.lock() {
+    /// Logs `r` (unless aborted: an abort's broken sockets are not news) and records its code.
+    pub fn report(&self, r: &Report) {
+        if !self.aborted() {
+            r.emit(self.id.dev);
+        }
+        self.fail(r.code);
+    }
+
+    pub fn aborted(&self) -> bool {
+        self.aborted.load(Ordering::SeqCst)
+    }
+
+    /// Keeps a clone of `s` so abort can shut it down. False when already aborted.
+    pub fn track(&self, s: &TcpStream) -> bool {
+        let mut socks = lock(&self.sockets);
+        if self.aborted() {
+            let _ = s.shutdown(Shutdown::Both);
+            return false;
+        }
+        if let Ok(c) = s.try_clone() {
+            socks.push(c);
+        }
+        true
+    }
+
+    pub fn set_peers(&self, peers: Vec<Option<Peer>>) {
+        let _ = self.peers.set(peers);
+    }
+
+    pub fn peers(&self) -> &[Option<Peer>] {
+        self.peers.get().map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    pub fn peer(&self, j: usize) -> Option<&Peer> {
+        self.peers().get(j).and_then(Option::as_ref)
+    }
+
+    /// Whether some peer runs on this host (where NCCL would use P2P or SHM).
+    pub fn local_peer(&self) -> Option<usize> {
+        let me = crate::log::host();
+        self.peers()
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.as_ref().is_some_and(|p| p.host == me))
+            .map(|(j, _)| j)
+    }
+
+    /// Stops everything: sets the flag every wait checks, shuts every socket down.
+    pub fn abort_now(&self) {
+        {
+            let socks = lock(&self.sockets);
+            self.aborted.store(true, Ordering::SeqCst);
+            for s in socks.iter() {
                 let _ = s.shutdown(Shutdown::Both);
             }
         }
-        self.fail(REMOTE_ERROR);
+        let _g = lock(&self.gate);
+        self.wake.notify_all();
     }
 
-    /// Bootstraps through the root and connects to every peer. Returns an ncclResult_t.
-    pub fn connect_all(&self, root: SocketAddrV4, iface: &Iface) -> u32 {
-        match self.try_connect_all(root, iface) {
-            Ok(()) => SUCCESS,
-            Err((code, site, msg)) => {
-                if !self.aborted.load(Ordering::SeqCst) {
-                    log::warn(self.dev, site, &msg);
-                }
-                code
-            }
+    /// Drops every connection (after a failure: the peers see them close, and senders blocked
+    /// on this rank's sockets let go).
+    pub fn break_links(&self) {
+        for s in lock(&self.sockets).iter() {
+            let _ = s.shutdown(Shutdown::Both);
         }
     }
 
-    fn try_connect_all(
-        &self,
-        root: SocketAddrV4,
-        iface: &Iface,
-    ) -> Result<(), (u32, &'static str, String)> {
-        let sys = |site: &'static str, e: std::io::Error| (SYSTEM_ERROR, site, e.to_string());
-        let listener = TcpListener::bind(SocketAddrV4::new(iface.addr, 0))
-            .map_err(|e| sys("misc/socket.cc:410", e))?;
-        let my_addr = match listener.local_addr() {
-            Ok(std::net::SocketAddr::V4(a)) => a,
-            _ => {
-                return Err((
-                    INTERNAL_ERROR,
-                    "bootstrap.cc:220",
-                    "no IPv4 listen address".into(),
-                ));
+    /// Sleeps up to `d`; returns early (true) when aborted.
+    pub fn sleep(&self, d: Duration) -> bool {
+        let deadline = Instant::now() + d;
+        let mut g = lock(&self.gate);
+        loop {
+            if self.aborted() {
+                return true;
             }
-        };
-        let mut rs = connect_retry(root, Duration::from_secs(30), &self.aborted).map_err(|e| {
-            (
-                REMOTE_ERROR,
-                "misc/socket.cc:484",
-                format!(
-                    "socketStartConnect: Connect to {}<{}> failed : {e}",
-                    root.ip(),
-                    root.port()
-                ),
-            )
-        })?;
-        let io = |e: std::io::Error| {
-            (
-                REMOTE_ERROR,
-                "bootstrap.cc:253",
-                format!("Bootstrap : root connection failed : {e}"),
-            )
-        };
-        net::write_u32(&mut rs, self.rank as u32).map_err(io)?;
-        net::write_u32(&mut rs, self.nranks as u32).map_err(io)?;
-        net::write_str(&mut rs, &my_addr.to_string()).map_err(io)?;
-        net::write_str(&mut rs, log::host()).map_err(io)?;
-        let status = net::read_u32(&mut rs).map_err(io)?;
-        if status != 0 {
-            let msg = net::read_str(&mut rs).unwrap_or_default();
-            return Err((INVALID_USAGE, "bootstrap.cc:301", msg));
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            g = self
+                .wake
+                .wait_timeout(g, deadline - now)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
         }
-        let mut table = Vec::with_capacity(self.nranks);
-        for _ in 0..self.nranks {
-            let addr: SocketAddrV4 = net::read_str(&mut rs)
-                .map_err(io)?
-                .parse()
-                .map_err(|_| io(std::io::Error::other("bad address")))?;
-            let host = net::read_str(&mut rs).map_err(io)?;
-            table.push((addr, host));
+    }
+
+    /// A simulated hang: waits until aborted.
+    pub fn hang(&self) {
+        while !self.sleep(Duration::from_secs(3600)) {}
+    }
+
+    pub fn slow(&self) -> f64 {
+        f64::from_bits(self.slow.load(Ordering::SeqCst))
+    }
+
+    pub fn set_slow(&self, f: f64) {
+        self.slow.store(f.to_bits(), Ordering::SeqCst);
+    }
+
+    /// A task was queued on a stream.
+    pub fn queued(&self) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// A task the stream refused after all.
+    pub fn unqueued(&self) {
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Marks a queued task running until the guard drops (then it is no longer pending).
+    pub fn start_task(self: &Arc<Comm>) -> TaskGuard {
+        self.running.fetch_add(1, Ordering::SeqCst);
+        TaskGuard(self.clone())
+    }
+
+    /// Waits until every queued task has run, unless an error or an abort makes waiting moot.
+    pub fn drain(&self) {
+        let mut spins = 0u64;
+        while self.pending.load(Ordering::SeqCst) > 0
+            && !self.aborted()
+            && self.async_error() == SUCCESS
+        {
+            spins += 1;
+            self.sleep(Duration::from_micros((spins * 20).min(2000)));
         }
-        // Lower ranks listen, higher ranks connect: the listen backlog makes the order safe.
-        let mut streams: Vec<Option<TcpStream>> = (0..self.nranks).map(|_| None).collect();
-        for (j, (addr, _)) in table.iter().enumerate().take(self.rank) {
-            let mut s =
-                connect_retry(*addr, Duration::from_secs(30), &self.aborted).map_err(|e| {
-                    (
-                        REMOTE_ERROR,
-                        "misc/socket.cc:484",
-                        format!(
-                            "socketStartConnect: Connect to {}<{}> failed : {e}",
-                            addr.ip(),
-                            addr.port()
-                        ),
-                    )
-                })?;
-            net::write_u32(&mut s, self.rank as u32).map_err(io)?;
-            streams[j] = Some(s);
-        }
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| sys("misc/socket.cc:420", e))?;
+    }
+
+    /// Aborts, then waits (a while) for running tasks to let go of user buffers.
+    pub fn quiesce(&self) {
+        self.abort_now();
         let start = Instant::now();
-        let mut missing = self.nranks - 1 - self.rank;
-        while missing > 0 {
-            if self.aborted.load(Ordering::SeqCst) {
-                return Err((REMOTE_ERROR, "init.cc:1", "aborted".into()));
-            }
-            match listener.accept() {
-                Ok((mut s, _)) => {
-                    s.set_nonblocking(false)
-                        .map_err(|e| sys("misc/socket.cc:430", e))?;
-                    let j = net::read_u32(&mut s).map_err(io)? as usize;
-                    if j >= self.nranks || j <= self.rank || streams[j].is_some() {
-                        return Err((
-                            INTERNAL_ERROR,
-                            "transport.cc:90",
-                            format!("unexpected connection from rank {j}"),
-                        ));
-                    }
-                    streams[j] = Some(s);
-                    missing -= 1;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if start.elapsed() > Duration::from_secs(60) {
-                        return Err((
-                            REMOTE_ERROR,
-                            "misc/socket.cc:550",
-                            "socketAccept: timed out waiting for peers".into(),
-                        ));
-                    }
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                Err(e) => return Err(sys("misc/socket.cc:540", e)),
-            }
-        }
-        let mut peers = Vec::with_capacity(self.nranks);
-        for (j, s) in streams.into_iter().enumerate() {
-            peers.push(match s {
-                Some(s) => {
-                    let _ = s.set_nodelay(true);
-                    let w = s.try_clone().map_err(|e| sys("misc/socket.cc:600", e))?;
-                    Some(Peer {
-                        host: table[j].1.clone(),
-                        addr: table[j].0,
-                        read: Mutex::new(s),
-                        write: Mutex::new(w),
-                    })
-                }
-                None => None,
-            });
-        }
-        let _ = self.peers.set(peers);
-        Ok(())
-    }
-
-    /// The checks NCCL's transport setup would fail at, made when an operation is enqueued:
-    /// `Err(code)` is returned to the caller, as NCCL returns it from the call.
-    /// `Ok((first operation, first point-to-point operation))`.
-    pub fn setup_faults(&self, p2p: bool) -> Result<(bool, bool), u32> {
-        let first = self.first_op.swap(false, Ordering::SeqCst);
-        let first_p2p = p2p && self.first_p2p.swap(false, Ordering::SeqCst);
-        let local_peer = self.peers().iter().flatten().any(|p| p.host == log::host());
-        let checks: [(bool, Where); 4] = [
-            (first && local_peer, Where::Import),
-            (first && local_peer, Where::Shm),
-            (first, Where::Net),
-            (first_p2p, Where::Proxy),
-        ];
-        for (due, at) in checks {
-            if !due {
-                continue;
-            }
-            match self.strike(at) {
-                Some(Kind::Error) => {
-                    let code = faults::log_transport_error(self, at);
-                    self.fail(code);
-                    return Err(code);
-                }
-                Some(Kind::Crash) => std::process::abort(),
-                Some(Kind::Slow(f)) => self.slow_bits.store(f.to_bits(), Ordering::SeqCst),
-                _ => {}
-            }
-        }
-        Ok((first, first_p2p))
-    }
-
-    /// Whether an enqueued task must hang at transport setup (a `hang` at import/proxy/shm/net).
-    fn setup_hangs(&self, first: bool, first_p2p: bool) -> bool {
-        let wheres: &[Where] = match (first, first_p2p) {
-            (true, true) => &[Where::Import, Where::Shm, Where::Net, Where::Proxy],
-            (true, false) => &[Where::Import, Where::Shm, Where::Net],
-            (false, true) => &[Where::Proxy],
-            (false, false) => &[],
-        };
-        wheres.iter().any(|w| self.strike(*w) == Some(Kind::Hang))
-    }
-
-    fn slow(&self) -> f64 {
-        f64::from_bits(self.slow_bits.load(Ordering::SeqCst))
-    }
-
-    /// Runs a batch of operations (one collective, or one group's) in stream order.
-    pub fn run_batch(self: &Arc<Comm>, ops: Vec<Op>, (first, first_p2p): (bool, bool)) {
-        let index = self.ops.fetch_add(1, Ordering::SeqCst);
-        if self.aborted.load(Ordering::SeqCst) || self.async_err.load(Ordering::SeqCst) != SUCCESS {
-            return;
-        }
-        if self.setup_hangs(first, first_p2p) {
-            self.hang();
-            return;
-        }
-        if index == faults::run_fault_op() {
-            match self.strike(Where::Run) {
-                Some(Kind::Error) => {
-                    faults::log_run_error(self);
-                    self.fail(SYSTEM_ERROR);
-                    // The peers see this rank's connections drop, as when a NIC fails.
-                    for p in self.peers().iter().flatten() {
-                        if let Ok(s) = p.write.lock() {
-                            let _ = s.shutdown(Shutdown::Both);
-                        }
-                    }
-                    return;
-                }
-                Some(Kind::Hang) => {
-                    self.hang();
-                    return;
-                }
-                Some(Kind::Crash) => std::process::abort(),
-                Some(Kind::Slow(f)) => self.slow_bits.store(f.to_bits(), Ordering::SeqCst),
-                _ => {}
-            }
-        }
-        let corrupt = index >= 1 && self.strike(Where::Verify) == Some(Kind::Corrupt);
-        let start = Instant::now();
-        let result = self.execute(&ops, corrupt);
-        let slow = self.slow();
-        if slow > 1.0 {
-            std::thread::sleep(start.elapsed().mul_f64(slow - 1.0));
-        }
-        if let Err((code, site, msg)) = result {
-            if !self.aborted.load(Ordering::SeqCst) {
-                log::warn(self.dev, site, &msg);
-            }
-            self.fail(code);
+        while self.running.load(Ordering::SeqCst) > 0 && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
+}
 
-    fn execute(&self, ops: &[Op], corrupt: bool) -> Result<(), (u32, &'static str, String)> {
-        let mut sends: Vec<(usize, Vec<u8>)> = Vec::new();
-        let mut recvs: Vec<(usize, Ptr, usize)> = Vec::new();
-        let mut post: Vec<Op> = Vec::new();
-        for op in ops {
-            match *op {
-                Op::Send {
-                    buf,
-                    count,
-                    dtype,
-                    peer,
-                } => {
-                    // SAFETY: a device buffer of `count` elements, per the NCCL contract.
-                    let mut data = unsafe { slice(buf, bytes_of(count, dtype)) }.to_vec();
-                    if corrupt {
-                        flip_middle(&mut data, dtype);
-                    }
-                    sends.push((peer, data));
-                }
-                Op::Recv {
-                    buf,
-                    count,
-                    dtype,
-                    peer,
-                } => recvs.push((peer, buf, bytes_of(count, dtype))),
-                Op::AllReduce {
-                    send, count, dtype, ..
-                } => {
-                    // SAFETY: as above.
-                    let mut data = unsafe { slice(send, bytes_of(count, dtype)) }.to_vec();
-                    if corrupt {
-                        flip_middle(&mut data, dtype);
-                    }
-                    for peer in (0..self.nranks).filter(|&p| p != self.rank) {
-                        sends.push((peer, data.clone()));
-                    }
-                    post.push(*op);
-                }
-                Op::AllToAll {
-                    send,
-                    recv,
-                    count,
-                    dtype,
-                } => {
-                    let chunk = bytes_of(count, dtype);
-                    for peer in 0..self.nranks {
-                        // SAFETY: as above; chunk `peer` of the send buffer.
-                        let mut data = unsafe { slice(Ptr(send.0 + peer * chunk), chunk) }.to_vec();
-                        if corrupt {
-                            flip_middle(&mut data, dtype);
-                        }
-                        sends.push((peer, data));
-                        recvs.push((peer, Ptr(recv.0 + peer * chunk), chunk));
-                    }
-                }
-            }
-        }
-        // Every receive buffer of an all_reduce gets each peer's contribution; gather them here.
-        let mut reduce_inputs: Vec<Vec<Vec<u8>>> = Vec::new();
-        // One sender thread per peer keeps each peer's messages in issue order, and sending
-        // while receiving means no two ranks wait on each other's full socket buffers.
-        let mut by_peer: Vec<Vec<Vec<u8>>> = (0..self.nranks).map(|_| Vec::new()).collect();
-        for (peer, data) in sends {
-            if peer == self.rank {
-                if let Ok(mut q) = self.self_queue.lock() {
-                    q.push_back(data);
-                }
-            } else if let Some(v) = by_peer.get_mut(peer) {
-                v.push(data);
-            }
-        }
-        std::thread::scope(|scope| {
-            let mut handles = Vec::new();
-            for (peer, msgs) in by_peer
-                .into_iter()
-                .enumerate()
-                .filter(|(_, m)| !m.is_empty())
-            {
-                handles
-                    .push(scope.spawn(move || msgs.iter().try_for_each(|m| self.send_to(peer, m))));
-            }
-            let mut result = Ok(());
-            for (peer, buf, len) in &recvs {
-                // SAFETY: the caller's receive buffer of `len` bytes.
-                let out = unsafe { slice_mut(*buf, *len) };
-                if let Err(e) = self.recv_from(*peer, out) {
-                    result = Err(e);
-                    break;
-                }
-            }
-            for op in &post {
-                if let Op::AllReduce {
-                    send, count, dtype, ..
-                } = *op
-                {
-                    let len = bytes_of(count, dtype);
-                    let mut bufs = Vec::with_capacity(self.nranks);
-                    for peer in 0..self.nranks {
-                        if peer == self.rank {
-                            // SAFETY: as above.
-                            bufs.push(unsafe { slice(send, len) }.to_vec());
-                        } else {
-                            let mut b = vec![0u8; len];
-                            if let Err(e) = self.recv_from(peer, &mut b) {
-                                result = Err(e);
-                                break;
-                            }
-                            bufs.push(b);
-                        }
-                    }
-                    reduce_inputs.push(bufs);
-                }
-            }
-            for h in handles {
-                match h.join() {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => {
-                        if result.is_ok() {
-                            result = Err(e);
-                        }
-                    }
-                    Err(_) => {
-                        result = Err((INTERNAL_ERROR, "proxy.cc:1", "send thread panicked".into()))
-                    }
-                }
-            }
-            result
-        })?;
-        for (op, mut bufs) in post.iter().zip(reduce_inputs) {
-            if let Op::AllReduce {
-                recv,
-                dtype,
-                op: redop,
-                ..
-            } = *op
-            {
-                if bufs.len() != self.nranks {
-                    continue;
-                }
-                let out = reduce::reduce_all(&mut bufs, dtype, redop);
-                // SAFETY: the caller's receive buffer (may alias send: the inputs were copied).
-                unsafe { slice_mut(recv, out.len()) }.copy_from_slice(&out);
-            }
-        }
-        Ok(())
+/// A task on the stream, from start to end.
+pub struct TaskGuard(Arc<Comm>);
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+        self.0.pending.fetch_sub(1, Ordering::SeqCst);
     }
+}
 
-    fn peer(&self, j: usize) -> Result<&Peer, (u32, &'static str, String)> {
-        self.peers().get(j).and_then(Option::as_ref).ok_or((
-            INTERNAL_ERROR,
-            "transport.cc:60",
-            format!("no connection to rank {j}"),
+/// Live communicators by handle. A handle is the communicator's address, so NCCL's
+/// `comm 0x…` lines name what the caller holds; a stale or foreign handle is found missing
+/// instead of being dereferenced.
+static LIVE: Mutex<Option<HashMap<usize, Arc<Comm>>>> = Mutex::new(None);
+
+pub fn register(c: &Arc<Comm>) -> *mut c_void {
+    let h = c.addr();
+    lock(&LIVE)
+        .get_or_insert_with(HashMap::new)
+        .insert(h, c.clone());
+    h as *mut c_void
+}
+
+pub fn get(h: *mut c_void) -> Option<Arc<Comm>> {
+    lock(&LIVE).as_ref()?.get(&(h as usize)).cloned()
+}
+
+pub fn unregister(h: *mut c_void) -> Option<Arc<Comm>> {
+    lock(&LIVE).as_mut()?.remove(&(h as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn comm() -> Arc<Comm> {
+        Arc::new(Comm::new(
+            Identity {
+                rank: 0,
+                nranks: 2,
+                dev: 3,
+                bus_id: "18000".into(),
+                comm_id: 7,
+                version: 22803,
+                faults: FaultSet::parse("import@0:error,run@1:hang").unwrap(),
+                run_fault_op: 60,
+            },
+            false,
         ))
     }
 
-    fn io_error(&self, peer: &Peer, e: std::io::Error) -> (u32, &'static str, String) {
-        if e.kind() == std::io::ErrorKind::InvalidData {
-            return (INVALID_USAGE, "transport/net_socket.cc:520", e.to_string());
-        }
-        match e.kind() {
-            std::io::ErrorKind::UnexpectedEof
-            | std::io::ErrorKind::ConnectionReset
-            | std::io::ErrorKind::BrokenPipe => (
-                REMOTE_ERROR,
-                "misc/socket.cc:49",
-                format!(
-                    "socketProgress: Connection closed by remote peer {}<{}>",
-                    peer.host,
-                    peer.addr.port()
-                ),
-            ),
-            _ => (
-                SYSTEM_ERROR,
-                "misc/socket.cc:60",
-                format!("socketProgress: {e}"),
-            ),
-        }
+    #[test]
+    fn state_and_handles() {
+        let c = comm();
+        assert_eq!(c.async_error(), INPROGRESS);
+        c.fail(crate::SYSTEM_ERROR); // not while init is in progress
+        assert_eq!(c.async_error(), INPROGRESS);
+        c.init_done(SUCCESS);
+        c.fail(crate::REMOTE_ERROR);
+        c.fail(crate::SYSTEM_ERROR);
+        assert_eq!(c.async_error(), crate::REMOTE_ERROR);
+        assert_eq!(c.fault(Where::Import), Some(Kind::Error));
+        assert_eq!(c.fault(Where::Run), None);
+        assert!(
+            c.describe()
+                .ends_with("rank 0 nranks 2 cudaDev 3 busId 18000")
+        );
+        let h = register(&c);
+        assert!(Arc::ptr_eq(&get(h).unwrap(), &c));
+        assert!(unregister(h).is_some());
+        assert!(get(h).is_none() && unregister(h).is_none());
     }
 
-    fn send_to(&self, j: usize, data: &[u8]) -> Result<(), (u32, &'static str, String)> {
-        let p = self.peer(j)?;
-        let mut w = p
-            .write
-            .lock()
-            .map_err(|_| (INTERNAL_ERROR, "proxy.cc:1", "poisoned".into()))?;
-        net::send_msg(&mut w, data).map_err(|e| self.io_error(p, e))
+    #[test]
+    fn abort_ends_hangs_and_sleeps() {
+        let c = comm();
+        let c2 = c.clone();
+        let t = std::thread::spawn(move || c2.hang());
+        assert!(!c.sleep(Duration::from_millis(5)));
+        c.abort_now();
+        t.join().unwrap();
+        assert!(c.sleep(Duration::from_secs(5)));
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        assert!(!c.track(&s));
     }
 
-    fn recv_from(&self, j: usize, out: &mut [u8]) -> Result<(), (u32, &'static str, String)> {
-        if j == self.rank {
-            let data = self.self_queue.lock().ok().and_then(|mut q| q.pop_front());
-            return match data {
-                Some(d) if d.len() == out.len() => {
-                    out.copy_from_slice(&d);
-                    Ok(())
-                }
-                Some(d) => Err((
-                    INVALID_USAGE,
-                    "enqueue.cc:1",
-                    format!(
-                        "Message truncated : received {} bytes instead of {}",
-                        d.len(),
-                        out.len()
-                    ),
-                )),
-                None => Err((
-                    INVALID_USAGE,
-                    "enqueue.cc:1",
-                    "receive from self without a matching send".into(),
-                )),
-            };
-        }
-        let p = self.peer(j)?;
-        let mut r = p
-            .read
-            .lock()
-            .map_err(|_| (INTERNAL_ERROR, "proxy.cc:1", "poisoned".into()))?;
-        net::recv_msg(&mut r, out).map_err(|e| self.io_error(p, e))
-    }
-}
-
-/// Inverts every bit of the middle element: a corruption the receiver can see and attribute.
-fn flip_middle(data: &mut [u8], dtype: u32) {
-    let sz = reduce::elem_size(dtype).unwrap_or(1);
-    let n = data.len() / sz;
-    if n == 0 {
-        return;
-    }
-    let at = (n / 2) * sz;
-    for b in &mut data[at..at + sz] {
-        *b = !*b;
-    }
-}
-
-fn connect_retry(
-    addr: SocketAddrV4,
-    limit: Duration,
-    aborted: &AtomicBool,
-) -> std::io::Result<TcpStream> {
-    let start = Instant::now();
-    loop {
-        match TcpStream::connect_timeout(&addr.into(), Duration::from_secs(2)) {
-            Ok(s) => return Ok(s),
-            Err(e) if start.elapsed() > limit || aborted.load(Ordering::SeqCst) => return Err(e),
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
-}
-
-/// The root of a unique id: collects every rank's address and hands out the table.
-pub fn run_root(listener: TcpListener) {
-    let mut joined: Vec<(u32, TcpStream, String, String)> = Vec::new();
-    let mut nranks: Option<u32> = None;
-    let mut problem: Option<String> = None;
-    loop {
-        let Ok((mut s, _)) = listener.accept() else {
-            return;
-        };
-        let hello = (|| -> std::io::Result<(u32, u32, String, String)> {
-            Ok((
-                net::read_u32(&mut s)?,
-                net::read_u32(&mut s)?,
-                net::read_str(&mut s)?,
-                net::read_str(&mut s)?,
-            ))
-        })();
-        let Ok((rank, n, addr, host)) = hello else {
-            continue;
-        };
-        match nranks {
-            None => nranks = Some(n),
-            Some(m) if m != n => {
-                problem = Some(format!(
-                    "Bootstrap : rank {rank} reports nranks {n}, others {m}"
-                ))
-            }
-            _ => {}
-        }
-        if rank >= n || joined.iter().any(|j| j.0 == rank) {
-            problem = Some(format!(
-                "Bootstrap : duplicate or invalid rank {rank} of {n}"
-            ));
-        }
-        joined.push((rank, s, addr, host));
-        if joined.len() as u32 >= nranks.unwrap_or(u32::MAX) {
-            break;
-        }
-    }
-    joined.sort_by_key(|j| j.0);
-    let table: Vec<(String, String)> = joined.iter().map(|j| (j.2.clone(), j.3.clone())).collect();
-    for (_, s, _, _) in joined.iter_mut() {
-        let _ = match &problem {
-            Some(msg) => net::write_u32(s, 1).and_then(|_| net::write_str(s, msg)),
-            None => net::write_u32(s, 0).and_then(|_| {
-                table
-                    .iter()
-                    .try_for_each(|(a, h)| net::write_str(s, a).and_then(|_| net::write_str(s, h)))
-            }),
-        };
+    #[test]
+    fn tasks_are_counted() {
+        let c = comm();
+        c.init_done(SUCCESS);
+        c.queued();
+        let g = c.start_task();
+        let c2 = c.clone();
+        let t = std::thread::spawn(move || c2.drain());
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(!t.is_finished());
+        drop(g);
+        t.join().unwrap();
+        c.quiesce();
     }
 }

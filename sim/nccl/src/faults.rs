@@ -1,12 +1,18 @@
-//! What the simulated library logs and returns when a fault strikes, in the real library's
-//! words (learned from NCCL's sources and public issue threads, 2.19 onwards).
+//! When the injected faults of `NCCL_SMOKE_SIM_FAULT` strike, per the README:
+//! transport setup (`import`, `shm`, `net`, `proxy`) when an operation is enqueued, `run` and
+//! `verify` when the stream runs an operation.
 
+use crate::SUCCESS;
 use crate::comm::Comm;
-use crate::log;
-use crate::{INTERNAL_ERROR, SYSTEM_ERROR, UNHANDLED_CUDA_ERROR};
-use nccl_smoke_fault::Where;
+use crate::ops::{self, Op};
+use crate::texts;
+use nccl_smoke_fault::{Kind, Where};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
-/// The operation index (per communicator, from 0) at which a `run` fault strikes.
+/// `NCCL_SMOKE_SIM_RUN_FAULT_OP`: the operation index (per communicator, from 0) at which a
+/// `run` fault strikes.
 pub fn run_fault_op() -> u64 {
     std::env::var("NCCL_SMOKE_SIM_RUN_FAULT_OP")
         .ok()
@@ -14,98 +20,141 @@ pub fn run_fault_op() -> u64 {
         .unwrap_or(60)
 }
 
+/// Six characters as mkstemp would pick for `/dev/shm/nccl-XXXXXX`.
 fn shm_name() -> String {
-    let n = std::process::id().wrapping_mul(2654435761);
-    let alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let mut n = crate::ids::random_u64();
     (0..6)
-        .map(|i| alphabet[((n >> (i * 5)) % 62) as usize] as char)
+        .map(|_| {
+            let c = ALPHABET[(n % 62) as usize] as char;
+            n /= 62;
+            c
+        })
         .collect()
 }
 
-/// Logs a transport-setup failure at `at` and returns the code the real library returns.
-pub fn log_transport_error(comm: &Comm, at: Where) -> u32 {
-    let d = comm.dev;
+/// Size of the SHM transport's segment in NCCL's reports (9637888 bytes).
+const SHM_SEGMENT: usize = 9_637_888;
+
+/// What transport setup decided for an operation about to be enqueued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setup {
+    Go,
+    /// A `hang` at setup: the queued operation never completes (until abort).
+    Hang,
+}
+
+/// The checks NCCL's transport setup fails at, made when a batch is enqueued: the first
+/// operation sets up the transports (P2P import and SHM with a peer on this host, the
+/// network), the first send/recv group connects through the proxy. `Err` is the code the
+/// call returns.
+pub fn setup(comm: &Comm, p2p: bool) -> Result<Setup, u32> {
+    let first = comm.first_op.swap(false, Ordering::SeqCst);
+    let first_p2p = p2p && comm.first_p2p.swap(false, Ordering::SeqCst);
+    let local = comm.local_peer();
+    let checks = [
+        (first && local.is_some(), Where::Import),
+        (first && local.is_some(), Where::Shm),
+        (first, Where::Net),
+        (first_p2p, Where::Proxy),
+    ];
+    let mut outcome = Setup::Go;
+    for (due, at) in checks {
+        if !due {
+            continue;
+        }
+        match comm.fault(at) {
+            Some(Kind::Error) => {
+                let report = transport_error(comm, at, local);
+                report.emit(comm.id.dev);
+                // A non-blocking communicator also carries the error (NCCL sets it as the
+                // group's async result); the call returns it either way.
+                if !comm.blocking {
+                    comm.fail(report.code);
+                }
+                return Err(report.code);
+            }
+            Some(Kind::Crash) => std::process::abort(),
+            Some(Kind::Hang) => outcome = Setup::Hang,
+            Some(Kind::Slow(f)) => comm.set_slow(f),
+            Some(Kind::Corrupt) | None => {}
+        }
+    }
+    Ok(outcome)
+}
+
+fn transport_error(comm: &Comm, at: Where, local: Option<usize>) -> texts::Report {
+    let (v, rank, dev) = (comm.id.version, comm.id.rank, comm.id.dev);
     match at {
         Where::Import => {
-            log::info(
-                d,
-                "P2P",
-                &format!(
-                    "Channel 00/0 : {}[{d}] -> {}[{d}] via P2P/CUMEM",
-                    comm.rank,
-                    (comm.rank + 1) % comm.nranks
-                ),
-            );
-            log::warn(
-                d,
-                "transport/p2p.cc:275",
-                "Cuda failure 101 'invalid device ordinal'",
-            );
-            log::warn(
-                d,
-                "transport/p2p.cc:288",
-                "ncclP2pImportShareableBuffer: cuMemImportFromShareableHandle failed: Cuda failure 101 'invalid device ordinal'",
-            );
-            UNHANDLED_CUDA_ERROR
+            let j = local.unwrap_or(rank);
+            let peer_dev = comm.peer(j).map(|p| p.dev).unwrap_or(dev);
+            texts::import(v, rank, j, dev, peer_dev)
         }
-        Where::Shm => {
-            let name = shm_name();
-            log::warn(
-                d,
-                "misc/shmutils.cc:88",
-                &format!(
-                    "Error: failed to extend /dev/shm/nccl-{name} to 9637892 bytes, error: No space left on device (28)"
-                ),
-            );
-            log::warn(
-                d,
-                "misc/shmutils.cc:132",
-                &format!(
-                    "Error while creating shared memory segment /dev/shm/nccl-{name} (size 9637888), error: No space left on device (28)"
-                ),
-            );
-            SYSTEM_ERROR
-        }
-        Where::Proxy => {
-            let local = comm.rank;
-            log::warn(
-                d,
-                "proxy.cc:1458",
-                "[Service thread] Accept failed Resource temporarily unavailable",
-            );
-            log::warn(
-                d,
-                "proxy.cc:1497",
-                &format!(
-                    "[Service thread] Could not receive type from localRank {local}, res=3, closed=0"
-                ),
-            );
-            log::warn(
-                d,
-                "proxy.cc:1521",
-                &format!(
-                    "[Proxy Service {local}] Failed to execute operation Close from rank {local}, retcode 3"
-                ),
-            );
-            log::info(d, "INIT", &format!("{} - Abort COMPLETE", comm.describe()));
-            INTERNAL_ERROR
-        }
-        _ => {
-            log::warn(
-                d,
-                "transport/net_ib.cc:1105",
-                "NET/IB : Got completion from peer 10.0.0.2<49189> with error 12, opcode 0, len 0, vendor err 129 (Send)",
-            );
-            SYSTEM_ERROR
-        }
+        Where::Shm => texts::shm(v, &shm_name(), SHM_SEGMENT),
+        Where::Proxy => texts::proxy(v, rank),
+        _ => texts::net(v, next_peer_addr(comm)),
     }
 }
 
-/// Logs the failure a `run` fault stands for: a peer's link dropping mid-run.
-pub fn log_run_error(comm: &Comm) {
-    log::warn(
-        comm.dev,
-        "misc/socket.cc:60",
-        "socketProgress: Connection reset by peer (NET/Socket) during the run",
-    );
+/// The bootstrap address of the next rank on the ring (this rank's own when alone).
+fn next_peer_addr(comm: &Comm) -> std::net::SocketAddrV4 {
+    let next = (comm.id.rank + 1) % comm.id.nranks.max(1);
+    comm.peer(next)
+        .map(|p| p.addr)
+        .unwrap_or(std::net::SocketAddrV4::new(
+            std::net::Ipv4Addr::LOCALHOST,
+            0,
+        ))
+}
+
+/// The body of a stream task: one batch of operations, with the `run` and `verify` faults.
+pub fn run_batch(comm: &Arc<Comm>, ops: &[Op], setup: Setup) {
+    let _task = comm.start_task();
+    let index = comm.executed.fetch_add(1, Ordering::SeqCst);
+    if comm.aborted() || comm.async_error() != SUCCESS {
+        return;
+    }
+    if setup == Setup::Hang {
+        comm.hang();
+        return;
+    }
+    if index == comm.id.run_fault_op {
+        match comm.fault(Where::Run) {
+            Some(Kind::Error) => {
+                comm.report(&texts::run_error(comm.id.version, next_peer_addr(comm)));
+                // The peers see this rank's connections drop, as when its link fails.
+                comm.break_links();
+                return;
+            }
+            Some(Kind::Hang) => {
+                comm.hang();
+                return;
+            }
+            Some(Kind::Crash) => std::process::abort(),
+            Some(Kind::Slow(f)) => comm.set_slow(f),
+            Some(Kind::Corrupt) | None => {}
+        }
+    }
+    let corrupt = index >= 1 && comm.fault(Where::Verify) == Some(Kind::Corrupt);
+    let start = Instant::now();
+    if let Err(r) = ops::execute(comm, ops, corrupt) {
+        comm.report(&r);
+        comm.break_links();
+        return;
+    }
+    let slow = comm.slow();
+    if slow > 1.0 {
+        comm.sleep(start.elapsed().mul_f64(slow - 1.0));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn shm_names_look_like_mkstemp() {
+        let n = super::shm_name();
+        assert_eq!(n.len(), 6);
+        assert!(n.chars().all(|c| c.is_ascii_alphanumeric()));
+    }
 }

@@ -1,6 +1,16 @@
 //! Element types and reductions, exact for every `ncclDataType_t` and `ncclRedOp_t`.
+//!
+//! Contributions are folded in rank order, each step rounded to the element type, so every
+//! rank computes the same bits. `avg` is the sum divided by the number of ranks (integer
+//! division truncates); integers wrap as on the GPU.
 
 use half::{bf16, f16};
+
+pub const SUM: u32 = 0;
+pub const PROD: u32 = 1;
+pub const MAX: u32 = 2;
+pub const MIN: u32 = 3;
+pub const AVG: u32 = 4;
 
 /// Bytes per element of an `ncclDataType_t`, `None` for an unknown code.
 pub fn elem_size(dtype: u32) -> Option<usize> {
@@ -14,96 +24,142 @@ pub fn elem_size(dtype: u32) -> Option<usize> {
 }
 
 pub fn valid_op(op: u32) -> bool {
-    op <= 4
+    op <= AVG
 }
 
-macro_rules! int_reduce {
-    ($t:ty, $acc:expr, $x:expr, $op:expr, $n:expr, $last:expr) => {{
-        let a = <$t>::from_le_bytes($acc.try_into().unwrap());
-        let b = <$t>::from_le_bytes($x.try_into().unwrap());
-        let mut r = match $op {
-            1 => a.wrapping_mul(b),
-            2 => a.max(b),
-            3 => a.min(b),
-            _ => a.wrapping_add(b),
-        };
-        if $op == 4 && $last {
-            r /= $n as $t;
+trait Elem: Copy {
+    fn load(b: &[u8]) -> Self;
+    fn store(self, b: &mut [u8]);
+    fn sum(self, o: Self) -> Self;
+    fn prod(self, o: Self) -> Self;
+    fn max(self, o: Self) -> Self;
+    fn min(self, o: Self) -> Self;
+    fn div(self, n: usize) -> Self;
+}
+
+macro_rules! int_elem {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            fn load(b: &[u8]) -> Self {
+                <$t>::from_le_bytes(b.try_into().unwrap_or_default())
+            }
+            fn store(self, b: &mut [u8]) {
+                b.copy_from_slice(&self.to_le_bytes());
+            }
+            fn sum(self, o: Self) -> Self {
+                self.wrapping_add(o)
+            }
+            fn prod(self, o: Self) -> Self {
+                self.wrapping_mul(o)
+            }
+            fn max(self, o: Self) -> Self {
+                Ord::max(self, o)
+            }
+            fn min(self, o: Self) -> Self {
+                Ord::min(self, o)
+            }
+            fn div(self, n: usize) -> Self {
+                // Wide enough for every value and count: truncates toward zero.
+                (self as i128 / n.max(1) as i128) as $t
+            }
         }
-        $acc.copy_from_slice(&r.to_le_bytes());
-    }};
+    )*};
 }
+int_elem!(i8, u8, i32, u32, i64, u64);
 
-macro_rules! float_reduce {
-    ($t:ty, $acc:expr, $x:expr, $op:expr, $n:expr, $last:expr, $to:expr, $from:expr) => {{
-        let a: f64 = $to(<$t>::from_le_bytes($acc.try_into().unwrap()));
-        let b: f64 = $to(<$t>::from_le_bytes($x.try_into().unwrap()));
-        let mut r = match $op {
-            1 => a * b,
-            2 => a.max(b),
-            3 => a.min(b),
-            _ => a + b,
-        };
-        if $op == 4 && $last {
-            r /= $n as f64;
+/// Floats are computed in f64 and rounded once to the element type: for +, * and / on
+/// f32, f16 and bf16 that is the correctly rounded result of the type's own operation.
+macro_rules! float_elem {
+    ($t:ty, $to:expr, $from:expr) => {
+        impl Elem for $t {
+            fn load(b: &[u8]) -> Self {
+                <$t>::from_le_bytes(b.try_into().unwrap_or_default())
+            }
+            fn store(self, b: &mut [u8]) {
+                b.copy_from_slice(&self.to_le_bytes());
+            }
+            fn sum(self, o: Self) -> Self {
+                $from($to(self) + $to(o))
+            }
+            fn prod(self, o: Self) -> Self {
+                $from($to(self) * $to(o))
+            }
+            fn max(self, o: Self) -> Self {
+                $from(f64::max($to(self), $to(o)))
+            }
+            fn min(self, o: Self) -> Self {
+                $from(f64::min($to(self), $to(o)))
+            }
+            fn div(self, n: usize) -> Self {
+                $from($to(self) / n.max(1) as f64)
+            }
         }
-        let r: $t = $from(r);
-        $acc.copy_from_slice(&r.to_le_bytes());
-    }};
+    };
 }
+float_elem!(f16, |v: f16| v.to_f64(), f16::from_f64);
+float_elem!(bf16, |v: bf16| v.to_f64(), bf16::from_f64);
+float_elem!(f32, |v: f32| v as f64, |v: f64| v as f32);
+float_elem!(f64, |v: f64| v, |v: f64| v);
 
-/// `acc = acc (op) x`, element-wise; `last` marks the final contribution (where `avg`
-/// divides by `nranks`). Contributions are applied in rank order, so every rank computes the
-/// same bits.
-pub fn reduce_into(acc: &mut [u8], x: &[u8], dtype: u32, op: u32, nranks: usize, last: bool) {
-    let Some(sz) = elem_size(dtype) else { return };
+fn fold<T: Elem>(acc: &mut [u8], x: &[u8], op: u32) {
+    let sz = std::mem::size_of::<T>();
     for (a, b) in acc.chunks_exact_mut(sz).zip(x.chunks_exact(sz)) {
-        match dtype {
-            0 => int_reduce!(i8, a, b, op, nranks, last),
-            1 => int_reduce!(u8, a, b, op, nranks, last),
-            2 => int_reduce!(i32, a, b, op, nranks, last),
-            3 => int_reduce!(u32, a, b, op, nranks, last),
-            4 => int_reduce!(i64, a, b, op, nranks, last),
-            5 => int_reduce!(u64, a, b, op, nranks, last),
-            6 => float_reduce!(
-                f16,
-                a,
-                b,
-                op,
-                nranks,
-                last,
-                |v: f16| v.to_f64(),
-                f16::from_f64
-            ),
-            7 => float_reduce!(f32, a, b, op, nranks, last, |v: f32| v as f64, |v: f64| v
-                as f32),
-            8 => float_reduce!(f64, a, b, op, nranks, last, |v: f64| v, |v: f64| v),
-            9 => float_reduce!(
-                bf16,
-                a,
-                b,
-                op,
-                nranks,
-                last,
-                |v: bf16| v.to_f64(),
-                bf16::from_f64
-            ),
+        let (l, r) = (T::load(a), T::load(b));
+        let v = match op {
+            PROD => l.prod(r),
+            MAX => l.max(r),
+            MIN => l.min(r),
+            _ => l.sum(r),
+        };
+        v.store(a);
+    }
+}
+
+fn divide<T: Elem>(acc: &mut [u8], n: usize) {
+    let sz = std::mem::size_of::<T>();
+    for a in acc.chunks_exact_mut(sz) {
+        T::load(a).div(n).store(a);
+    }
+}
+
+macro_rules! by_type {
+    ($dtype:expr, $f:ident, $($arg:expr),*) => {
+        match $dtype {
+            0 => $f::<i8>($($arg),*),
+            1 => $f::<u8>($($arg),*),
+            2 => $f::<i32>($($arg),*),
+            3 => $f::<u32>($($arg),*),
+            4 => $f::<i64>($($arg),*),
+            5 => $f::<u64>($($arg),*),
+            6 => $f::<f16>($($arg),*),
+            7 => $f::<f32>($($arg),*),
+            8 => $f::<f64>($($arg),*),
+            9 => $f::<bf16>($($arg),*),
             _ => {}
         }
+    };
+}
+
+/// `acc = acc (op) x`, element-wise (`avg` folds as a sum).
+pub fn fold_into(acc: &mut [u8], x: &[u8], dtype: u32, op: u32) {
+    by_type!(dtype, fold, acc, x, op);
+}
+
+/// Completes a fold over `nranks` contributions: `avg` divides, other operations are done.
+pub fn finish(acc: &mut [u8], dtype: u32, op: u32, nranks: usize) {
+    if op == AVG {
+        by_type!(dtype, divide, acc, nranks);
     }
 }
 
-/// Reduces all ranks' buffers (rank order) into the first.
-pub fn reduce_all(bufs: &mut [Vec<u8>], dtype: u32, op: u32) -> Vec<u8> {
-    let n = bufs.len();
-    let mut acc = std::mem::take(&mut bufs[0]);
-    if n == 1 && op == 4 {
-        // avg over one rank is the value itself.
-        return acc;
+/// Reduces every rank's buffer, in rank order.
+#[cfg(test)]
+pub fn reduce_all(bufs: &[Vec<u8>], dtype: u32, op: u32) -> Vec<u8> {
+    let mut acc = bufs[0].clone();
+    for b in &bufs[1..] {
+        fold_into(&mut acc, b, dtype, op);
     }
-    for (i, b) in bufs.iter().enumerate().skip(1) {
-        reduce_into(&mut acc, b, dtype, op, n, i == n - 1);
-    }
+    finish(&mut acc, dtype, op, bufs.len());
     acc
 }
 
@@ -115,47 +171,107 @@ mod tests {
         v.iter().flat_map(|x| f(*x)).collect()
     }
 
-    #[test]
-    fn integer_reductions_wrap_and_divide() {
-        let mut bufs = vec![vec![100u8, 3], vec![200u8, 5]];
-        assert_eq!(reduce_all(&mut bufs.clone(), 1, 0), vec![44, 8]); // wraps
-        assert_eq!(reduce_all(&mut bufs.clone(), 1, 2), vec![200, 5]);
-        assert_eq!(reduce_all(&mut bufs.clone(), 1, 3), vec![100, 3]);
-        assert_eq!(reduce_all(&mut bufs, 1, 4), vec![22, 4]); // (44 wrapped)/2, 8/2
-        let mut b = vec![
-            enc(&[-3i32, 7], |x| x.to_le_bytes().to_vec()),
-            enc(&[5i32, -2], |x| x.to_le_bytes().to_vec()),
-        ];
-        assert_eq!(
-            reduce_all(&mut b, 2, 1),
-            enc(&[-15i32, -14], |x| x.to_le_bytes().to_vec())
-        );
+    macro_rules! check_int {
+        ($t:ty, $code:expr) => {{
+            let e = |v: &[$t]| enc(v, |x: $t| x.to_le_bytes().to_vec());
+            let bufs = vec![e(&[3, 7, <$t>::MAX]), e(&[5, 2, 1]), e(&[1, 9, 1])];
+            assert_eq!(
+                reduce_all(&bufs, $code, SUM),
+                e(&[9, 18, <$t>::MAX.wrapping_add(2)])
+            );
+            assert_eq!(reduce_all(&bufs, $code, PROD), e(&[15, 126, <$t>::MAX]));
+            assert_eq!(reduce_all(&bufs, $code, MAX), e(&[5, 9, <$t>::MAX]));
+            assert_eq!(reduce_all(&bufs, $code, MIN), e(&[1, 2, 1]));
+            let avg = reduce_all(&bufs[..2], $code, AVG);
+            assert_eq!(&avg[..2 * std::mem::size_of::<$t>()], &e(&[4, 4])[..]);
+        }};
     }
 
     #[test]
-    fn half_and_bfloat16_round_like_their_types() {
-        // 2048 + 1 is not representable in half: rounds to even (2048).
-        let h = |v: f64| f16::from_f64(v).to_le_bytes().to_vec();
-        let mut b = vec![h(2048.0), h(1.0)];
-        assert_eq!(reduce_all(&mut b, 6, 0), h(2048.0));
-        let bf = |v: f64| bf16::from_f64(v).to_le_bytes().to_vec();
-        let mut b = vec![bf(256.0), bf(1.0)];
-        assert_eq!(reduce_all(&mut b, 9, 0), bf(256.0));
-        let mut b = vec![bf(3.0), bf(4.0), bf(5.0)];
-        assert_eq!(reduce_all(&mut b, 9, 4), bf(4.0));
+    fn every_integer_type_and_operation() {
+        check_int!(i8, 0);
+        check_int!(u8, 1);
+        check_int!(i32, 2);
+        check_int!(u32, 3);
+        check_int!(i64, 4);
+        check_int!(u64, 5);
+    }
+
+    #[test]
+    fn signed_integers_wrap_and_truncate_toward_zero() {
+        let e = |v: &[i8]| enc(v, |x: i8| x.to_le_bytes().to_vec());
+        assert_eq!(
+            reduce_all(&[e(&[-7, 100]), e(&[0, 100])], 0, AVG),
+            e(&[-3, -28])
+        );
+        assert_eq!(reduce_all(&[e(&[-3]), e(&[5])], 0, PROD), e(&[-15]));
+        assert_eq!(reduce_all(&[e(&[-3]), e(&[5])], 0, MIN), e(&[-3]));
+        // More ranks than the type can count: the divisor is not truncated to the type.
+        let mut acc = vec![200u8];
+        finish(&mut acc, 1, AVG, 300);
+        assert_eq!(acc, vec![0]);
+        let mut acc = vec![200u8];
+        finish(&mut acc, 1, AVG, 256);
+        assert_eq!(acc, vec![0]);
+        let mut acc = 1000i64.to_le_bytes().to_vec();
+        finish(&mut acc, 4, AVG, 300);
+        assert_eq!(acc, 3i64.to_le_bytes().to_vec());
     }
 
     #[test]
     fn float_and_double() {
         let f = |v: f32| v.to_le_bytes().to_vec();
-        let mut b = vec![f(1.5), f(2.0), f(-4.0)];
-        assert_eq!(reduce_all(&mut b.clone(), 7, 0), f(-0.5));
-        assert_eq!(reduce_all(&mut b.clone(), 7, 1), f(-12.0));
-        assert_eq!(reduce_all(&mut b.clone(), 7, 2), f(2.0));
-        assert_eq!(reduce_all(&mut b, 7, 3), f(-4.0));
+        let b = vec![f(1.5), f(2.0), f(-4.0)];
+        assert_eq!(reduce_all(&b, 7, SUM), f(-0.5));
+        assert_eq!(reduce_all(&b, 7, PROD), f(-12.0));
+        assert_eq!(reduce_all(&b, 7, MAX), f(2.0));
+        assert_eq!(reduce_all(&b, 7, MIN), f(-4.0));
+        assert_eq!(reduce_all(&b, 7, AVG), f(-0.5 / 3.0));
+        // Rounded at each step, in rank order: (1e8 + 1) + -1e8 is 0 in f32, not 1.
+        let b = vec![f(1e8), f(1.0), f(-1e8)];
+        assert_eq!(reduce_all(&b, 7, SUM), f(0.0));
+        let b = vec![f(1e8), f(-1e8), f(1.0)];
+        assert_eq!(reduce_all(&b, 7, SUM), f(1.0));
         let d = |v: f64| v.to_le_bytes().to_vec();
-        let mut b = vec![d(1.0), d(2.0)];
-        assert_eq!(reduce_all(&mut b, 8, 4), d(1.5));
+        assert_eq!(reduce_all(&[d(1.0), d(2.0)], 8, AVG), d(1.5));
+        assert_eq!(reduce_all(&[d(0.1), d(0.2)], 8, SUM), d(0.1 + 0.2));
+        assert_eq!(reduce_all(&[d(3.0), d(-0.5)], 8, PROD), d(-1.5));
+    }
+
+    #[test]
+    fn half_rounds_like_half() {
+        let h = |v: f64| f16::from_f64(v).to_le_bytes().to_vec();
+        // 2048 + 1 is not representable: ties to even gives 2048; 2048 + 3 gives 2052.
+        assert_eq!(reduce_all(&[h(2048.0), h(1.0)], 6, SUM), h(2048.0));
+        assert_eq!(reduce_all(&[h(2048.0), h(3.0)], 6, SUM), h(2052.0));
+        // Step-wise rounding: (2048 + 1) + 1 stays 2048, unlike 2048 + (1 + 1).
+        assert_eq!(reduce_all(&[h(2048.0), h(1.0), h(1.0)], 6, SUM), h(2048.0));
+        assert_eq!(reduce_all(&[h(1.0), h(1.0), h(2048.0)], 6, SUM), h(2050.0));
+        assert_eq!(
+            reduce_all(&[h(60000.0), h(60000.0)], 6, SUM),
+            h(f64::INFINITY)
+        );
+        assert_eq!(reduce_all(&[h(300.0), h(300.0)], 6, PROD), h(90000.0)); // overflows to inf
+        assert_eq!(reduce_all(&[h(1.0), h(2.0), h(2.0)], 6, AVG), h(5.0 / 3.0));
+        assert_eq!(reduce_all(&[h(-1.0), h(0.5)], 6, MAX), h(0.5));
+        assert_eq!(reduce_all(&[h(-1.0), h(0.5)], 6, MIN), h(-1.0));
+    }
+
+    #[test]
+    fn bfloat16_rounds_like_bfloat16() {
+        let bf = |v: f64| bf16::from_f64(v).to_le_bytes().to_vec();
+        assert_eq!(reduce_all(&[bf(256.0), bf(1.0)], 9, SUM), bf(256.0));
+        assert_eq!(reduce_all(&[bf(256.0), bf(3.0)], 9, SUM), bf(260.0));
+        assert_eq!(reduce_all(&[bf(3.0), bf(4.0), bf(5.0)], 9, AVG), bf(4.0));
+        assert_eq!(reduce_all(&[bf(1.0), bf(1.0), bf(1.0)], 9, AVG), bf(1.0));
+        assert_eq!(reduce_all(&[bf(1.5), bf(-2.0)], 9, PROD), bf(-3.0));
+        assert_eq!(reduce_all(&[bf(1.5), bf(-2.0)], 9, MAX), bf(1.5));
+        assert_eq!(reduce_all(&[bf(1.5), bf(-2.0)], 9, MIN), bf(-2.0));
+        // 1/3 in bfloat16 is 0x3EAB.
+        assert_eq!(
+            reduce_all(&[bf(1.0), bf(0.0), bf(0.0)], 9, AVG),
+            0x3eabu16.to_le_bytes().to_vec()
+        );
     }
 
     #[test]
@@ -165,6 +281,14 @@ mod tests {
             [1, 1, 4, 4, 8, 8, 2, 4, 8, 2]
         );
         assert_eq!(elem_size(10), None);
-        assert!(valid_op(4) && !valid_op(5));
+        assert!(valid_op(AVG) && !valid_op(5));
+    }
+
+    #[test]
+    fn one_rank_is_the_identity() {
+        let h = |v: f64| f16::from_f64(v).to_le_bytes().to_vec();
+        for op in 0..=AVG {
+            assert_eq!(reduce_all(&[h(1.25)], 6, op), h(1.25), "op {op}");
+        }
     }
 }

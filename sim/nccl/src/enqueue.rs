@@ -1,0 +1,137 @@
+//! An operation call: NCCL's enqueue checks (communicator ready, peer, type, operation,
+//! buffers), its COLL line, then the group machinery.
+
+use crate::api::{fail, lookup};
+use crate::comm::Comm;
+use crate::log::{self, sys};
+use crate::ops::{Op, Ptr};
+use crate::texts::{self, Report};
+use crate::{INPROGRESS, SUCCESS, group, reduce, version};
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+
+/// `%p` as glibc prints it.
+fn p(addr: usize) -> String {
+    if addr == 0 {
+        "(nil)".into()
+    } else {
+        format!("{addr:#x}")
+    }
+}
+
+/// Arguments as the caller gave them, before they are known to be valid.
+pub struct Call {
+    pub name: &'static str,
+    pub send: usize,
+    pub recv: usize,
+    pub count: usize,
+    pub dtype: c_int,
+    pub redop: c_int,
+    /// NCCL's `root`: the peer of a send or receive.
+    pub root: c_int,
+}
+
+/// Checks a call as NCCL's enqueue check does, logs its COLL line, and submits it.
+pub fn submit(comm: *mut c_void, stream: *mut c_void, call: Call) -> u32 {
+    let v = version::code();
+    let outcome = (|| -> Result<(Arc<Comm>, Op), Report> {
+        let c = lookup(comm, call.name)?;
+        match c.async_error() {
+            INPROGRESS => return Err(texts::not_ready(v)),
+            SUCCESS => {}
+            e => {
+                return Err(Report {
+                    code: e,
+                    lines: Vec::new(),
+                });
+            }
+        }
+        let p2p = matches!(call.name, "Send" | "Recv");
+        if p2p && (call.root < 0 || call.root as usize >= c.id.nranks) {
+            return Err(texts::bad_peer(v, call.name, call.root.into(), c.id.nranks));
+        }
+        if call.dtype < 0 || reduce::elem_size(call.dtype as u32).is_none() {
+            return Err(texts::bad_type(v, call.name, call.dtype));
+        }
+        if call.redop < 0 || !reduce::valid_op(call.redop as u32) {
+            return Err(texts::bad_op(v, call.name, call.redop));
+        }
+        if call.count > 0 {
+            for (what, addr) in [("sendbuff", call.send), ("recvbuff", call.recv)] {
+                let needed = match call.name {
+                    "Send" => what == "sendbuff",
+                    "Recv" => what == "recvbuff",
+                    _ => true,
+                };
+                if needed && addr == 0 {
+                    return Err(texts::bad_pointer(call.name, what));
+                }
+            }
+        }
+        let (dtype, peer) = (call.dtype as u32, call.root.max(0) as usize);
+        let op = match call.name {
+            "AllReduce" => Op::AllReduce {
+                send: Ptr(call.send),
+                recv: Ptr(call.recv),
+                count: call.count,
+                dtype,
+                op: call.redop as u32,
+            },
+            "AlltoAll" => Op::AllToAll {
+                send: Ptr(call.send),
+                recv: Ptr(call.recv),
+                count: call.count,
+                dtype,
+            },
+            "Send" => Op::Send {
+                buf: Ptr(call.send),
+                count: call.count,
+                dtype,
+                peer,
+            },
+            _ => Op::Recv {
+                buf: Ptr(call.recv),
+                count: call.count,
+                dtype,
+                peer,
+            },
+        };
+        Ok((c, op))
+    })();
+    let (c, op) = match outcome {
+        Ok(x) => x,
+        Err(r) => {
+            let code = fail(r);
+            group::note_error(code);
+            return code;
+        }
+    };
+    let n = c.op_count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    // Send and Recv carry their buffer as NCCL's recvbuff, their peer as root.
+    let (sb, rb) = match op {
+        Op::Send { .. } | Op::Recv { .. } => (0, call.send | call.recv),
+        _ => (call.send, call.recv),
+    };
+    log::info(
+        c.id.dev,
+        sys::COLL,
+        &format!(
+            "{}: opCount {n:x} sendbuff {} recvbuff {} count {} datatype {} op {} root {} comm {} [nranks={}] stream {}",
+            op.name(),
+            p(sb),
+            p(rb),
+            call.count,
+            call.dtype,
+            call.redop,
+            call.root,
+            p(c.addr()),
+            c.id.nranks,
+            p(stream as usize)
+        ),
+    );
+    let code = group::submit(c, stream, op);
+    if code != SUCCESS {
+        group::note_error(code);
+    }
+    code
+}

@@ -1,0 +1,711 @@
+//! What the real library prints, and returns, for each failure this library reproduces, in
+//! the words of the release it reports (learned from NCCL's sources, 2.19 to 2.28, and
+//! public issue threads; the texts are NCCL's, the code that prints them is not).
+//!
+//! A WARN names its `file.cc:line`; the lines after it are NCCL's error-propagation trail
+//! (`file.cc:line -> code`, at INFO).
+
+use crate::log::{self, sys};
+use crate::{
+    INTERNAL_ERROR, INVALID_ARGUMENT, INVALID_USAGE, REMOTE_ERROR, SYSTEM_ERROR,
+    UNHANDLED_CUDA_ERROR,
+};
+use std::net::SocketAddrV4;
+
+/// One log line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Line {
+    Warn {
+        site: String,
+        msg: String,
+    },
+    Info {
+        flags: u64,
+        msg: String,
+    },
+    /// `site -> code` at INFO.
+    Ret {
+        site: String,
+        code: u32,
+    },
+}
+
+/// A failure: the result code and what is logged for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub code: u32,
+    pub lines: Vec<Line>,
+}
+
+impl Report {
+    fn new(code: u32) -> Report {
+        Report {
+            code,
+            lines: Vec::new(),
+        }
+    }
+
+    fn warn(mut self, site: impl Into<String>, msg: impl Into<String>) -> Report {
+        self.lines.push(Line::Warn {
+            site: site.into(),
+            msg: msg.into(),
+        });
+        self
+    }
+
+    fn info(mut self, flags: u64, msg: impl Into<String>) -> Report {
+        self.lines.push(Line::Info {
+            flags,
+            msg: msg.into(),
+        });
+        self
+    }
+
+    /// Adds the propagation trail through `sites`, with this report's code.
+    fn trail(mut self, sites: &[&str]) -> Report {
+        for s in sites {
+            self.lines.push(Line::Ret {
+                site: s.to_string(),
+                code: self.code,
+            });
+        }
+        self
+    }
+
+    pub fn emit(&self, dev: i32) {
+        for l in &self.lines {
+            match l {
+                Line::Warn { site, msg } => log::warn(dev, site, msg),
+                Line::Info { flags, msg } => log::info(dev, *flags, msg),
+                Line::Ret { site, code } => log::ret(dev, site, *code),
+            }
+        }
+    }
+
+    /// The WARN texts, for tests.
+    #[cfg(test)]
+    pub fn warnings(&self) -> Vec<String> {
+        self.lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Warn { site, msg } => Some(format!("{site} NCCL WARN {msg}")),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// `2.19`-era line numbers before 2.24, `2.28` ones from then on.
+fn at(v: i32, old: &str, new: &str) -> String {
+    if v < 22400 { old } else { new }.to_string()
+}
+
+/// NCCL's `addr<port>` form of a socket address.
+pub fn sock(a: SocketAddrV4) -> String {
+    format!("{}<{}>", a.ip(), a.port())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bootstrap and sockets
+
+/// `NCCL_SOCKET_IFNAME` names no interface (or there is none): ncclInternalError up to 2.23,
+/// ncclInvalidUsage from 2.24.
+pub fn no_interface(v: i32) -> Report {
+    let code = if v >= 22400 {
+        INVALID_USAGE
+    } else {
+        INTERNAL_ERROR
+    };
+    Report::new(code)
+        .warn(
+            at(v, "bootstrap.cc:48", "bootstrap.cc:114"),
+            "Bootstrap : no socket interface found",
+        )
+        .trail(&[&at(v, "init.cc:1570", "init.cc:1911")])
+}
+
+/// The bootstrap interface, logged once per process.
+pub fn bootstrap_using(v: i32, name: &str, addr: std::net::Ipv4Addr) -> Line {
+    let flags = if v >= 22300 {
+        sys::BOOTSTRAP
+    } else {
+        sys::INIT
+    };
+    let sep = if v >= 22600 {
+        "Bootstrap:"
+    } else {
+        "Bootstrap :"
+    };
+    Line::Info {
+        flags,
+        msg: format!("{sep} Using {name}:{addr}<0>"),
+    }
+}
+
+/// A connect that failed outright (not a refusal that is retried): ncclSystemError.
+pub fn connect_failed(v: i32, addr: SocketAddrV4, err: &str) -> Report {
+    let msg = if v >= 22700 {
+        format!(
+            "socketStartConnect: connect to {} failed : {err}",
+            sock(addr)
+        )
+    } else {
+        format!(
+            "socketStartConnect: Connect to {} failed : {err}",
+            sock(addr)
+        )
+    };
+    Report::new(SYSTEM_ERROR)
+        .warn(at(v, "misc/socket.cc:484", "misc/socket.cc:596"), msg)
+        .trail(&[
+            &at(v, "misc/socket.cc:564", "misc/socket.cc:668"),
+            &at(v, "bootstrap.cc:274", "bootstrap.cc:360"),
+        ])
+}
+
+/// A peer that kept refusing (or timing out) until the retries ran out: ncclRemoteError.
+pub fn connect_exhausted(v: i32, addr: SocketAddrV4, err: &str, attempts: u32) -> Report {
+    let msg = if v >= 22700 {
+        format!(
+            "socketStartConnect: connect to {} returned {err}, exceeded error retry count after {attempts} attempts",
+            sock(addr)
+        )
+    } else if v >= 22400 {
+        format!(
+            "socketStartConnect: connect returned {err}, exceeded error retry count ({attempts})"
+        )
+    } else {
+        format!("socketStartConnect: exceeded retries ({attempts})")
+    };
+    Report::new(REMOTE_ERROR)
+        .warn(at(v, "misc/socket.cc:467", "misc/socket.cc:582"), msg)
+        .trail(&[&at(v, "misc/socket.cc:564", "misc/socket.cc:668")])
+}
+
+/// The peer closed the connection (EOF, or a reset seen as a close): ncclRemoteError.
+pub fn closed_by_peer(v: i32, host: &str, port: u16) -> Report {
+    Report::new(REMOTE_ERROR)
+        .warn(
+            at(v, "misc/socket.cc:50", "misc/socket.cc:71"),
+            format!("socketProgress: Connection closed by remote peer {host}<{port}>"),
+        )
+        .trail(&[&at(v, "misc/socket.cc:792", "misc/socket.cc:891")])
+}
+
+/// A send or receive that failed otherwise (`err` is strerror's text): NCCL's socket
+/// transport gives up on the connection. ncclSystemError here (the run goes on).
+pub fn transfer_failed(v: i32, send: bool, addr: SocketAddrV4, err: &str) -> Report {
+    let msg = if v >= 22400 {
+        let dir = if send { "send to" } else { "recv from" };
+        format!(
+            "socketProgressOpt: Call to {dir} {} failed : {err}",
+            sock(addr)
+        )
+    } else {
+        format!(
+            "socketProgressOpt: Call to recv from {} failed : {err}",
+            sock(addr)
+        )
+    };
+    Report::new(SYSTEM_ERROR)
+        .warn(at(v, "misc/socket.cc:30", "misc/socket.cc:46"), msg)
+        .warn(
+            at(
+                v,
+                "transport/net_socket.cc:216",
+                "transport/net_socket.cc:266",
+            ),
+            "NET/Socket : socket progress error",
+        )
+}
+
+/// A message longer than the receive posted for it: ncclInvalidUsage.
+pub fn truncated(v: i32, addr: SocketAddrV4, got: u64, want: usize) -> Report {
+    let healthy = if v >= 22400 {
+        "in a healthy state"
+    } else {
+        "in healthy state"
+    };
+    Report::new(INVALID_USAGE).warn(
+        at(v, "transport/net_socket.cc:485", "transport/net_socket.cc:565"),
+        format!(
+            "NET/Socket : peer {} message truncated : receiving {got} bytes instead of {want}. If you believe your socket network is {healthy}, there may be a mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks",
+            sock(addr)
+        ),
+    )
+}
+
+/// The root saw ranks disagree on the number of ranks.
+pub fn root_mismatch(v: i32, nranks: u32, theirs: u32) -> String {
+    if v >= 22300 {
+        format!(
+            "Bootstrap Root : mismatch in info from procs, nranks {nranks} vs {theirs}, nroots 1 vs 1, iroot 0 vs 0"
+        )
+    } else {
+        format!("Bootstrap Root : mismatch in rank count from procs {nranks} : {theirs}")
+    }
+}
+
+pub fn root_duplicate(rank: u32, nranks: u32) -> String {
+    format!("Bootstrap Root : rank {rank} of {nranks} ranks has already checked in")
+}
+
+pub fn root_site(v: i32, duplicate: bool) -> String {
+    match (v >= 22400, duplicate) {
+        (false, false) => "bootstrap.cc:130",
+        (false, true) => "bootstrap.cc:135",
+        (true, false) => "bootstrap.cc:312",
+        (true, true) => "bootstrap.cc:319",
+    }
+    .to_string()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Argument checks
+
+pub fn null_arg(op: &str, what: &str) -> Report {
+    Report::new(INVALID_ARGUMENT).warn(
+        "misc/argcheck.cc:30",
+        format!("{op} : {what} argument is NULL"),
+    )
+}
+
+pub fn bad_type(v: i32, op: &str, dtype: i32) -> Report {
+    Report::new(INVALID_ARGUMENT).warn(
+        at(v, "misc/argcheck.cc:43", "misc/argcheck.cc:52"),
+        format!("{op} : invalid type {dtype}"),
+    )
+}
+
+pub fn bad_op(v: i32, op: &str, redop: i32) -> Report {
+    Report::new(INVALID_ARGUMENT).warn(
+        at(v, "misc/argcheck.cc:50", "misc/argcheck.cc:61"),
+        format!("{op} : invalid reduction operation {redop}"),
+    )
+}
+
+/// Send/Recv take the peer as NCCL's `root`.
+pub fn bad_peer(v: i32, op: &str, peer: i64, nranks: usize) -> Report {
+    Report::new(INVALID_ARGUMENT).warn(
+        at(v, "misc/argcheck.cc:39", "misc/argcheck.cc:48"),
+        format!("{op} : invalid root {peer} (root should be in the 0..{nranks} range)"),
+    )
+}
+
+pub fn not_ready(v: i32) -> Report {
+    Report::new(INVALID_ARGUMENT).warn(
+        at(v, "init.cc:303", "init.cc:362"),
+        "Attempt to use communicator before the previous operation returned ncclSuccess",
+    )
+}
+
+pub fn self_unmatched(send: bool) -> Report {
+    let msg = if send {
+        "Trying to send to self without a matching recv"
+    } else {
+        "Trying to recv to self without a matching send"
+    };
+    Report::new(INVALID_USAGE).warn(
+        if send {
+            "enqueue.cc:1053"
+        } else {
+            "enqueue.cc:1057"
+        },
+        msg,
+    )
+}
+
+pub fn not_in_group(v: i32) -> Report {
+    Report::new(INVALID_USAGE).warn(
+        at(v, "group.cc:372", "group.cc:657"),
+        "ncclGroupEnd: not in a group call.",
+    )
+}
+
+pub fn invalid_rank(v: i32, rank: i32, nranks: i32) -> Report {
+    Report::new(INVALID_ARGUMENT).warn(
+        at(v, "init.cc:1621", "init.cc:1916"),
+        format!("Invalid rank requested : {rank}/{nranks}"),
+    )
+}
+
+pub fn bad_config(v: i32) -> Report {
+    Report::new(INVALID_ARGUMENT).warn(
+        at(v, "init.cc:1531", "init.cc:1748"),
+        "ncclConfig_t argument not initialized via NCCL_CONFIG_INITIALIZER",
+    )
+}
+
+/// No CUDA driver in the process: the runtime's cudaErrorInsufficientDriver.
+pub fn no_driver(v: i32) -> Report {
+    Report::new(UNHANDLED_CUDA_ERROR).warn(
+        at(v, "init.cc:1674", "init.cc:1981"),
+        "Cuda failure 'CUDA driver version is insufficient for CUDA runtime version'",
+    )
+}
+
+/// The driver refused the host function that carries an operation (`rc` is its CUresult).
+pub fn launch_failed(v: i32, rc: u32) -> Report {
+    let what = match rc {
+        0 => "CUDA driver version is insufficient for CUDA runtime version",
+        201 => "invalid device context",
+        400 => "invalid resource handle",
+        _ => "unspecified launch failure",
+    };
+    Report::new(UNHANDLED_CUDA_ERROR)
+        .warn(
+            at(v, "enqueue.cc:1210", "enqueue.cc:1570"),
+            format!("Cuda failure '{what}'"),
+        )
+        .trail(&[&at(v, "group.cc:104", "group.cc:281")])
+}
+
+/// A handle that is no live communicator of this library.
+pub fn corrupted() -> Report {
+    Report::new(INVALID_ARGUMENT).warn(
+        "misc/argcheck.cc:39",
+        "Error: corrupted comm object detected",
+    )
+}
+
+/// A null buffer for a non-empty operation.
+pub fn bad_pointer(op: &str, what: &str) -> Report {
+    Report::new(INVALID_ARGUMENT).warn(
+        "misc/argcheck.cc:14",
+        format!("{op} : {what} (nil) is not a valid pointer"),
+    )
+}
+
+/// `NCCL_SMOKE_SIM_FAULT` does not parse (the simulation's own failure).
+pub fn bad_fault_spec(msg: &str) -> Report {
+    Report::new(INVALID_USAGE).warn("nccl-smoke-sim.cc:0", msg)
+}
+
+/// The listening socket for a unique id or a rank cannot be opened.
+pub fn listen_failed(err: &str) -> Report {
+    Report::new(SYSTEM_ERROR).warn("misc/socket.cc:408", format!("Call to bind failed: {err}"))
+}
+
+/// The bytes given to init are no unique id of this library.
+pub fn bad_unique_id() -> Report {
+    Report::new(INVALID_ARGUMENT).warn(
+        "bootstrap.cc:0",
+        "Bootstrap : the unique id was not made by ncclGetUniqueId of this library",
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Injected faults
+
+/// `init`: the root cannot be reached (the network is down or the interface is wrong).
+pub fn init_error(v: i32, root: SocketAddrV4) -> Report {
+    connect_failed(v, root, "Network is unreachable").trail(&[&at(
+        v,
+        "init.cc:1386",
+        "init.cc:1547",
+    )])
+}
+
+/// Line of the CUCHECK around cuMemImportFromShareableHandle in ncclP2pImportShareableBuffer.
+fn p2p_import_line(v: i32) -> u32 {
+    match v {
+        ..22000 => 243,
+        22000..22100 => 248,
+        22100..22200 => 251,
+        22200..22300 => 252,
+        22300..22400 => 278,
+        22400..22700 => 274,
+        _ => 275,
+    }
+}
+
+/// `import`: the peer's cuMem buffer cannot be imported (seed 000: containers that each see
+/// their GPU as device 0, driver 570): ncclUnhandledCudaError.
+pub fn import(v: i32, rank: usize, peer: usize, dev: i32, peer_dev: i32) -> Report {
+    Report::new(UNHANDLED_CUDA_ERROR)
+        .info(
+            sys::INIT | sys::P2P,
+            format!("Channel 00/0 : {peer}[{peer_dev}] -> {rank}[{dev}] via P2P/CUMEM/read"),
+        )
+        .warn(
+            format!("transport/p2p.cc:{}", p2p_import_line(v)),
+            "Cuda failure 101 'invalid device ordinal'",
+        )
+        .trail(&[
+            &at(v, "transport/p2p.cc:325", "transport/p2p.cc:353"),
+            &at(v, "transport/p2p.cc:451", "transport/p2p.cc:479"),
+            &at(v, "transport.cc:183", "transport.cc:217"),
+            &at(v, "group.cc:130", "group.cc:583"),
+        ])
+}
+
+/// Lines of "[Service thread] Accept failed", "Could not receive type" and "Failed to
+/// execute operation" in proxy.cc.
+fn proxy_lines(v: i32) -> [u32; 3] {
+    match v {
+        ..22000 => [1494, 1533, 1557],
+        22000..22100 => [1504, 1543, 1567],
+        22100..22200 => [1517, 1556, 1580],
+        22200..22300 => [1458, 1497, 1521],
+        22300..22400 => [1587, 1631, 1656],
+        22400..22500 => [1599, 1643, 1668],
+        22500..22600 => [1604, 1648, 1673],
+        22600..22700 => [1625, 1669, 1694],
+        22700..22800 => [1632, 1676, 1701],
+        _ => [1672, 1716, 1741],
+    }
+}
+
+/// `proxy`: the proxy service cannot accept a local rank's connection (seed 003):
+/// ncclInternalError (`res=3`).
+pub fn proxy(v: i32, rank: usize) -> Report {
+    let [accept, recv, exec] = proxy_lines(v);
+    Report::new(INTERNAL_ERROR)
+        .warn(
+            format!("proxy.cc:{accept}"),
+            "[Service thread] Accept failed Resource temporarily unavailable",
+        )
+        .warn(
+            format!("proxy.cc:{recv}"),
+            format!("[Service thread] Could not receive type from localRank {rank}, res=3, closed=0"),
+        )
+        .warn(
+            format!("proxy.cc:{exec}"),
+            format!("[Proxy Service {rank}] Failed to execute operation Close from rank {rank}, retcode 3"),
+        )
+        .trail(&[&at(v, "proxy.cc:1137", "proxy.cc:1188"), &at(v, "transport/p2p.cc:420", "transport/p2p.cc:446")])
+}
+
+/// `shm`: /dev/shm cannot hold the segment (seed 004): ncclSystemError.
+pub fn shm(v: i32, name: &str, size: usize) -> Report {
+    let path = format!("/dev/shm/nccl-{name}");
+    let real = size + 4;
+    let (extend, segment) = if v >= 22200 {
+        (
+            format!(
+                "Error: failed to extend {path} to {real} bytes, error: No space left on device (28)"
+            ),
+            format!(
+                "Error while creating shared memory segment {path} (size {size}), error: No space left on device (28)"
+            ),
+        )
+    } else {
+        (
+            format!("Error: failed to extend {path} to {real} bytes"),
+            format!("Error while creating shared memory segment {path} (size {size})"),
+        )
+    };
+    Report::new(SYSTEM_ERROR)
+        .warn(at(v, "misc/shmutils.cc:72", "misc/shmutils.cc:87"), extend)
+        .warn(
+            at(v, "misc/shmutils.cc:113", "misc/shmutils.cc:131"),
+            segment,
+        )
+        .trail(&[
+            &at(v, "transport/shm.cc:114", "transport/shm.cc:217"),
+            &at(v, "transport.cc:33", "transport.cc:44"),
+            &at(v, "transport.cc:97", "transport.cc:163"),
+        ])
+}
+
+/// `net`: a work request completes in error on the InfiniBand transport (status 12,
+/// transport retry counter exceeded): ncclSystemError, as the README promises.
+pub fn net(v: i32, peer: SocketAddrV4) -> Report {
+    let p = sock(peer);
+    let msg = if v >= 22200 {
+        format!(
+            "NET/IB: Got completion from peer {p} with status=12 opcode=0 len=0 vendor err 129 (Send) hca mlx5_0"
+        )
+    } else if v >= 22000 {
+        format!(
+            "NET/IB : Got completion from peer {p} with status=12 opcode=0 len=0 vendor err 129 (Send)"
+        )
+    } else {
+        format!(
+            "NET/IB : Got completion from peer {p} with error 12, opcode 0, len 0, vendor err 129 (Send)"
+        )
+    };
+    Report::new(SYSTEM_ERROR)
+        .warn(
+            at(v, "transport/net_ib.cc:1333", "transport/net_ib.cc:2470"),
+            msg,
+        )
+        .trail(&[&at(v, "transport/net.cc:1193", "transport/net.cc:1379")])
+}
+
+/// `net:slow`: GPUDirect RDMA is off (seed 002; NCCL before 2.23.4 misses nvidia_peermem).
+pub fn gdr_disabled() -> Line {
+    Line::Info {
+        flags: sys::NET,
+        msg: "NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)".into(),
+    }
+}
+
+/// `run`: this rank's link drops mid-run (connection reset): ncclSystemError here; its peers
+/// see the connection close.
+pub fn run_error(v: i32, peer: SocketAddrV4) -> Report {
+    transfer_failed(v, true, peer, "Connection reset by peer").trail(&[&at(
+        v,
+        "transport/net.cc:1193",
+        "transport/net.cc:1379",
+    )])
+}
+
+/// `finalize`: tearing down the proxy fails: ncclSystemError.
+pub fn finalize(v: i32, comm: usize, rank: usize) -> Report {
+    let who = if v >= 22200 {
+        "ncclProxyStop"
+    } else {
+        "commReclaim"
+    };
+    Report::new(SYSTEM_ERROR).warn(
+        at(v, "init.cc:1948", "init.cc:2170"),
+        format!("{who}: comm {comm:#x} (rank = {rank}) destroys proxy resource error 2"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn a() -> SocketAddrV4 {
+        SocketAddrV4::new(Ipv4Addr::new(10, 1, 2, 3), 43211)
+    }
+
+    #[test]
+    fn bootstrap_texts_follow_the_release() {
+        assert_eq!(no_interface(21903).code, INTERNAL_ERROR);
+        assert_eq!(no_interface(22803).code, INVALID_USAGE);
+        assert_eq!(
+            no_interface(22803).warnings(),
+            ["bootstrap.cc:114 NCCL WARN Bootstrap : no socket interface found"]
+        );
+        let ip = Ipv4Addr::new(10, 0, 0, 2);
+        assert_eq!(
+            bootstrap_using(22803, "eth0", ip),
+            Line::Info {
+                flags: sys::BOOTSTRAP,
+                msg: "Bootstrap: Using eth0:10.0.0.2<0>".into()
+            }
+        );
+        assert_eq!(
+            bootstrap_using(21903, "eth0", ip),
+            Line::Info {
+                flags: sys::INIT,
+                msg: "Bootstrap : Using eth0:10.0.0.2<0>".into()
+            }
+        );
+        assert!(root_mismatch(21903, 2, 3).ends_with("procs 2 : 3"));
+        assert!(root_mismatch(22803, 2, 3).contains("nranks 2 vs 3"));
+    }
+
+    #[test]
+    fn socket_texts_follow_the_release() {
+        let r = connect_failed(22803, a(), "Network is unreachable");
+        assert_eq!(r.code, SYSTEM_ERROR);
+        assert_eq!(
+            r.warnings(),
+            [
+                "misc/socket.cc:596 NCCL WARN socketStartConnect: connect to 10.1.2.3<43211> failed : Network is unreachable"
+            ]
+        );
+        assert!(
+            connect_failed(21903, a(), "x").warnings()[0]
+                .contains("Connect to 10.1.2.3<43211> failed : x")
+        );
+        assert_eq!(
+            connect_exhausted(22803, a(), "Connection refused", 35).code,
+            REMOTE_ERROR
+        );
+        assert!(
+            connect_exhausted(21903, a(), "Connection refused", 20000).warnings()[0]
+                .ends_with("exceeded retries (20000)")
+        );
+        assert_eq!(
+            closed_by_peer(22803, "node2", 5000).warnings(),
+            [
+                "misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer node2<5000>"
+            ]
+        );
+        let t = transfer_failed(22803, true, a(), "Connection reset by peer").warnings();
+        assert!(
+            t[0].ends_with("Call to send to 10.1.2.3<43211> failed : Connection reset by peer")
+        );
+        assert!(t[1].ends_with("NET/Socket : socket progress error"));
+        let t = transfer_failed(21903, true, a(), "Connection reset by peer").warnings();
+        assert!(
+            t[0].ends_with("Call to recv from 10.1.2.3<43211> failed : Connection reset by peer")
+        );
+        assert_eq!(truncated(22803, a(), 8, 4).code, INVALID_USAGE);
+    }
+
+    #[test]
+    fn seed_texts() {
+        let r = import(22602, 1, 0, 0, 0);
+        assert_eq!(r.code, UNHANDLED_CUDA_ERROR);
+        assert_eq!(
+            r.warnings(),
+            ["transport/p2p.cc:274 NCCL WARN Cuda failure 101 'invalid device ordinal'"]
+        );
+        assert!(import(22803, 1, 0, 0, 0).warnings()[0].starts_with("transport/p2p.cc:275 "));
+        assert!(
+            r.lines
+                .iter()
+                .any(|l| matches!(l, Line::Ret { code: 1, .. }))
+        );
+
+        let p = proxy(22205, 2);
+        assert_eq!(p.code, INTERNAL_ERROR);
+        assert_eq!(
+            p.warnings(),
+            [
+                "proxy.cc:1458 NCCL WARN [Service thread] Accept failed Resource temporarily unavailable",
+                "proxy.cc:1497 NCCL WARN [Service thread] Could not receive type from localRank 2, res=3, closed=0",
+                "proxy.cc:1521 NCCL WARN [Proxy Service 2] Failed to execute operation Close from rank 2, retcode 3",
+            ]
+        );
+
+        let s = shm(22803, "Zr3l1a", 9637888);
+        assert_eq!(s.code, SYSTEM_ERROR);
+        assert_eq!(
+            s.warnings()[1],
+            "misc/shmutils.cc:131 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-Zr3l1a (size 9637888), error: No space left on device (28)"
+        );
+        assert!(s.warnings()[0].contains("to 9637892 bytes"));
+        assert!(shm(21903, "x", 1).warnings()[1].ends_with("(size 1)"));
+
+        let n = net(22803, a());
+        assert_eq!(n.code, SYSTEM_ERROR);
+        assert!(
+            n.warnings()[0]
+                .contains("NET/IB: Got completion from peer 10.1.2.3<43211> with status=12")
+        );
+        assert!(
+            net(21903, a()).warnings()[0]
+                .contains("NET/IB : Got completion from peer 10.1.2.3<43211> with error 12")
+        );
+        assert!(
+            matches!(gdr_disabled(), Line::Info { flags: sys::NET, ref msg } if msg.starts_with("NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'"))
+        );
+        assert_eq!(finalize(22803, 0x10, 1).code, SYSTEM_ERROR);
+        assert!(
+            finalize(21903, 0x10, 1).warnings()[0]
+                .starts_with("init.cc:1948 NCCL WARN commReclaim: comm 0x10 (rank = 1)")
+        );
+    }
+
+    #[test]
+    fn argument_texts() {
+        assert_eq!(
+            bad_type(22803, "AllReduce", 12).warnings(),
+            ["misc/argcheck.cc:52 NCCL WARN AllReduce : invalid type 12"]
+        );
+        assert!(
+            bad_peer(22803, "Send", 4, 4).warnings()[0]
+                .ends_with("Send : invalid root 4 (root should be in the 0..4 range)")
+        );
+        assert_eq!(null_arg("AllReduce", "comm").code, INVALID_ARGUMENT);
+        assert_eq!(not_in_group(22803).code, INVALID_USAGE);
+    }
+}
