@@ -97,6 +97,73 @@ impl fmt::Display for Failure {
     }
 }
 
+/// Failures that are one failure seen on several ranks: the same stage, error, cause and hint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group<'a> {
+    /// The first of them, whose words the group speaks.
+    pub first: &'a Failure,
+    pub ranks: Vec<Option<u32>>,
+    pub hosts: Vec<String>,
+}
+
+impl Group<'_> {
+    fn same(a: &Failure, b: &Failure) -> bool {
+        a.stage == b.stage && a.error == b.error && a.cause == b.cause && a.hint == b.hint
+    }
+}
+
+/// Groups `failures` (in order of first appearance), so that eight ranks failing alike read as
+/// one line naming eight ranks.
+pub fn group(failures: &[Failure]) -> Vec<Group<'_>> {
+    let mut out: Vec<Group> = Vec::new();
+    for f in failures {
+        match out.iter_mut().find(|g| Group::same(g.first, f)) {
+            Some(g) => {
+                if !g.ranks.contains(&f.rank) {
+                    g.ranks.push(f.rank);
+                }
+                if !g.hosts.contains(&f.host) {
+                    g.hosts.push(f.host.clone());
+                }
+            }
+            None => out.push(Group {
+                first: f,
+                ranks: vec![f.rank],
+                hosts: vec![f.host.clone()],
+            }),
+        }
+    }
+    out
+}
+
+impl fmt::Display for Group<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.ranks.len() == 1 {
+            return self.first.fmt(f);
+        }
+        let mut ranks: Vec<String> = self
+            .ranks
+            .iter()
+            .map(|r| r.map(|r| r.to_string()).unwrap_or_else(|| "?".into()))
+            .collect();
+        ranks.sort_by_key(|r| r.parse::<u64>().unwrap_or(u64::MAX));
+        let hosts = if self.hosts.len() == 1 {
+            "host"
+        } else {
+            "hosts"
+        };
+        let line = self.first.to_string();
+        let detail = line.split_once("): ").map(|(_, d)| d).unwrap_or(&line);
+        write!(
+            f,
+            "FAIL at {} on ranks {} ({hosts} {}): {detail}",
+            self.first.stage,
+            ranks.join(", "),
+            self.hosts.join(", ")
+        )
+    }
+}
+
 /// Pins any displayable error to a stage.
 pub trait AtStage<T> {
     fn at(self, stage: Stage, who: &Who) -> Result<T, Failure>;
@@ -126,6 +193,35 @@ mod tests {
             "FAIL at connect:shm on rank 3 (host node7): ncclSystemError — likely cause: /dev/shm too small (64 MiB) — try: mount a memory-backed emptyDir at /dev/shm"
         );
         assert_eq!(f.exit_code(), Stage::ConnectShm.exit_code());
+    }
+
+    #[test]
+    fn alike_failures_on_several_ranks_read_as_one_line() {
+        let at = |rank, host: &str, error: &str| {
+            Failure::new(
+                Stage::ConnectProxy,
+                &Who {
+                    rank: Some(rank),
+                    host: host.into(),
+                },
+                error,
+            )
+            .hint("raise the open-file limit")
+        };
+        let fs = [
+            at(3, "b", "ncclInternalError"),
+            at(1, "a", "ncclInternalError"),
+            at(2, "a", "ncclRemoteError"),
+            at(1, "a", "ncclInternalError"),
+        ];
+        let g = group(&fs);
+        assert_eq!(g.len(), 2);
+        assert_eq!(g[0].ranks, vec![Some(3), Some(1)]);
+        assert_eq!(
+            g[0].to_string(),
+            "FAIL at connect:proxy on ranks 1, 3 (hosts b, a): ncclInternalError — try: raise the open-file limit"
+        );
+        assert_eq!(g[1].to_string(), fs[2].to_string());
     }
 
     #[test]

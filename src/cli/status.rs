@@ -93,7 +93,9 @@ impl JobView {
         for (rank, v) in &self.ranks {
             let state = match (&v.ended, v.lost) {
                 (Some((0, _)), _) => "finished".to_string(),
-                (Some((code, Some(f))), _) => format!("ended with exit code {code}: {f}"),
+                (Some((code, Some(f))), _) => {
+                    format!("ended with exit code {code} (FAIL at {}, above)", f.stage)
+                }
                 (Some((code, None)), _) => format!("ended with exit code {code}"),
                 (None, true) => format!(
                     "lost contact during {} {:.0} s ago (process or host gone)",
@@ -255,7 +257,7 @@ mod tests {
             "{s:?}"
         );
         assert!(
-            s[3].contains("rank 3 (host h3) ended with exit code 13: FAIL at device on rank 3"),
+            s[3].contains("rank 3 (host h3) ended with exit code 13 (FAIL at device, above)"),
             "{s:?}"
         );
         assert_eq!(s[4], "# job: ranks never heard from after launch: 4");

@@ -9,7 +9,7 @@ use super::RunArgs;
 use super::backend::{self, SIM_LINK_DIR_ENV};
 use super::status::{self, JobView, Uplink};
 use crate::bootstrap::launcher;
-use crate::error::{Failure, Who};
+use crate::error::{self, Failure, Who};
 use crate::ffi::os;
 use crate::progress::{Event, SOCKET_ENV};
 use crate::report::results::{self, Status, Verdict};
@@ -17,7 +17,7 @@ use crate::stage::{Stage, exit};
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +35,9 @@ const GRACE: Duration = Duration::from_millis(1000);
 /// own (in its driver, say) then reports before the ranks that are only waiting for it.
 const WAITING_GRACE: Duration = Duration::from_millis(900);
 
+/// How long a rank whose worker failed stays before exiting (see `spawn_and_watch`).
+const LINGER: Duration = Duration::from_millis(700);
+
 /// Whether a rank in this stage is waiting for other ranks (the worker also says so per step,
 /// e.g. inside MPI_Init or the first barrier of the launch stage).
 fn waits_on_others(stage: Stage) -> bool {
@@ -49,6 +52,12 @@ pub fn is_worker() -> bool {
 }
 
 /// What the supervisor knows of its worker.
+/// What the watch loop hears: the worker's events, or a signal that wakes it.
+enum Msg {
+    Event(Event),
+    Wake,
+}
+
 struct Watch {
     stage: Stage,
     /// The last step the worker announced within the stage.
@@ -64,6 +73,9 @@ struct Watch {
     uplink: Option<Uplink>,
     /// Rank 0: every rank's reports.
     job: Option<Arc<Mutex<JobView>>>,
+    /// Rank 0: how many of the other ranks' failures are printed, and in the results file.
+    announced: usize,
+    recorded: usize,
 }
 
 pub fn supervise(args: &RunArgs) -> u8 {
@@ -120,7 +132,7 @@ fn has_logs(dir: &Path) -> bool {
 }
 
 fn say(f: Failure) -> u8 {
-    println!("{f}");
+    say_line(&f.to_string());
     f.exit_code()
 }
 
@@ -146,7 +158,10 @@ fn spawn_and_watch(
         )
     })?;
     let mut cmd = Command::new(exe);
-    cmd.args(std::env::args_os().skip(1))
+    // Its own process group: a launcher's or a terminal's signal reaches the supervisor, which
+    // records the end and then stops the worker (the worker dies with it in any case).
+    cmd.process_group(0)
+        .args(std::env::args_os().skip(1))
         .env(WORKER_ENV, "1")
         .env(SOCKET_ENV, &sock)
         .env(RUN_DIR_ENV, run_dir);
@@ -190,10 +205,22 @@ fn spawn_and_watch(
     } else {
         None
     };
-    // A launcher tearing the job down (another rank failed) sends SIGTERM: note it, report.
+    let (tx, rx) = mpsc::channel();
+    // A launcher tearing the job down (another rank failed) sends SIGTERM, and Open MPI's
+    // follows with SIGKILL as soon as another rank has gone: note it and wake the watch at
+    // once, so that this rank's end is recorded in the moments it has.
     let term = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+    let signals = [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT];
+    for sig in signals {
         let _ = signal_hook::flag::register(sig, term.clone());
+    }
+    if let Ok(mut it) = signal_hook::iterator::Signals::new(signals) {
+        let wake = tx.clone();
+        std::thread::spawn(move || {
+            for _ in it.forever() {
+                let _ = wake.send(Msg::Wake);
+            }
+        });
     }
     let child = cmd.spawn().map_err(|e| {
         Failure::new(
@@ -202,27 +229,35 @@ fn spawn_and_watch(
             format!("cannot start the worker process: {e}"),
         )
     })?;
-    let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         if let Ok((stream, _)) = listener.accept() {
             for line in BufReader::new(stream).lines() {
                 let Ok(line) = line else { break };
                 if let Ok(ev) = serde_json::from_str::<Event>(&line)
-                    && tx.send(ev).is_err()
+                    && tx.send(Msg::Event(ev)).is_err()
                 {
                     break;
                 }
             }
         }
     });
-    Ok(watch(args, who, child, rx, job, &term))
+    let code = watch(args, who, child, rx, job, &term);
+    if code != exit::PASS && !term.load(Ordering::SeqCst) {
+        // This rank's exit makes the launcher tear the job down; linger a moment first, so
+        // that rank 0 has read this rank's end over the status line before the launcher stops
+        // it, and so that the peers' MPI, which notices the worker gone without MPI_Finalize,
+        // has told the launcher so (Open MPI's mpirun can crash when such a message arrives
+        // mid-teardown).
+        std::thread::sleep(LINGER);
+    }
+    Ok(code)
 }
 
 fn watch(
     args: &RunArgs,
     who: &Who,
     mut child: Child,
-    rx: mpsc::Receiver<Event>,
+    rx: mpsc::Receiver<Msg>,
     job: Option<Arc<Mutex<JobView>>>,
     term: &AtomicBool,
 ) -> u8 {
@@ -237,16 +272,24 @@ fn watch(
         failed: None,
         uplink: None,
         job,
+        announced: 0,
+        recorded: 0,
     };
     loop {
-        while let Ok(ev) = rx.recv_timeout(Duration::from_millis(50)) {
-            apply(&mut w, ev);
+        while let Ok(msg) = rx.recv_timeout(Duration::from_millis(50)) {
+            match msg {
+                Msg::Event(ev) => apply(&mut w, ev),
+                Msg::Wake => break,
+            }
         }
+        record_remote_failures(&mut w);
         match child.try_wait() {
             Ok(Some(status)) => {
                 // Drain what the worker said just before it ended.
-                while let Ok(ev) = rx.try_recv() {
-                    apply(&mut w, ev);
+                while let Ok(msg) = rx.try_recv() {
+                    if let Msg::Event(ev) = msg {
+                        apply(&mut w, ev);
+                    }
                 }
                 if let Some(code) = status.code() {
                     let code = code.clamp(0, 255) as u8;
@@ -276,11 +319,14 @@ fn watch(
             }
         }
         if term.load(Ordering::SeqCst) {
-            let _ = child.kill();
-            let _ = child.wait();
+            // The launcher gives a second or so before SIGKILL: record first, then stop the
+            // worker (which the launcher's signal did not reach: it has its own process group).
             let f = stopped_by_launcher(&w, who);
             let code = f.exit_code();
-            return conclude(&mut w, Some(f), code);
+            let code = conclude(&mut w, Some(f), code);
+            let _ = child.kill();
+            let _ = child.wait();
+            return code;
         }
         let deadline = args.deadline(w.stage);
         let slack = if waits_on_others(w.stage) || w.waiting {
@@ -413,9 +459,6 @@ fn crashed(w: &Watch, who: &Who, sig: i32) -> Failure {
 /// give one), tells rank 0's supervisor, and on rank 0 prints the job's state and records every
 /// rank's failure in the results file. Returns the exit code.
 fn conclude(w: &mut Watch, own: Option<Failure>, code: u8) -> u8 {
-    if let Some(f) = &own {
-        println!("{f}");
-    }
     let failure = own.clone().or_else(|| w.failed.clone());
     if let Some(u) = w.uplink.as_mut() {
         u.send(&Event::Ended {
@@ -423,42 +466,63 @@ fn conclude(w: &mut Watch, own: Option<Failure>, code: u8) -> u8 {
             failure: failure.clone(),
         });
     }
-    let remote: Vec<Failure> = match (&w.job, code) {
-        (Some(job), c) if c != exit::PASS => {
-            let view = job.lock().map(|v| {
+    let (job_lines, remote): (Vec<String>, Vec<Failure>) = match (&w.job, code) {
+        (Some(job), c) if c != exit::PASS => job
+            .lock()
+            .map(|v| {
                 (
                     v.summary(Some((w.stage, w.step.as_deref()))),
                     v.failures.clone(),
                 )
-            });
-            match view {
-                Ok((lines, failures)) => {
-                    if lines.len() > 1 {
-                        lines.iter().for_each(|l| println!("{l}"));
-                    }
-                    failures
-                }
-                Err(_) => Vec::new(),
-            }
-        }
-        _ => Vec::new(),
+            })
+            .unwrap_or_default(),
+        _ => Default::default(),
     };
+    // The file first: a launcher tearing the job down may close this rank's output before
+    // (and kill it soon after) it has printed.
     if let Some(path) = &w.results
         && (own.is_some() || !remote.is_empty())
-        && let Ok(mut doc) = results::load(path)
     {
+        record_failures(path, own.as_ref(), &remote);
+    }
+    if let Some(f) = &own {
+        say_line(&f.to_string());
+    }
+    if job_lines.len() > 1 {
+        job_lines.iter().for_each(|l| say_line(l));
+    }
+    let stopped = own
+        .as_ref()
+        .is_some_and(|f| f.error.starts_with("stopped by the launcher"));
+    let job_failures: Vec<Failure> = failure
+        .iter()
+        .filter(|_| !stopped)
+        .chain(&remote)
+        .cloned()
+        .collect();
+    for g in error::group(&job_failures)
+        .iter()
+        .filter(|g| g.ranks.len() > 1)
+    {
+        say_line(&format!("# job: {g}"));
+    }
+    code
+}
+
+/// Adds this rank's failure (`own`) and the other ranks' (`remote`, rank 0 only) to the
+/// results file, and sets its verdict from the job's first failure.
+fn record_failures(path: &Path, own: Option<&Failure>, remote: &[Failure]) {
+    let _ = results::amend(path, |doc| {
         // Being stopped because another rank failed is no failure of this rank's own.
         let own_counts = remote.is_empty()
-            || !own
-                .as_ref()
-                .is_some_and(|f| f.error.starts_with("stopped by the launcher"));
-        for f in own.iter().filter(|_| own_counts).chain(&remote) {
+            || !own.is_some_and(|f| f.error.starts_with("stopped by the launcher"));
+        for f in own.iter().copied().filter(|_| own_counts).chain(remote) {
             if !doc.failures.contains(f) {
                 doc.failures.push(f.clone());
             }
         }
         // The first failure of the job gives the verdict, unless this rank already gave one.
-        let first = remote.first().or(own.as_ref());
+        let first = remote.first().or(own);
         if doc.verdict.status != Status::Fail
             && let Some(f) = first
         {
@@ -469,7 +533,42 @@ fn conclude(w: &mut Watch, own: Option<Failure>, code: u8) -> u8 {
                 stage: Some(f.stage),
             };
         }
-        let _ = results::save(path, &doc);
+        // Ranks that failed alike are named in one verdict line.
+        if doc.verdict.status == Status::Fail
+            && let Some(g) = error::group(&doc.failures)
+                .into_iter()
+                .find(|g| Some(g.first.stage) == doc.verdict.stage)
+            && g.ranks.len() > 1
+        {
+            doc.verdict.line = g.to_string();
+        }
+    });
+}
+
+/// Rank 0: another rank's failure goes onto the screen and into the results file as soon as
+/// it arrives; when this rank is stopped a moment later, it may not get the chance.
+fn record_remote_failures(w: &mut Watch) {
+    let Some(job) = &w.job else { return };
+    let all: Vec<Failure> = match job.lock() {
+        Ok(v) if v.failures.len() > w.announced.min(w.recorded) => v.failures.clone(),
+        _ => return,
+    };
+    for f in &all[w.announced..] {
+        let rank = f.rank.map(|r| r.to_string()).unwrap_or_else(|| "?".into());
+        say_line(&format!(
+            "# job: rank {rank} (host {}) failed at {}; rank 0 recorded it",
+            f.host, f.stage
+        ));
     }
-    code
+    w.announced = all.len();
+    if let Some(path) = &w.results {
+        record_failures(path, None, &all[w.recorded..]);
+        w.recorded = all.len();
+    }
+}
+
+/// One line on stdout; a closed stdout (the launcher went first) is no reason to stop.
+fn say_line(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
 }

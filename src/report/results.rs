@@ -103,9 +103,56 @@ impl ResultsFile {
         }
     }
 
+    /// Writes the document, keeping the failures another writer (rank 0's supervisor, which
+    /// hears of other ranks' failures) has added to the file meanwhile.
     pub fn save(&self) -> std::io::Result<()> {
-        save(&self.path, &self.doc)
+        locked(&self.path, || {
+            let mut doc = self.doc.clone();
+            if let Ok(disk) = load(&self.path) {
+                merge_failures(&mut doc, &disk);
+            }
+            save(&self.path, &doc)
+        })
     }
+}
+
+/// Adds to `doc` the failures `other` has and it lacks; a failed verdict in `other` stands
+/// unless `doc` has its own.
+fn merge_failures(doc: &mut ResultsDoc, other: &ResultsDoc) {
+    for f in &other.failures {
+        if !doc.failures.contains(f) {
+            doc.failures.push(f.clone());
+        }
+    }
+    if other.verdict.status == Status::Fail && doc.verdict.status != Status::Fail {
+        doc.verdict = other.verdict.clone();
+    }
+}
+
+/// Reads, changes and writes the file as one step with respect to [`ResultsFile::save`].
+pub fn amend(path: &Path, change: impl FnOnce(&mut ResultsDoc)) -> Result<(), ReadError> {
+    locked(path, || {
+        let mut doc = load(path)?;
+        change(&mut doc);
+        save(path, &doc).map_err(|source| ReadError::Io {
+            path: path.display().to_string(),
+            source,
+        })
+    })
+}
+
+/// Runs `f` holding an advisory lock on the folder of `path` (the file itself is replaced on
+/// every save, so it cannot carry the lock). Without the lock (a file system that refuses
+/// it) `f` runs anyway: a lost merge is better than a lost write.
+fn locked<T>(path: &Path, f: impl FnOnce() -> T) -> T {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let guard = std::fs::File::open(dir).ok().filter(|d| d.lock().is_ok());
+    let out = f();
+    drop(guard);
+    out
 }
 
 /// Writes `doc` to `path` atomically.
