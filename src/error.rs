@@ -97,7 +97,8 @@ impl fmt::Display for Failure {
     }
 }
 
-/// Failures that are one failure seen on several ranks: the same stage, error, cause and hint.
+/// Failures that are one failure seen on several ranks: the same stage, error, cause and hint
+/// (numbers aside); the line quotes the first of them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Group<'a> {
     /// The first of them, whose words the group speaks.
@@ -107,8 +108,21 @@ pub struct Group<'a> {
 }
 
 impl Group<'_> {
+    /// Alike: the same stage, and the same words but for numbers (ranks, ports, pids).
     fn same(a: &Failure, b: &Failure) -> bool {
-        a.stage == b.stage && a.error == b.error && a.cause == b.cause && a.hint == b.hint
+        let words = |f: &Failure| {
+            let text = format!(
+                "{}|{}|{}",
+                f.error,
+                f.cause.as_deref().unwrap_or(""),
+                f.hint.as_deref().unwrap_or("")
+            );
+            text.split(|c: char| c.is_ascii_digit())
+                .filter(|w| !w.is_empty())
+                .collect::<Vec<_>>()
+                .join("#")
+        };
+        a.stage == b.stage && words(a) == words(b)
     }
 }
 
@@ -213,9 +227,12 @@ mod tests {
             at(1, "a", "ncclInternalError"),
             at(2, "a", "ncclRemoteError"),
             at(1, "a", "ncclInternalError"),
+            at(4, "c", "ncclInternalError on port 4711"),
+            at(5, "c", "ncclInternalError on port 4712"),
         ];
         let g = group(&fs);
-        assert_eq!(g.len(), 2);
+        assert_eq!(g.len(), 3);
+        assert_eq!(g[2].ranks, vec![Some(4), Some(5)]);
         assert_eq!(g[0].ranks, vec![Some(3), Some(1)]);
         assert_eq!(
             g[0].to_string(),

@@ -50,6 +50,22 @@ pub enum Command {
     /// Start N ranks on this node without MPI, e.g. `nccl-smoke launch -n 8 run`: each gets
     /// its rank, local rank and the address of rank 0 through the environment.
     Launch(launch::LaunchArgs),
+    /// The second process of the cuMem export/import probe (started by a failing rank).
+    #[command(name = "probe-import", hide = true)]
+    ProbeImport(ProbeImportArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ProbeImportArgs {
+    /// Where the exporting process waits.
+    #[arg(long)]
+    socket: PathBuf,
+    /// The driver library the exporting process uses.
+    #[arg(long)]
+    cuda_lib: String,
+    /// The device ordinal, as the exporting process sees it.
+    #[arg(long)]
+    device: i32,
 }
 
 /// Which libraries run.
@@ -204,6 +220,9 @@ pub fn dispatch(cli: Cli) -> u8 {
         Command::Explain(args) => explain::explain(&args),
         Command::Doctor(args) => doctor::doctor(&args),
         Command::Launch(args) => launch::launch(&args),
+        Command::ProbeImport(a) => {
+            crate::diagnose::probe::import_side(&a.socket, &a.cuda_lib, a.device)
+        }
         Command::Run(args) => {
             if let Err(msg) = args.validate() {
                 eprintln!("nccl-smoke: {msg}");

@@ -70,7 +70,12 @@ pub fn worker(args: &RunArgs) -> u8 {
 /// A failure caused by a peer going away first (its sockets closed): that peer's own verdict
 /// names the cause, so this rank lets it land first.
 fn consequential(f: &Failure) -> bool {
-    f.error.contains("ncclRemoteError") || f.error.contains("Connection closed by remote peer")
+    let closed = "Connection closed by remote peer";
+    f.error.contains("ncclRemoteError")
+        || f.error.contains(closed)
+        // A wait that ran out while a peer closed its connections: that peer gave up first.
+        || (f.error.contains("did not complete within")
+            && f.evidence.iter().any(|l| l.contains(closed)))
 }
 
 /// How long a rank whose failure is [`consequential`] waits before reporting and exiting.
@@ -232,8 +237,15 @@ impl Run<'_> {
             ..timing
         };
         for p in &selected {
-            bench::connect(&mut comm, *p, &bufs, &connect_timing)
-                .map_err(|e| self.comm_failure(Stage::Connect, e))?;
+            bench::connect(&mut comm, *p, &bufs, &connect_timing).map_err(|e| {
+                let mut f = self.comm_failure(Stage::Connect, e);
+                if f.stage == Stage::ConnectImport {
+                    let exe = std::env::current_exe().unwrap_or_else(|_| "nccl-smoke".into());
+                    f.evidence
+                        .push(probe::shareable_import(&driver, &device, &exe));
+                }
+                f
+            })?;
         }
 
         self.enter(Stage::Run);
@@ -555,7 +567,38 @@ impl Run<'_> {
                 .cause("the CUDA driver is older than the CUDA runtime this libnccl was built for")
                 .hint("upgrade the driver, or use an NCCL build for the driver's CUDA version");
         }
+        if matches!(f.stage, Stage::Init | Stage::ConnectNet) {
+            f.evidence.extend(self.reach_probe(&f));
+        }
         f
+    }
+
+    /// Can this rank reach, over TCP, the peers NCCL named and rank 0's host, from the
+    /// interface NCCL_SOCKET_IFNAME selects?
+    fn reach_probe(&self, f: &Failure) -> Vec<String> {
+        let lines = std::iter::once(f.error.as_str()).chain(f.evidence.iter().map(String::as_str));
+        let mut targets: Vec<(String, std::net::SocketAddr)> = probe::logged_peers(lines)
+            .into_iter()
+            .map(|a| ("a peer NCCL named".to_string(), a))
+            .collect();
+        if self.who.rank != Some(0) {
+            targets.extend(
+                STATUS_ADDRS
+                    .get()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|a| a.parse::<std::net::SocketAddr>().ok())
+                    .filter(|a| !a.ip().is_loopback())
+                    .map(|a| ("rank 0's host (its supervisor)".to_string(), a)),
+            );
+        }
+        if targets.is_empty() {
+            return Vec::new();
+        }
+        probe::tcp_reach(
+            &targets,
+            std::env::var("NCCL_SOCKET_IFNAME").ok().as_deref(),
+        )
     }
 
     /// Every rank reads its NCCL log for findings that explain a slow run; rank 0 prints and
@@ -803,6 +846,9 @@ fn driver_info(driver: &Driver) -> DriverInfo {
 
 /// Rank 0 broadcasts where its supervisor takes status reports; every worker hands that to its
 /// own supervisor, which then reports to rank 0's.
+/// Rank 0's supervisor's addresses, once broadcast: a host every rank should reach.
+static STATUS_ADDRS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
 fn share_status_address(boot: &dyn Bootstrap) {
     let mut buf = [0u8; 1024];
     if boot.rank() == 0
@@ -826,6 +872,7 @@ fn share_status_address(boot: &dyn Bootstrap) {
         .map(String::from)
         .collect();
     if !addrs.is_empty() {
+        let _ = STATUS_ADDRS.set(addrs.clone());
         progress::send(&Event::StatusAddr { addrs });
     }
 }
@@ -900,4 +947,34 @@ fn mpi_or_single() -> Result<Box<dyn Bootstrap>, String> {
 #[cfg(not(feature = "mpi"))]
 fn mpi_or_single() -> Result<Box<dyn Bootstrap>, String> {
     Ok(Box::new(bootstrap::single::Single))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_while_a_peer_closed_its_connections_is_a_consequence() {
+        let who = Who {
+            rank: Some(3),
+            host: "h".into(),
+        };
+        let timeout = Failure::new(
+            Stage::Connect,
+            &who,
+            "first all_reduce (connect) did not complete within 5 s (deadline); the communicator was aborted",
+        );
+        assert!(!consequential(&timeout));
+        let mut after_peer = timeout.clone();
+        after_peer.evidence.push(
+            "h:1:2 [3] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer h<4>".into(),
+        );
+        assert!(consequential(&after_peer));
+        let remote = Failure::new(
+            Stage::Run,
+            &who,
+            "ncclGroupEnd returned ncclRemoteError (6)",
+        );
+        assert!(consequential(&remote));
+    }
 }

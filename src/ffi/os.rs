@@ -205,6 +205,13 @@ pub fn rlimit_memlock() -> Option<u64> {
 
 /// This machine's IPv4 addresses, loopback last (getifaddrs).
 pub fn ipv4_addresses() -> Vec<std::net::Ipv4Addr> {
+    let mut out: Vec<std::net::Ipv4Addr> = ipv4_interfaces().into_iter().map(|(_, a)| a).collect();
+    out.sort_by_key(|a| a.is_loopback());
+    out
+}
+
+/// This machine's interfaces with an IPv4 address: (name, address), in getifaddrs order.
+pub fn ipv4_interfaces() -> Vec<(String, std::net::Ipv4Addr)> {
     let mut out = Vec::new();
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: valid out-pointer; the list is freed below.
@@ -219,12 +226,49 @@ pub fn ipv4_addresses() -> Vec<std::net::Ipv4Addr> {
         if !ifa.ifa_addr.is_null() && unsafe { (*ifa.ifa_addr).sa_family } as i32 == libc::AF_INET {
             // SAFETY: as above.
             let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-            out.push(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
+            let name = if ifa.ifa_name.is_null() {
+                String::new()
+            } else {
+                // SAFETY: NUL-terminated name owned by the list.
+                unsafe { CStr::from_ptr(ifa.ifa_name) }
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            out.push((
+                name,
+                std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
+            ));
         }
         cur = ifa.ifa_next;
     }
     // SAFETY: the list from getifaddrs, freed once.
     unsafe { libc::freeifaddrs(head) };
-    out.sort_by_key(|a| a.is_loopback());
     out
+}
+
+/// Sends `bytes` and one file descriptor over a Unix stream (SCM_RIGHTS).
+pub fn send_fd(
+    stream: &std::os::unix::net::UnixStream,
+    bytes: &[u8],
+    fd: std::os::fd::BorrowedFd,
+) -> std::io::Result<()> {
+    use sendfd::SendWithFd;
+    use std::os::fd::AsRawFd;
+    stream.send_with_fd(bytes, &[fd.as_raw_fd()]).map(|_| ())
+}
+
+/// Receives bytes into `buf` and at most one file descriptor, which the caller then owns.
+pub fn recv_fd(
+    stream: &std::os::unix::net::UnixStream,
+    buf: &mut [u8],
+) -> std::io::Result<(usize, Option<std::os::fd::OwnedFd>)> {
+    use sendfd::RecvWithFd;
+    use std::os::fd::FromRawFd;
+    let mut fds = [-1; 1];
+    let (n, nfds) = stream.recv_with_fd(buf, &mut fds)?;
+    // SAFETY: a descriptor received with SCM_RIGHTS is new in this process and owned by no one
+    // else.
+    let fd =
+        (nfds == 1 && fds[0] >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[0]) });
+    Ok((n, fd))
 }
