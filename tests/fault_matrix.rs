@@ -39,6 +39,21 @@ fn check(np: u32, case: &Case) -> String {
     if !t.lines().any(|l| l.contains(&want)) {
         problems.push(format!("no line containing '{want}'"));
     }
+    // A hang is named within its deadline + 2 s (`--timeout 4`), by the supervisor ("no progress
+    // for N s") or by the worker's own wait ("did not complete within N s").
+    if case.fault.ends_with(":hang")
+        && let Some(secs) = t
+            .lines()
+            .find(|l| l.contains(&want))
+            .and_then(|l| {
+                (l.split("no progress for ").nth(1)).or_else(|| l.split("within ").nth(1))
+            })
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse::<f64>().ok())
+        && secs > 6.0
+    {
+        problems.push(format!("hang named after {secs} s (deadline 4 s)"));
+    }
     if t.contains("panicked") {
         problems.push("a panic".into());
     }
@@ -171,17 +186,56 @@ fn hangs_on_rank_1_are_named_within_the_deadline() {
     matrix(2, &every_location("hang", 1));
 }
 
+/// The stage an injected `error` at `at` is named with: transport faults by their kind.
+fn stage_of_error(at: &str) -> Stage {
+    match at {
+        "import" => Stage::ConnectImport,
+        "proxy" => Stage::ConnectProxy,
+        "shm" => Stage::ConnectShm,
+        "net" => Stage::ConnectNet,
+        other => stage_of(other),
+    }
+}
+
+/// Every error at every location, plus a corrupted element, on `rank` of `np`.
+fn every_error(rank: u32) -> Vec<Case> {
+    let mut cases: Vec<Case> = every_location("error", rank)
+        .into_iter()
+        .map(|c| Case {
+            stage: stage_of_error(c.fault.split('@').next().unwrap_or("")),
+            ..c
+        })
+        .collect();
+    cases.push(Case {
+        fault: Box::leak(format!("verify@{rank}:corrupt").into_boxed_str()),
+        stage: Stage::Verify,
+        rank,
+    });
+    cases
+}
+
 #[test]
-fn four_ranks_fault_on_rank_3() {
-    matrix(
-        4,
-        &cases![
-            "init@3:error" => Init @ 3,
-            "proxy@3:error" => ConnectProxy @ 3,
-            "run@3:crash" => Run @ 3,
-            "verify@3:corrupt" => Verify @ 3,
-        ],
-    );
+fn four_ranks_errors_on_rank_0_and_rank_3() {
+    let mut cases = every_error(0);
+    cases.extend(every_error(3));
+    matrix(4, &cases);
+}
+
+#[test]
+fn four_ranks_crashes_on_rank_0_and_rank_3() {
+    let mut cases = every_location("crash", 0);
+    cases.extend(every_location("crash", 3));
+    matrix(4, &cases);
+}
+
+#[test]
+fn four_ranks_hangs_on_rank_0_are_named_within_the_deadline() {
+    matrix(4, &every_location("hang", 0));
+}
+
+#[test]
+fn four_ranks_hangs_on_rank_3_are_named_within_the_deadline() {
+    matrix(4, &every_location("hang", 3));
 }
 
 #[test]
@@ -233,8 +287,33 @@ fn rank_0_records_another_ranks_failure() {
         doc.failures
     );
     assert!(
-        t.contains("# job: rank 2 (host ") && t.contains("ended with exit code 13"),
+        t.contains("# job: rank 2 (host ") && t.contains(") failed at device; rank 0 recorded it"),
         "{t}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two ranks failing alike are one verdict line naming both, in rank 0's output and file; the
+/// rank that only saw its peers vanish does not take the verdict.
+#[test]
+fn alike_failures_on_two_ranks_are_one_verdict() {
+    let dir = scratch("alike");
+    let json = dir.join("run.json");
+    let o = sim_run(
+        3,
+        &["--json", json.to_str().unwrap()],
+        &[("NCCL_SMOKE_SIM_FAULT", "proxy@1:error,proxy@2:error")],
+    );
+    let t = text(&o);
+    assert_eq!(code(&o), Stage::ConnectProxy.exit_code() as i32, "{t}");
+    let doc = results::load(&json).unwrap();
+    assert!(
+        doc.verdict
+            .line
+            .starts_with("FAIL at connect:proxy on ranks 1, 2 (host "),
+        "{}",
+        doc.verdict.line
+    );
+    assert_eq!(doc.verdict.stage, Some(Stage::ConnectProxy));
     let _ = std::fs::remove_dir_all(&dir);
 }

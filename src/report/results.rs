@@ -116,15 +116,16 @@ impl ResultsFile {
     }
 }
 
-/// Adds to `doc` the failures `other` has and it lacks; a failed verdict in `other` stands
-/// unless `doc` has its own.
+/// Adds to `doc` the failures `other` (the file as it is now) has and it lacks. A failed
+/// verdict already in the file stands: it names the job's first failure, and a later one
+/// (a rank that saw its peer vanish) is only a consequence.
 fn merge_failures(doc: &mut ResultsDoc, other: &ResultsDoc) {
     for f in &other.failures {
         if !doc.failures.contains(f) {
             doc.failures.push(f.clone());
         }
     }
-    if other.verdict.status == Status::Fail && doc.verdict.status != Status::Fail {
+    if other.verdict.status == Status::Fail {
         doc.verdict = other.verdict.clone();
     }
 }
@@ -314,5 +315,110 @@ mod tests {
             prop_assert!(cut >= good.len() || r.is_err());
             let _ = std::fs::remove_file(&p);
         }
+    }
+}
+
+/// Reads the environment fingerprint of a run's results file (schema [`SCHEMA`]) or of a
+/// doctor report (`doctor --json`, schema [`crate::diagnose::doctor::SCHEMA`]), so that two
+/// of either kind can be compared with [`super::fingerprint::diff`].
+pub fn load_fingerprint(path: &Path) -> Result<Fingerprint, ReadError> {
+    let p = path.display().to_string();
+    let format = |detail: String| ReadError::Format {
+        path: p.clone(),
+        detail,
+    };
+    let text = std::fs::read(path).map_err(|source| ReadError::Io {
+        path: p.clone(),
+        source,
+    })?;
+    let mut value: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|e| format(e.to_string()))?;
+    let doctor = crate::diagnose::doctor::SCHEMA;
+    match value.get("schema").and_then(|s| s.as_str()) {
+        Some(s) if s == SCHEMA || s == doctor => {}
+        Some(other) => {
+            return Err(format(format!(
+                "schema '{other}', this nccl-smoke reads '{SCHEMA}' and '{doctor}'"
+            )));
+        }
+        None => return Err(format("no \"schema\" field".into())),
+    }
+    let fp = value
+        .get_mut("fingerprint")
+        .map(serde_json::Value::take)
+        .ok_or_else(|| format("no \"fingerprint\" field".into()))?;
+    serde_json::from_value(fp).map_err(|e| format(format!("fingerprint: {e}")))
+}
+
+#[cfg(test)]
+mod load_fingerprint_tests {
+    use super::*;
+    use crate::report::fingerprint::{DriverInfo, diff};
+
+    fn write(name: &str, text: &str) -> tempfile::TempPath {
+        let f = tempfile::Builder::new()
+            .prefix(name)
+            .tempfile()
+            .unwrap()
+            .into_temp_path();
+        std::fs::write(&f, text).unwrap();
+        f
+    }
+
+    fn with_driver(code: i32) -> Fingerprint {
+        Fingerprint {
+            hosts: vec!["n1".into()],
+            driver: Some(DriverInfo {
+                cuda_version: crate::ffi::cuda::version_string(code),
+                version_code: code,
+                path: "/usr/lib/libcuda.so.1".into(),
+                simulated: None,
+            }),
+            ..Fingerprint::default()
+        }
+    }
+
+    fn doc(schema: &str, fp: &Fingerprint) -> String {
+        serde_json::json!({"schema": schema, "status": "ok", "fingerprint": fp}).to_string()
+    }
+
+    #[test]
+    fn results_and_doctor_files_both_give_their_fingerprint() {
+        let run = write("run.", &doc(SCHEMA, &with_driver(12080)));
+        let node = write("doctor.", &doc("nccl-smoke/doctor/v1", &with_driver(12090)));
+        let before = load_fingerprint(&run).unwrap();
+        let after = load_fingerprint(&node).unwrap();
+        assert_eq!(before, with_driver(12080));
+        let changes = diff(&before, &after);
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(changes[0].field, "driver.version");
+    }
+
+    #[test]
+    fn other_files_are_named_not_read() {
+        let cases = [
+            (
+                r#"{"schema":"other/v9","fingerprint":{}}"#,
+                "schema 'other/v9'",
+            ),
+            (
+                r#"{"schema":"nccl-smoke/doctor/v1"}"#,
+                "no \"fingerprint\" field",
+            ),
+            (r#"{"fingerprint":{}}"#, "no \"schema\" field"),
+            (
+                r#"{"schema":"nccl-smoke/results/v1","fingerprint":3}"#,
+                "fingerprint: ",
+            ),
+            ("not json", "is not an nccl-smoke results file"),
+        ];
+        for (text, needle) in cases {
+            let f = write("bad.", text);
+            let e = load_fingerprint(&f).unwrap_err().to_string();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+        let missing = Path::new("/nonexistent-dir/doctor.json");
+        let e = load_fingerprint(missing).unwrap_err().to_string();
+        assert!(e.contains("cannot read results file"), "{e}");
     }
 }
