@@ -1,8 +1,9 @@
 //! `nccl-smoke doctor`
 
 use super::{Backend, LibArgs, backend};
-use crate::diagnose::doctor::{self, Check, Node, Status};
+use crate::diagnose::doctor::{self, Check, Examination, Node, Status};
 use crate::ffi::os;
+use crate::report::fingerprint::{self, DriverInfo, Fingerprint, NcclInfo, RankInfo};
 use crate::stage::exit;
 use clap::Args;
 use serde::{Deserialize, Serialize};
@@ -23,16 +24,24 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
-/// The doctor report, as `--json` prints it.
+/// The doctor report, as `--json` prints it (schema `nccl-smoke/doctor/v1`).
+///
+/// Its `fingerprint` is the type a run's results file carries: `report::results::
+/// load_fingerprint` reads it from either file and `report::fingerprint::diff` compares two.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
-    /// Always "nccl-smoke/doctor/v1".
+    /// Always "nccl-smoke/doctor/v1"; bumped when a field changes meaning.
     pub schema: String,
     pub tool_version: String,
     pub host: String,
-    /// The worst status of any check.
+    /// The worst status of any check: "ok", "skipped", "warn" or "fail".
     pub status: Status,
+    /// In a fixed order; each with `id`, `status`, `evidence` and (unless ok) `hint`.
     pub checks: Vec<Check>,
+    /// This node's environment: host, one rank entry per visible GPU (rank = local rank =
+    /// ordinal, pid = doctor's), driver and NCCL as loaded, no launcher, and the
+    /// `NCCL_*`/`CUDA_VISIBLE_DEVICES`/`UCX_*`/`OMPI_MCA_*` variables set.
+    pub fingerprint: Fingerprint,
 }
 
 pub fn doctor(args: &DoctorArgs) -> u8 {
@@ -68,14 +77,16 @@ pub fn doctor(args: &DoctorArgs) -> u8 {
         libs,
         local_ranks: args.local_ranks,
     };
-    let checks = node.checks();
+    let found = node.examine();
     let _ = std::fs::remove_dir_all(&link_dir);
+    let host = os::hostname();
     let report = Report {
-        schema: "nccl-smoke/doctor/v1".into(),
+        schema: doctor::SCHEMA.into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
-        host: os::hostname(),
-        status: doctor::worst(&checks),
-        checks,
+        status: doctor::worst(&found.checks),
+        fingerprint: node_fingerprint(&found, &host),
+        host,
+        checks: found.checks,
     };
     if args.json {
         println!(
@@ -92,6 +103,29 @@ pub fn doctor(args: &DoctorArgs) -> u8 {
     }
 }
 
+/// The node's fingerprint: what was loaded and seen, as a run records it.
+fn node_fingerprint(found: &Examination, host: &str) -> Fingerprint {
+    let ranks = found
+        .gpus
+        .iter()
+        .map(|d| RankInfo {
+            rank: d.ordinal.max(0) as u32,
+            host: host.into(),
+            local_rank: d.ordinal.max(0) as u32,
+            pid: std::process::id(),
+            device: d.clone(),
+        })
+        .collect();
+    Fingerprint {
+        hosts: vec![host.into()],
+        ranks,
+        driver: found.driver.as_ref().map(DriverInfo::from),
+        nccl: found.nccl.as_ref().map(NcclInfo::from),
+        launcher: String::new(),
+        env: fingerprint::env_snapshot(),
+    }
+}
+
 fn print_text(r: &Report) {
     println!("# nccl-smoke doctor {} on {}", r.tool_version, r.host);
     for c in &r.checks {
@@ -101,9 +135,9 @@ fn print_text(r: &Report) {
             Status::Warn => "WARN",
             Status::Fail => "FAIL",
         };
-        println!("{tag}  {:<15} {}", c.id, c.evidence);
+        println!("{tag}  {:<16} {}", c.id, c.evidence);
         if !c.hint.is_empty() && c.status != Status::Ok {
-            println!("      {:<15} try: {}", "", c.hint);
+            println!("      {:<16} try: {}", "", c.hint);
         }
     }
     let verdict = match r.status {

@@ -200,9 +200,15 @@ pub struct Device {
     cu: sys::CUdevice,
 }
 
-impl Device {
-    pub fn open(ordinal: i32) -> Result<Device> {
+impl DeviceInfo {
+    /// What identifies device `ordinal`, asked of the driver without creating a context (no
+    /// GPU memory is touched).
+    pub fn query(ordinal: i32) -> Result<DeviceInfo> {
         let cu = result::device::get(ordinal).map_err(|e| CudaError::call("cuDeviceGet", e))?;
+        Self::of(ordinal, cu)
+    }
+
+    fn of(ordinal: i32, cu: sys::CUdevice) -> Result<DeviceInfo> {
         let name =
             result::device::get_name(cu).map_err(|e| CudaError::call("cuDeviceGetName", e))?;
         let uuid = result::device::get_uuid(cu)
@@ -220,22 +226,28 @@ impl Device {
         // SAFETY: `cu` came from cuDeviceGet.
         let total_mem = unsafe { result::device::total_mem(cu) }
             .map_err(|e| CudaError::call("cuDeviceTotalMem", e))? as u64;
+        Ok(DeviceInfo {
+            ordinal,
+            name,
+            uuid,
+            bus_id,
+            total_mem,
+        })
+    }
+}
+
+impl Device {
+    /// Device `ordinal` with its primary context retained and current on this thread.
+    pub fn open(ordinal: i32) -> Result<Device> {
+        let cu = result::device::get(ordinal).map_err(|e| CudaError::call("cuDeviceGet", e))?;
+        let info = DeviceInfo::of(ordinal, cu)?;
         // SAFETY: `cu` is a valid device; the primary context is released in Drop.
         let ctx = unsafe { result::primary_ctx::retain(cu) }
             .map_err(|e| CudaError::call("cuDevicePrimaryCtxRetain", e))?;
         // SAFETY: `ctx` was just retained.
         unsafe { result::ctx::set_current(ctx) }
             .map_err(|e| CudaError::call("cuCtxSetCurrent", e))?;
-        Ok(Device {
-            info: DeviceInfo {
-                ordinal,
-                name,
-                uuid,
-                bus_id,
-                total_mem,
-            },
-            cu,
-        })
+        Ok(Device { info, cu })
     }
 }
 

@@ -1,8 +1,8 @@
 //! The environment a run measured: enough to tell two runs apart (say, before and after a
 //! driver upgrade) and to see at a glance what a node was running.
 
-use crate::ffi::cuda::DeviceInfo;
-use crate::ffi::nccl::Capabilities;
+use crate::ffi::cuda::{self, DeviceInfo, Driver};
+use crate::ffi::nccl::{Capabilities, Nccl};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -43,7 +43,31 @@ pub struct DriverInfo {
     pub simulated: Option<String>,
 }
 
-/// Everything that identifies the environment of a run.
+impl From<&Nccl> for NcclInfo {
+    fn from(n: &Nccl) -> NcclInfo {
+        NcclInfo {
+            version: n.version(),
+            version_code: n.version_code,
+            path: n.path.clone(),
+            capabilities: n.caps,
+            simulated: n.simulated.clone(),
+        }
+    }
+}
+
+impl From<&Driver> for DriverInfo {
+    fn from(d: &Driver) -> DriverInfo {
+        DriverInfo {
+            cuda_version: cuda::version_string(d.version),
+            version_code: d.version,
+            path: d.path.clone(),
+            simulated: d.simulated.clone(),
+        }
+    }
+}
+
+/// Everything that identifies the environment of a run (or, in a doctor report, of a node:
+/// one rank entry per visible GPU, rank = local rank = ordinal, and no launcher).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Fingerprint {
     /// Distinct hosts, in rank order of first appearance.
@@ -95,9 +119,248 @@ pub fn hosts_of(ranks: &[RankInfo]) -> Vec<String> {
     out
 }
 
+/// One field that differs between two fingerprints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    /// Dotted name: `driver.version`, `nccl.path`, `gpus`, `env.NCCL_IB_HCA`, …
+    pub field: String,
+    pub before: String,
+    pub after: String,
+}
+
+impl std::fmt::Display for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {} -> {}", self.field, self.before, self.after)
+    }
+}
+
+/// Shown for a library or a field that one side does not have.
+const NONE: &str = "(none)";
+/// Shown for an environment variable one side did not set.
+const UNSET: &str = "(unset)";
+
+/// What changed from `before` to `after` (say, across a driver upgrade), field by field in a
+/// fixed order, then `env.*` by name. Process ids and rank placement are not compared.
+pub fn diff(before: &Fingerprint, after: &Fingerprint) -> Vec<Change> {
+    let (b, a) = (fields(before), fields(after));
+    let mut names: Vec<&String> = b.iter().map(|(k, _)| k).collect();
+    for (k, _) in &a {
+        if !names.contains(&k) {
+            names.push(k);
+        }
+    }
+    let value = |side: &[(String, String)], name: &str| {
+        let absent = if name.starts_with("env.") {
+            UNSET
+        } else {
+            NONE
+        };
+        side.iter()
+            .find(|(k, _)| k == name)
+            .map_or(absent.to_string(), |(_, v)| v.clone())
+    };
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let (x, y) = (value(&b, name), value(&a, name));
+            (x != y).then(|| Change {
+                field: name.clone(),
+                before: x,
+                after: y,
+            })
+        })
+        .collect()
+}
+
+/// The compared fields of a fingerprint as (name, text).
+fn fields(fp: &Fingerprint) -> Vec<(String, String)> {
+    let opt = |v: Option<String>| v.unwrap_or_else(|| NONE.into());
+    let (d, n) = (fp.driver.as_ref(), fp.nccl.as_ref());
+    let mut out = vec![
+        ("hosts", fp.hosts.join(", ")),
+        ("ranks", fp.ranks.len().to_string()),
+        ("gpus", gpu_models(&fp.ranks)),
+        ("gpu_uuids", gpu_uuids(&fp.ranks)),
+        (
+            "driver.version",
+            opt(d.map(|d| format!("{} ({})", d.cuda_version, d.version_code))),
+        ),
+        ("driver.path", opt(d.map(|d| d.path.clone()))),
+        ("driver.simulated", opt(d.and_then(|d| d.simulated.clone()))),
+        (
+            "nccl.version",
+            opt(n.map(|n| format!("{} ({})", n.version, n.version_code))),
+        ),
+        ("nccl.path", opt(n.map(|n| n.path.clone()))),
+        (
+            "nccl.capabilities",
+            opt(n.map(|n| capabilities(&n.capabilities))),
+        ),
+        ("nccl.simulated", opt(n.and_then(|n| n.simulated.clone()))),
+        ("launcher", fp.launcher.clone()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect::<Vec<_>>();
+    out.extend(fp.env.iter().map(|(k, v)| (format!("env.{k}"), v.clone())));
+    out
+}
+
+/// Distinct GPUs (by UUID) counted by model: "8 x NVIDIA H100 80GB HBM3".
+fn gpu_models(ranks: &[RankInfo]) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut models: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in ranks {
+        if !seen.contains(&r.device.uuid.as_str()) {
+            seen.push(&r.device.uuid);
+            *models.entry(r.device.name.as_str()).or_default() += 1;
+        }
+    }
+    let parts: Vec<String> = models.iter().map(|(m, n)| format!("{n} x {m}")).collect();
+    parts.join(", ")
+}
+
+fn gpu_uuids(ranks: &[RankInfo]) -> String {
+    let mut uuids: Vec<&str> = ranks.iter().map(|r| r.device.uuid.as_str()).collect();
+    uuids.sort();
+    uuids.dedup();
+    uuids.join(", ")
+}
+
+fn capabilities(c: &Capabilities) -> String {
+    let all = [
+        (c.init_rank_config, "non-blocking init"),
+        (c.last_error, "ncclGetLastError"),
+        (c.finalize, "ncclCommFinalize"),
+        (c.alltoall, "native ncclAlltoAll"),
+    ];
+    let have: Vec<&str> = all.iter().filter(|(on, _)| *on).map(|(_, n)| *n).collect();
+    if have.is_empty() {
+        NONE.into()
+    } else {
+        have.join(", ")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn gpu(uuid: &str, name: &str) -> DeviceInfo {
+        DeviceInfo {
+            ordinal: 0,
+            name: name.into(),
+            uuid: uuid.into(),
+            bus_id: "0000:18:00.0".into(),
+            total_mem: 80 << 30,
+        }
+    }
+
+    fn rank(rank: u32, device: DeviceInfo) -> RankInfo {
+        RankInfo {
+            rank,
+            host: "n1".into(),
+            local_rank: rank,
+            pid: 100 + rank,
+            device,
+        }
+    }
+
+    fn sample() -> Fingerprint {
+        Fingerprint {
+            hosts: vec!["n1".into()],
+            ranks: vec![rank(0, gpu("GPU-a", "H100")), rank(1, gpu("GPU-b", "H100"))],
+            driver: Some(DriverInfo {
+                cuda_version: "12.8".into(),
+                version_code: 12080,
+                path: "/usr/lib/libcuda.so.570.86.15".into(),
+                simulated: None,
+            }),
+            nccl: Some(NcclInfo {
+                version: "2.26.2".into(),
+                version_code: 22602,
+                path: "/usr/lib/libnccl.so.2.26.2".into(),
+                capabilities: Capabilities {
+                    init_rank_config: true,
+                    last_error: true,
+                    finalize: true,
+                    alltoall: false,
+                },
+                simulated: None,
+            }),
+            launcher: "Open MPI v4.1.4".into(),
+            env: [("NCCL_IB_HCA".to_string(), "mlx5".to_string())].into(),
+        }
+    }
+
+    #[test]
+    fn identical_fingerprints_have_no_changes() {
+        assert_eq!(diff(&sample(), &sample()), []);
+        assert_eq!(diff(&Fingerprint::default(), &Fingerprint::default()), []);
+    }
+
+    #[test]
+    fn a_driver_upgrade_is_named_alone() {
+        let mut after = sample();
+        if let Some(d) = after.driver.as_mut() {
+            d.cuda_version = "12.9".into();
+            d.version_code = 12090;
+        }
+        let changes = diff(&sample(), &after);
+        assert_eq!(
+            changes,
+            [Change {
+                field: "driver.version".into(),
+                before: "12.8 (12080)".into(),
+                after: "12.9 (12090)".into(),
+            }]
+        );
+        assert_eq!(
+            changes[0].to_string(),
+            "driver.version: 12.8 (12080) -> 12.9 (12090)"
+        );
+    }
+
+    #[test]
+    fn nccl_gpus_and_env_changes_are_named() {
+        let mut after = sample();
+        after.nccl = None;
+        after.ranks[1].device = gpu("GPU-c", "H200");
+        after.ranks[0].pid = 7;
+        after.env.remove("NCCL_IB_HCA");
+        after.env.insert("NCCL_P2P_DISABLE".into(), "1".into());
+        let changes = diff(&sample(), &after);
+        let fields: Vec<&str> = changes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "gpus",
+                "gpu_uuids",
+                "nccl.version",
+                "nccl.path",
+                "nccl.capabilities",
+                "env.NCCL_IB_HCA",
+                "env.NCCL_P2P_DISABLE"
+            ],
+            "{changes:?}"
+        );
+        assert_eq!(changes[0].before, "2 x H100");
+        assert_eq!(changes[0].after, "1 x H100, 1 x H200");
+        assert_eq!(changes[2].after, NONE);
+        assert_eq!(changes[5].after, UNSET);
+        assert_eq!(changes[6].before, UNSET);
+    }
+
+    #[test]
+    fn ranks_sharing_a_gpu_count_it_once() {
+        let mut fp = sample();
+        fp.ranks.push(rank(2, gpu("GPU-a", "H100")));
+        assert_eq!(gpu_models(&fp.ranks), "2 x H100");
+        assert_eq!(gpu_uuids(&fp.ranks), "GPU-a, GPU-b");
+        let changes = diff(&sample(), &fp);
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(changes[0].field, "ranks");
+    }
 
     #[test]
     fn relevant_env_is_nccl_cuda_ucx_and_ompi_mca() {
