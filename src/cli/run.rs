@@ -163,7 +163,7 @@ impl Run<'_> {
         self.versions.1 = Some(nccl.version());
         if rank == 0 {
             println!("# nccl-smoke {}", env!("CARGO_PKG_VERSION"));
-            table::nccl_lines(&nccl_info(&nccl))
+            table::nccl_lines(&NcclInfo::from(&nccl))
                 .iter()
                 .for_each(|l| println!("{l}"));
         }
@@ -180,7 +180,7 @@ impl Run<'_> {
         self.simulated |= driver.simulated.is_some();
         self.versions.0 = Some(cuda::version_string(driver.version));
         if rank == 0 {
-            println!("{}", table::driver_line(&driver_info(&driver)));
+            println!("{}", table::driver_line(&DriverInfo::from(&driver)));
         }
 
         self.enter(Stage::Device);
@@ -468,8 +468,8 @@ impl Run<'_> {
         let fp = Fingerprint {
             hosts: fingerprint::hosts_of(&ranks),
             ranks,
-            driver: Some(driver_info(driver)),
-            nccl: Some(nccl_info(nccl)),
+            driver: Some(DriverInfo::from(driver)),
+            nccl: Some(NcclInfo::from(nccl)),
             launcher: boot.describe(),
             env: fingerprint::env_snapshot(),
         };
@@ -825,30 +825,11 @@ impl Run<'_> {
     }
 }
 
-fn nccl_info(nccl: &Nccl) -> NcclInfo {
-    NcclInfo {
-        version: nccl.version(),
-        version_code: nccl.version_code,
-        path: nccl.path.clone(),
-        capabilities: nccl.caps,
-        simulated: nccl.simulated.clone(),
-    }
-}
-
-fn driver_info(driver: &Driver) -> DriverInfo {
-    DriverInfo {
-        cuda_version: cuda::version_string(driver.version),
-        version_code: driver.version,
-        path: driver.path.clone(),
-        simulated: driver.simulated.clone(),
-    }
-}
-
-/// Rank 0 broadcasts where its supervisor takes status reports; every worker hands that to its
-/// own supervisor, which then reports to rank 0's.
 /// Rank 0's supervisor's addresses, once broadcast: a host every rank should reach.
 static STATUS_ADDRS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
 
+/// Rank 0 broadcasts where its supervisor takes status reports; every worker hands that to its
+/// own supervisor, which then reports to rank 0's.
 fn share_status_address(boot: &dyn Bootstrap) {
     let mut buf = [0u8; 1024];
     if boot.rank() == 0

@@ -351,21 +351,8 @@ pub unsafe extern "C" fn ncclSend(
     comm: *mut c_void,
     stream: *mut c_void,
 ) -> u32 {
-    guard(|| {
-        submit(
-            comm,
-            stream,
-            Call {
-                name: "Send",
-                send: sendbuff as usize,
-                recv: 0,
-                count,
-                dtype: datatype,
-                redop: reduce::SUM as c_int,
-                root: peer,
-            },
-        )
-    })
+    let call = point_to_point("Send", sendbuff as usize, 0, count, datatype, peer);
+    guard(|| submit(comm, stream, call))
 }
 
 #[unsafe(no_mangle)]
@@ -377,21 +364,28 @@ pub unsafe extern "C" fn ncclRecv(
     comm: *mut c_void,
     stream: *mut c_void,
 ) -> u32 {
-    guard(|| {
-        submit(
-            comm,
-            stream,
-            Call {
-                name: "Recv",
-                send: 0,
-                recv: recvbuff as usize,
-                count,
-                dtype: datatype,
-                redop: reduce::SUM as c_int,
-                root: peer,
-            },
-        )
-    })
+    let call = point_to_point("Recv", 0, recvbuff as usize, count, datatype, peer);
+    guard(|| submit(comm, stream, call))
+}
+
+/// `ncclSend` / `ncclRecv`: one side of an exchange with `peer`.
+fn point_to_point(
+    name: &'static str,
+    send: usize,
+    recv: usize,
+    count: usize,
+    dtype: c_int,
+    peer: c_int,
+) -> Call {
+    Call {
+        name,
+        send,
+        recv,
+        count,
+        dtype,
+        redop: reduce::SUM as c_int,
+        root: peer,
+    }
 }
 
 #[cfg(test)]

@@ -233,6 +233,22 @@ fn watchdog(what: &'static str, secs: u64) -> Arc<std::sync::atomic::AtomicBool>
 }
 
 /// Runs `body` on `n` rank threads, each with its own blocking communicator; destroys them.
+/// Binds this thread to `rank`'s device and makes its communicator (checked), as each rank of
+/// a job does.
+fn join(rank: usize, n: usize, id: UniqueId) -> Rank {
+    let stream = bind_device(rank);
+    let mut comm = std::ptr::null_mut();
+    // SAFETY: valid out-pointer, id by value.
+    let rc = unsafe { (libs().nccl.ncclCommInitRank)(&mut comm, n as c_int, id, rank as c_int) };
+    assert_eq!(rc, OK, "init of rank {rank}: {}", last_error());
+    Rank {
+        rank,
+        n,
+        comm,
+        stream,
+    }
+}
+
 fn with_ranks<T: Send + 'static>(
     n: usize,
     body: impl Fn(Rank) -> T + Send + Sync + 'static,
@@ -244,19 +260,9 @@ fn with_ranks<T: Send + 'static>(
         .map(|rank| {
             let body = body.clone();
             std::thread::spawn(move || {
-                let stream = bind_device(rank);
                 let nccl = &libs().nccl;
-                let mut comm = std::ptr::null_mut();
-                // SAFETY: valid out-pointer, id by value.
-                let rc =
-                    unsafe { (nccl.ncclCommInitRank)(&mut comm, n as c_int, id, rank as c_int) };
-                assert_eq!(rc, OK, "init of rank {rank}: {}", last_error());
-                let r = Rank {
-                    rank,
-                    n,
-                    comm,
-                    stream,
-                };
+                let r = join(rank, n, id);
+                let comm = r.comm;
                 let out = body(r);
                 sync(&r);
                 // SAFETY: the rank's communicator, used no more.
@@ -882,14 +888,8 @@ fn two_rank_all_reduces(ops: usize) -> Vec<(Vec<Vec<i32>>, u32)> {
     let out: Vec<_> = (0..2)
         .map(|rank| {
             std::thread::spawn(move || {
-                let stream = bind_device(rank);
                 let nccl = &libs().nccl;
-                let mut comm = std::ptr::null_mut();
-                // SAFETY: valid out-pointer.
-                assert_eq!(
-                    unsafe { (nccl.ncclCommInitRank)(&mut comm, 2, id, rank as c_int) },
-                    OK
-                );
+                let Rank { comm, stream, .. } = join(rank, 2, id);
                 let r = Rank {
                     rank,
                     n: 2,
@@ -964,15 +964,9 @@ fn child_run_hang() {
         .map(|rank| {
             let both = both.clone();
             std::thread::spawn(move || {
-                let stream = bind_device(rank);
                 let nccl = &libs().nccl;
                 let cu = &libs().cu;
-                let mut comm = std::ptr::null_mut();
-                // SAFETY: valid out-pointer.
-                assert_eq!(
-                    unsafe { (nccl.ncclCommInitRank)(&mut comm, 2, id, rank as c_int) },
-                    OK
-                );
+                let Rank { comm, stream, .. } = join(rank, 2, id);
                 let x = [1u8; 4];
                 let mut y = [0u8; 4];
                 // SAFETY: 4 uint8; operation 0 hangs on rank 1 until it is aborted.
@@ -1007,14 +1001,8 @@ fn child_import() {
     let hs: Vec<_> = (0..2)
         .map(|rank| {
             std::thread::spawn(move || {
-                let stream = bind_device(rank);
                 let nccl = &libs().nccl;
-                let mut comm = std::ptr::null_mut();
-                // SAFETY: valid out-pointer.
-                assert_eq!(
-                    unsafe { (nccl.ncclCommInitRank)(&mut comm, 2, id, rank as c_int) },
-                    OK
-                );
+                let Rank { comm, stream, .. } = join(rank, 2, id);
                 let x = [1u8; 4];
                 let mut y = [0u8; 4];
                 // SAFETY: 4 uint8.
