@@ -3,7 +3,7 @@
 //! Unix socket; a worker started without a supervisor reports nowhere.
 
 use crate::error::Failure;
-use crate::stage::Stage;
+use crate::stage::{Stage, StageRecord};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -43,6 +43,9 @@ pub enum Event {
         code: u8,
         #[serde(default)]
         failure: Option<Failure>,
+        /// The rank's walk through the stages, as its supervisor timed it.
+        #[serde(default)]
+        stages: Vec<StageRecord>,
     },
 }
 

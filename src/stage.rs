@@ -164,6 +164,15 @@ pub mod exit {
     pub const DOCTOR_FAIL: u8 = 32;
 }
 
+/// Seconds one stage took on one rank.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StageRecord {
+    pub stage: Stage,
+    /// Wall seconds from entering the stage to leaving it.
+    pub seconds: f64,
+    pub ok: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

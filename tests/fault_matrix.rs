@@ -286,6 +286,21 @@ fn rank_0_records_another_ranks_failure() {
         "{:?}",
         doc.failures
     );
+    let row = |rank: u32| doc.ranks.iter().find(|r| r.rank == rank);
+    assert_eq!(
+        row(2).map(|r| (r.state.as_str(), r.stage)),
+        Some(("failed", Some(Stage::Device))),
+        "{:?}",
+        doc.ranks
+    );
+    assert!(
+        row(2).is_some_and(|r| r
+            .stages
+            .last()
+            .is_some_and(|s| !s.ok && s.stage == Stage::Device)),
+        "{:?}",
+        doc.ranks
+    );
     assert!(
         t.contains("# job: rank 2 (host ") && t.contains(") failed at device; rank 0 recorded it"),
         "{t}"

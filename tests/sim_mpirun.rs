@@ -4,6 +4,7 @@
 mod common;
 use common::*;
 use nccl_smoke::report::results;
+use nccl_smoke::stage::Stage;
 
 fn pass_run(np: u32) {
     require_sim();
@@ -52,6 +53,18 @@ fn pass_run(np: u32) {
     assert!(doc.simulated);
     assert_eq!(doc.verdict.status, results::Status::Pass);
     assert_eq!(doc.fingerprint.ranks.len(), np as usize);
+    // The per-rank table: every rank finished, its stages timed, launch to finalize.
+    assert_eq!(doc.ranks.len(), np as usize, "{:?}", doc.ranks);
+    for (i, r) in doc.ranks.iter().enumerate() {
+        assert_eq!(
+            (r.rank, r.state.as_str(), r.exit_code),
+            (i as u32, "finished", Some(0))
+        );
+        let walked: Vec<Stage> = r.stages.iter().map(|s| s.stage).collect();
+        assert_eq!(walked.first(), Some(&Stage::Launch), "{r:?}");
+        assert_eq!(walked.last(), Some(&Stage::Finalize), "{r:?}");
+        assert!(r.stages.iter().all(|s| s.ok && s.seconds >= 0.0), "{r:?}");
+    }
     assert!(doc.fingerprint.nccl.as_ref().unwrap().simulated.is_some());
     let patterns: std::collections::BTreeSet<_> =
         doc.results.iter().map(|r| r.pattern.as_str()).collect();

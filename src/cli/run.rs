@@ -440,6 +440,7 @@ impl Run<'_> {
                 ..Fingerprint::default()
             },
             stages: self.stages.clone(),
+            ranks: Vec::new(),
             results: Vec::new(),
             failures: Vec::new(),
             warnings: Vec::new(),

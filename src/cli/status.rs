@@ -9,13 +9,17 @@
 
 use crate::error::Failure;
 use crate::progress::Event;
-use crate::stage::Stage;
+use crate::report::results::RankRecord;
+use crate::stage::{Stage, StageRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// How a supervisor's failure begins when the launcher stopped its rank.
+pub const STOPPED: &str = "stopped by the launcher";
 
 /// The port of this rank's supervisor's status listener, for its worker.
 pub const PORT_ENV: &str = "NCCL_SMOKE_STATUS_PORT";
@@ -39,6 +43,8 @@ pub struct RankView {
     pub ended: Option<(u8, Option<Failure>)>,
     /// The connection dropped without an end report: the rank (or its host) vanished.
     pub lost: bool,
+    /// Its stages, timed by its supervisor, once it ended.
+    pub stages: Vec<StageRecord>,
 }
 
 /// Rank 0's view of the job.
@@ -59,6 +65,7 @@ impl JobView {
             last_heard: Instant::now(),
             ended: None,
             lost: false,
+            stages: Vec::new(),
         });
         v.last_heard = Instant::now();
         match r.event {
@@ -68,16 +75,67 @@ impl JobView {
             }
             Event::Step { what, .. } => v.step = Some(what),
             Event::Failed { failure } => self.failures.push(failure),
-            Event::Ended { code, failure } => {
+            Event::Ended {
+                code,
+                failure,
+                stages,
+            } => {
                 if let Some(f) = &failure
                     && !self.failures.contains(f)
                 {
                     self.failures.push(f.clone());
                 }
                 v.ended = Some((code, failure));
+                v.stages = stages;
             }
             Event::Beat | Event::Results { .. } | Event::StatusAddr { .. } => {}
         }
+    }
+
+    /// Whether every other rank has ended (or was lost).
+    pub fn all_ended(&self) -> bool {
+        (1..self.nranks).all(|r| {
+            self.ranks
+                .get(&r)
+                .is_some_and(|v| v.ended.is_some() || v.lost)
+        })
+    }
+
+    /// The per-rank table of the results file: `me` (rank 0), then every other rank, the ones
+    /// never heard from included.
+    pub fn records(&self, me: RankRecord) -> Vec<RankRecord> {
+        let mut out = vec![me];
+        for rank in 1..self.nranks.max(1) {
+            let Some(v) = self.ranks.get(&rank) else {
+                out.push(RankRecord {
+                    rank,
+                    host: String::new(),
+                    state: "silent".into(),
+                    exit_code: None,
+                    stage: None,
+                    step: None,
+                    stages: Vec::new(),
+                });
+                continue;
+            };
+            let (state, code) = match &v.ended {
+                Some((0, _)) => ("finished", Some(0)),
+                Some((c, Some(f))) if f.error.starts_with(STOPPED) => ("stopped", Some(*c)),
+                Some((c, _)) => ("failed", Some(*c)),
+                None if v.lost => ("lost", None),
+                None => ("running", None),
+            };
+            out.push(RankRecord {
+                rank,
+                host: v.host.clone(),
+                state: state.into(),
+                exit_code: code,
+                stage: v.stage,
+                step: v.step.clone(),
+                stages: v.stages.clone(),
+            });
+        }
+        out
     }
 
     /// One line per rank other than rank 0, plus the ranks never heard from: what rank 0
@@ -246,9 +304,35 @@ mod tests {
             Event::Ended {
                 code: 13,
                 failure: Some(f.clone()),
+                stages: Vec::new(),
             },
         ));
         v.ranks.get_mut(&2).unwrap().lost = true;
+        let me = RankRecord {
+            rank: 0,
+            host: "h0".into(),
+            state: "failed".into(),
+            exit_code: Some(16),
+            stage: Some(Stage::Init),
+            step: None,
+            stages: Vec::new(),
+        };
+        let table: Vec<(u32, String, Option<Stage>)> = v
+            .records(me)
+            .into_iter()
+            .map(|r| (r.rank, r.state, r.stage))
+            .collect();
+        assert_eq!(
+            table,
+            vec![
+                (0, "failed".into(), Some(Stage::Init)),
+                (1, "running".into(), Some(Stage::Init)),
+                (2, "lost".into(), Some(Stage::Alloc)),
+                (3, "failed".into(), None),
+                (4, "silent".into(), None),
+            ]
+        );
+        assert!(!v.all_ended());
         let s = v.summary(Some((Stage::Init, Some("waiting"))));
         assert_eq!(s[0], "# job: rank 0 in init (waiting)");
         assert!(s[1].starts_with("# job: rank 1 (host h1) in init"), "{s:?}");

@@ -12,8 +12,8 @@ use crate::bootstrap::launcher;
 use crate::error::{self, Failure, Who};
 use crate::ffi::os;
 use crate::progress::{Event, SOCKET_ENV};
-use crate::report::results::{self, Status, Verdict};
-use crate::stage::{Stage, exit};
+use crate::report::results::{self, RankRecord, Status, Verdict};
+use crate::stage::{Stage, StageRecord, exit};
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
@@ -35,6 +35,8 @@ const GRACE: Duration = Duration::from_millis(1000);
 /// own (in its driver, say) then reports before the ranks that are only waiting for it.
 const WAITING_GRACE: Duration = Duration::from_millis(900);
 
+/// How long rank 0 waits, after a pass, for the other ranks' end reports.
+const SETTLE: Duration = Duration::from_secs(2);
 /// How long a rank whose worker failed stays before exiting (see `spawn_and_watch`).
 const LINGER: Duration = Duration::from_millis(700);
 
@@ -76,6 +78,9 @@ struct Watch {
     /// Rank 0: how many of the other ranks' failures are printed, and in the results file.
     announced: usize,
     recorded: usize,
+    /// The stages left behind, timed, and when the current one was entered.
+    history: Vec<StageRecord>,
+    entered: Instant,
 }
 
 pub fn supervise(args: &RunArgs) -> u8 {
@@ -274,6 +279,8 @@ fn watch(
         job,
         announced: 0,
         recorded: 0,
+        history: Vec::new(),
+        entered: Instant::now(),
     };
     loop {
         while let Ok(msg) = rx.recv_timeout(Duration::from_millis(50)) {
@@ -347,6 +354,14 @@ fn watch(
 fn apply(w: &mut Watch, ev: Event) {
     match &ev {
         Event::Stage { stage, rank } => {
+            if *stage != w.stage {
+                w.history.push(StageRecord {
+                    stage: w.stage,
+                    seconds: w.entered.elapsed().as_secs_f64(),
+                    ok: true,
+                });
+                w.entered = Instant::now();
+            }
             w.stage = *stage;
             w.step = None;
             w.waiting = false;
@@ -460,11 +475,22 @@ fn crashed(w: &Watch, who: &Who, sig: i32) -> Failure {
 /// rank's failure in the results file. Returns the exit code.
 fn conclude(w: &mut Watch, own: Option<Failure>, code: u8) -> u8 {
     let failure = own.clone().or_else(|| w.failed.clone());
+    let stages = walked(w, code == exit::PASS);
     if let Some(u) = w.uplink.as_mut() {
         u.send(&Event::Ended {
             code,
             failure: failure.clone(),
+            stages,
         });
+    }
+    if code == exit::PASS
+        && let Some(job) = &w.job
+    {
+        // Nobody is in a hurry after a pass: let the other ranks' ends arrive for the table.
+        let start = Instant::now();
+        while start.elapsed() < SETTLE && !job.lock().map(|v| v.all_ended()).unwrap_or(true) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
     let (job_lines, remote): (Vec<String>, Vec<Failure>) = match (&w.job, code) {
         (Some(job), c) if c != exit::PASS => job
@@ -480,10 +506,14 @@ fn conclude(w: &mut Watch, own: Option<Failure>, code: u8) -> u8 {
     };
     // The file first: a launcher tearing the job down may close this rank's output before
     // (and kill it soon after) it has printed.
-    if let Some(path) = &w.results
-        && (own.is_some() || !remote.is_empty())
-    {
-        record_failures(path, own.as_ref(), &remote);
+    if let Some(path) = &w.results {
+        let state = match (code, &own) {
+            (exit::PASS, _) => "finished",
+            (_, Some(f)) if f.error.starts_with(status::STOPPED) => "stopped",
+            _ => "failed",
+        };
+        let table = rank_table(w, state, Some(code), code == exit::PASS);
+        record(path, own.as_ref(), &remote, table);
     }
     if let Some(f) = &own {
         say_line(&f.to_string());
@@ -493,7 +523,7 @@ fn conclude(w: &mut Watch, own: Option<Failure>, code: u8) -> u8 {
     }
     let stopped = own
         .as_ref()
-        .is_some_and(|f| f.error.starts_with("stopped by the launcher"));
+        .is_some_and(|f| f.error.starts_with(status::STOPPED));
     let job_failures: Vec<Failure> = failure
         .iter()
         .filter(|_| !stopped)
@@ -509,13 +539,45 @@ fn conclude(w: &mut Watch, own: Option<Failure>, code: u8) -> u8 {
     code
 }
 
+/// This rank's stages, the current one ending now (`ok`: it ended well).
+fn walked(w: &Watch, ok: bool) -> Vec<StageRecord> {
+    let mut out = w.history.clone();
+    out.push(StageRecord {
+        stage: w.stage,
+        seconds: w.entered.elapsed().as_secs_f64(),
+        ok,
+    });
+    out
+}
+
+/// Rank 0: the results file's per-rank table, this rank in `state` first; empty elsewhere.
+fn rank_table(w: &Watch, state: &str, code: Option<u8>, ok: bool) -> Vec<RankRecord> {
+    let Some(job) = &w.job else {
+        return Vec::new();
+    };
+    let me = RankRecord {
+        rank: w.rank.unwrap_or(0),
+        host: w.host.clone(),
+        state: state.into(),
+        exit_code: code,
+        stage: Some(w.stage),
+        step: w.step.clone(),
+        stages: walked(w, ok),
+    };
+    job.lock().map(|v| v.records(me)).unwrap_or_default()
+}
+
 /// Adds this rank's failure (`own`) and the other ranks' (`remote`, rank 0 only) to the
-/// results file, and sets its verdict from the job's first failure.
-fn record_failures(path: &Path, own: Option<&Failure>, remote: &[Failure]) {
+/// results file, sets its verdict from the job's first failure, and (rank 0) its per-rank
+/// table.
+fn record(path: &Path, own: Option<&Failure>, remote: &[Failure], table: Vec<RankRecord>) {
     let _ = results::amend(path, |doc| {
+        if !table.is_empty() {
+            doc.ranks = table;
+        }
         // Being stopped because another rank failed is no failure of this rank's own.
-        let own_counts = remote.is_empty()
-            || !own.is_some_and(|f| f.error.starts_with("stopped by the launcher"));
+        let own_counts =
+            remote.is_empty() || !own.is_some_and(|f| f.error.starts_with(status::STOPPED));
         for f in own.iter().copied().filter(|_| own_counts).chain(remote) {
             if !doc.failures.contains(f) {
                 doc.failures.push(f.clone());
@@ -562,7 +624,8 @@ fn record_remote_failures(w: &mut Watch) {
     }
     w.announced = all.len();
     if let Some(path) = &w.results {
-        record_failures(path, None, &all[w.recorded..]);
+        let table = rank_table(w, "running", None, true);
+        record(path, None, &all[w.recorded..], table);
         w.recorded = all.len();
     }
 }

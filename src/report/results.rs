@@ -52,13 +52,27 @@ pub struct RunConfig {
     pub op: String,
 }
 
-/// Seconds one stage took on rank 0.
+pub use crate::stage::StageRecord;
+
+/// One rank's state and walk through the stages, as rank 0 learned it over the status line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StageRecord {
-    pub stage: Stage,
-    /// Wall seconds from entering the stage to leaving it.
-    pub seconds: f64,
-    pub ok: bool,
+pub struct RankRecord {
+    pub rank: u32,
+    pub host: String,
+    /// `finished` (exit 0), `failed`, `stopped` (by the launcher, after another rank failed),
+    /// `running` (still going when rank 0 wrote this), `lost` (connection dropped without an
+    /// end report: the process or its host died) or `silent` (never reported).
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<u8>,
+    /// The last stage it was known to be in, and the step within it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<Stage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// Its stages with their durations, when it reported its end.
+    #[serde(default)]
+    pub stages: Vec<StageRecord>,
 }
 
 /// The whole results document.
@@ -79,6 +93,9 @@ pub struct ResultsDoc {
     pub fingerprint: Fingerprint,
     /// Rank 0's walk through the stages.
     pub stages: Vec<StageRecord>,
+    /// Every rank's state and stages (written by rank 0's supervisor as ranks report).
+    #[serde(default)]
+    pub ranks: Vec<RankRecord>,
     /// One entry per measured size, in the order measured.
     pub results: Vec<SizeResult>,
     /// Failures known to rank 0.
@@ -116,7 +133,7 @@ impl ResultsFile {
     }
 }
 
-/// Adds to `doc` the failures `other` (the file as it is now) has and it lacks. A failed
+/// Adds to `doc` the failures and rank table `other` (the file as it is now) has and it lacks. A failed
 /// verdict already in the file stands: it names the job's first failure, and a later one
 /// (a rank that saw its peer vanish) is only a consequence.
 fn merge_failures(doc: &mut ResultsDoc, other: &ResultsDoc) {
@@ -127,6 +144,9 @@ fn merge_failures(doc: &mut ResultsDoc, other: &ResultsDoc) {
     }
     if other.verdict.status == Status::Fail {
         doc.verdict = other.verdict.clone();
+    }
+    if doc.ranks.is_empty() {
+        doc.ranks = other.ranks.clone();
     }
 }
 
@@ -251,6 +271,7 @@ mod tests {
             },
             fingerprint: Default::default(),
             stages: vec![],
+            ranks: vec![],
             results: vec![],
             failures: vec![],
             warnings: vec![],
