@@ -9,7 +9,7 @@ use crate::texts;
 use nccl_smoke_fault::{Kind, Where};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::Duration;
 
 /// `NCCL_SMOKE_SIM_RUN_FAULT_OP`: the operation index (per communicator, from 0) at which a
 /// `run` fault strikes.
@@ -137,20 +137,48 @@ pub fn run_batch(comm: &Arc<Comm>, ops: &[Op], setup: Setup) {
         }
     }
     let corrupt = index >= 1 && comm.fault(Where::Verify) == Some(Kind::Corrupt);
-    let start = Instant::now();
-    if let Err(r) = ops::execute(comm, ops, corrupt) {
-        comm.report(&r);
-        comm.break_links();
-        return;
-    }
+    let sent = match ops::execute(comm, ops, corrupt) {
+        Ok(bytes) => bytes,
+        Err(r) => {
+            comm.report(&r);
+            comm.break_links();
+            return;
+        }
+    };
     let slow = comm.slow();
     if slow > 1.0 {
-        comm.sleep(start.elapsed().mul_f64(slow - 1.0));
+        comm.sleep(slow_link_delay(sent, slow));
     }
 }
 
+/// The link a `slow=F` fault models: F times slower than a reference link of
+/// [`LINK_BYTES_PER_S`] with [`LINK_LATENCY`] per batch. The extra time depends on the bytes
+/// this rank sent alone, never on time spent waiting for peers (which would feed back: each
+/// rank's delay would stretch the others' and grow without bound).
+fn slow_link_delay(bytes: usize, factor: f64) -> Duration {
+    let base = LINK_LATENCY + Duration::from_secs_f64(bytes as f64 / LINK_BYTES_PER_S);
+    base.mul_f64(factor - 1.0)
+}
+
+/// The reference link of [`slow_link_delay`]: about what loopback TCP gives the simulation.
+const LINK_BYTES_PER_S: f64 = 400e6;
+const LINK_LATENCY: Duration = Duration::from_micros(20);
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_slow_link_adds_time_by_bytes_sent_only() {
+        use std::time::Duration;
+        assert_eq!(super::slow_link_delay(0, 1.0), Duration::ZERO);
+        let mib = super::slow_link_delay(1 << 20, 4.0);
+        let two = super::slow_link_delay(2 << 20, 4.0);
+        assert!(
+            mib > Duration::from_millis(7) && mib < Duration::from_millis(8),
+            "{mib:?}"
+        );
+        assert!(two > mib.mul_f64(1.9) && two < mib.mul_f64(2.1), "{two:?}");
+    }
+
     #[test]
     fn shm_names_look_like_mkstemp() {
         let n = super::shm_name();

@@ -271,10 +271,11 @@ fn recv(comm: &Comm, j: usize, chan: u32, out: &mut [u8], exact: bool) -> Result
 }
 
 /// Moves one batch's bytes. `corrupt` spoils what this rank sends (a `verify` fault).
-pub fn execute(comm: &Comm, ops: &[Op], corrupt: bool) -> Result<(), Report> {
+pub fn execute(comm: &Comm, ops: &[Op], corrupt: bool) -> Result<usize, Report> {
     let (rank, nranks) = (comm.id.rank, comm.id.nranks);
     let mut out = gather(rank, nranks, ops, corrupt);
     let to = std::mem::take(&mut out.to);
+    let bytes: usize = to.iter().flatten().map(|(_, m)| m.len()).sum();
     std::thread::scope(|scope| {
         let senders: Vec<_> = to
             .into_iter()
@@ -307,7 +308,7 @@ pub fn execute(comm: &Comm, ops: &[Op], corrupt: bool) -> Result<(), Report> {
                 result = sent;
             }
         }
-        result
+        result.map(|()| bytes)
     })
 }
 
