@@ -1,6 +1,7 @@
 //! Command-line interface: flags, their validation, and the hand-over to each subcommand.
 
 mod backend;
+mod compare;
 mod doctor;
 mod explain;
 mod launch;
@@ -50,6 +51,10 @@ pub enum Command {
     /// Start N ranks on this node without MPI, e.g. `nccl-smoke launch -n 8 run`: each gets
     /// its rank, local rank and the address of rank 0 through the environment.
     Launch(launch::LaunchArgs),
+    /// Compare two runs' results files (e.g. before and after a driver upgrade): what changed
+    /// in the environment, bus bandwidth per pattern and size, and a verdict. Exit code: 0 no
+    /// regression, 30 regressed, 2 when a file is unreadable or the runs are not comparable.
+    Compare(compare::CompareArgs),
     /// The second process of the cuMem export/import probe (started by a failing rank).
     #[command(name = "probe-import", hide = true)]
     ProbeImport(ProbeImportArgs),
@@ -216,10 +221,17 @@ impl RunArgs {
 
 /// Runs the parsed command; returns the process exit code.
 pub fn dispatch(cli: Cli) -> u8 {
+    if matches!(
+        cli.command,
+        Command::Explain(_) | Command::Doctor(_) | Command::Compare(_)
+    ) {
+        crate::ffi::os::default_sigpipe();
+    }
     match cli.command {
         Command::Explain(args) => explain::explain(&args),
         Command::Doctor(args) => doctor::doctor(&args),
         Command::Launch(args) => launch::launch(&args),
+        Command::Compare(args) => compare::compare(&args),
         Command::ProbeImport(a) => {
             crate::diagnose::probe::import_side(&a.socket, &a.cuda_lib, a.device)
         }

@@ -415,6 +415,15 @@ impl Run<'_> {
             schema: crate::report::results::SCHEMA.into(),
             tool_version: env!("CARGO_PKG_VERSION").into(),
             started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            run_id: format!(
+                "{}-{}-{}",
+                self.who.host,
+                std::process::id(),
+                SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or_default()
+            ),
             backend: if self.simulated {
                 "SIMULATED".into()
             } else {

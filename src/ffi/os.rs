@@ -272,3 +272,13 @@ pub fn recv_fd(
         (nfds == 1 && fds[0] >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[0]) });
     Ok((n, fd))
 }
+
+/// Restores the default SIGPIPE action (Rust ignores it): a one-shot command whose output
+/// goes into a closed pipe (`| head`) then ends quietly, as other Unix tools do, instead of
+/// failing to print. Not for `run`, whose supervisor must outlive a closed stdout.
+pub fn default_sigpipe() {
+    // SAFETY: installs the default disposition for one signal; no handler code runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}

@@ -83,6 +83,9 @@ pub struct ResultsDoc {
     pub tool_version: String,
     /// RFC 3339, UTC.
     pub started_at: String,
+    /// Tells this run's file from an earlier run's at the same path (host, pid, start time).
+    #[serde(default)]
+    pub run_id: String,
     /// "nccl" for a real run, "SIMULATED" for the simulation backend.
     pub backend: String,
     /// True when any library that ran is nccl-smoke's simulation: numbers are CPU numbers.
@@ -125,7 +128,10 @@ impl ResultsFile {
     pub fn save(&self) -> std::io::Result<()> {
         locked(&self.path, || {
             let mut doc = self.doc.clone();
-            if let Ok(disk) = load(&self.path) {
+            // An earlier run's file at the same path is replaced, not merged.
+            if let Ok(disk) = load(&self.path)
+                && disk.run_id == doc.run_id
+            {
                 merge_failures(&mut doc, &disk);
             }
             save(&self.path, &doc)
@@ -133,9 +139,9 @@ impl ResultsFile {
     }
 }
 
-/// Adds to `doc` the failures and rank table `other` (the file as it is now) has and it lacks. A failed
-/// verdict already in the file stands: it names the job's first failure, and a later one
-/// (a rank that saw its peer vanish) is only a consequence.
+/// Adds to `doc` the failures and rank table `other` (the file as it is now) has and it
+/// lacks. A failed verdict already in the file stands: it names the job's first failure, and
+/// a later one (a rank that saw its peer vanish) is only a consequence.
 fn merge_failures(doc: &mut ResultsDoc, other: &ResultsDoc) {
     for f in &other.failures {
         if !doc.failures.contains(f) {
@@ -245,15 +251,49 @@ pub fn check_writable(path: &Path) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn sample_doc() -> ResultsDoc {
+    #[test]
+    fn a_save_keeps_this_runs_added_failures_and_replaces_an_earlier_runs_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.json");
+        let who = crate::error::Who {
+            rank: Some(2),
+            host: "h2".into(),
+        };
+        let mut earlier = sample_doc();
+        earlier.run_id = "earlier".into();
+        save(&path, &earlier).unwrap();
+        amend(&path, |d| {
+            d.failures
+                .push(Failure::new(Stage::Device, &who, "from the earlier run"));
+            d.verdict.status = Status::Fail;
+        })
+        .unwrap();
+        let mine = ResultsFile::new(&path, sample_doc());
+        mine.save().unwrap();
+        let back = load(&path).unwrap();
+        assert!(back.failures.is_empty() && back.verdict.status != Status::Fail);
+        // The supervisor adds another rank's failure; the worker's next save keeps it.
+        amend(&path, |d| {
+            d.failures.push(Failure::new(Stage::Device, &who, "rank 2"));
+            d.verdict.status = Status::Fail;
+        })
+        .unwrap();
+        mine.save().unwrap();
+        let back = load(&path).unwrap();
+        assert_eq!(back.failures.len(), 1);
+        assert_eq!(back.verdict.status, Status::Fail);
+    }
+
+    pub(crate) fn sample_doc() -> ResultsDoc {
         ResultsDoc {
             schema: SCHEMA.into(),
             tool_version: "0.1.0".into(),
             started_at: "2026-11-22T00:00:00Z".into(),
+            run_id: "h-1-0".into(),
             backend: "SIMULATED".into(),
             simulated: true,
             command: vec!["nccl-smoke".into(), "run".into()],
