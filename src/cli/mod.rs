@@ -55,6 +55,12 @@ pub enum Command {
     /// in the environment, bus bandwidth per pattern and size, and a verdict. Exit code: 0 no
     /// regression, 30 regressed, 2 when a file is unreadable or the runs are not comparable.
     Compare(compare::CompareArgs),
+    /// The second process of the NCCL one-rank init probe (started by a failing rank).
+    #[command(name = "probe-nccl-init", hide = true)]
+    ProbeNcclInit {
+        #[arg(long)]
+        nccl_lib: String,
+    },
     /// The second process of the cuMem export/import probe (started by a failing rank).
     #[command(name = "probe-import", hide = true)]
     ProbeImport(ProbeImportArgs),
@@ -232,6 +238,9 @@ pub fn dispatch(cli: Cli) -> u8 {
         Command::Doctor(args) => doctor::doctor(&args),
         Command::Launch(args) => launch::launch(&args),
         Command::Compare(args) => compare::compare(&args),
+        Command::ProbeNcclInit { nccl_lib } => {
+            crate::diagnose::probe::nccl_solo_init_side(&nccl_lib)
+        }
         Command::ProbeImport(a) => {
             crate::diagnose::probe::import_side(&a.socket, &a.cuda_lib, a.device)
         }

@@ -58,11 +58,10 @@ pub fn worker(args: &RunArgs) -> u8 {
         Ok(code) => code,
         Err(f) => {
             let code = run.fail(f);
-            // No destructors: MPI_Finalize would wait for ranks that are not finishing, and the
-            // launcher must see this exit code now.
-            use std::io::Write;
-            let _ = std::io::stdout().flush();
-            std::process::exit(code as i32)
+            // No destructors: MPI_Finalize would wait for ranks that are not finishing, the
+            // launcher must see this exit code now, and the libraries' teardown must not get
+            // a chance to crash after the verdict.
+            os::exit_now(code)
         }
     }
 }
@@ -349,22 +348,16 @@ impl Run<'_> {
     /// A second opinion from libnccl itself: a one-rank communicator needs the driver, so its
     /// failure, in NCCL's words, confirms (or contradicts) that the driver is missing.
     fn corroborate_missing_driver(&self, nccl: &Nccl, f: &mut Failure) {
-        let opinion = nccl
-            .get_unique_id()
-            .and_then(|id| nccl.comm_init_rank(1, &id, 0, true));
-        match opinion {
-            Err(e) => {
-                let said = e
-                    .last_error()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| e.to_string());
+        let exe = std::env::current_exe().unwrap_or_else(|_| "nccl-smoke".into());
+        match probe::nccl_solo_init(&exe, &nccl.path) {
+            probe::SoloInit::Failed { said, error } => {
                 f.error = format!("{}; NCCL's own init agrees: {said}", f.error);
-                f.evidence.push(format!("ncclCommInitRank(nranks=1): {e}"));
+                f.evidence.push(format!("ncclCommInitRank(nranks=1): {error}"));
             }
-            Ok(comm) => {
-                let _ = nccl.comm_destroy(comm);
-                f.evidence.push("ncclCommInitRank(nranks=1) succeeded without the driver library nccl-smoke looked for: NCCL found another driver".into());
-            }
+            probe::SoloInit::Succeeded => f.evidence.push("ncclCommInitRank(nranks=1) succeeded without the driver library nccl-smoke looked for: NCCL found another driver".into()),
+            probe::SoloInit::NoAnswer(why) => f
+                .evidence
+                .push(format!("ncclCommInitRank(nranks=1) in a second process: {why}")),
         }
     }
 

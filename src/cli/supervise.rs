@@ -306,6 +306,14 @@ fn watch(
                 let stopped = term.load(Ordering::SeqCst)
                     || sig == signal_hook::consts::SIGTERM
                     || sig == signal_hook::consts::SIGINT;
+                if !stopped && let Some(given) = w.failed.clone() {
+                    // The worker gave its verdict, then died on its way out: the verdict stands.
+                    eprintln!(
+                        "nccl-smoke: the worker died of {} after reporting its failure",
+                        os::signal_name(sig)
+                    );
+                    return conclude(&mut w, None, given.exit_code());
+                }
                 let f = if stopped {
                     stopped_by_launcher(&w, who)
                 } else {

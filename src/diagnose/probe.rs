@@ -2,6 +2,7 @@
 //! evidence: what NCCL said, and what the node does when asked directly.
 
 use crate::ffi::cuda::{Device, Driver, SharedMem};
+use crate::ffi::nccl::Nccl;
 use crate::ffi::os;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -195,6 +196,106 @@ fn import_and_check(stream: &UnixStream, cuda_lib: &str, device: i32) -> Result<
     } else {
         Err("imported, but the bytes read back differ from those written".into())
     }
+}
+
+/// The hidden subcommand that tries NCCL's own one-rank init in a second process.
+pub const NCCL_INIT_SUBCOMMAND: &str = "probe-nccl-init";
+
+/// What libnccl says of a one-rank communicator on this node.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SoloInit {
+    /// Init failed: `ncclGetLastError`'s text (or the error), and the call's error.
+    Failed {
+        said: String,
+        error: String,
+    },
+    Succeeded,
+    /// The second process gave no answer (it crashed, or hung past the deadline).
+    NoAnswer(String),
+}
+
+/// Asks libnccl at `nccl_path`, in a second process (`exe probe-nccl-init`), to make a one-rank
+/// communicator: its own opinion of the node, e.g. whether it finds a CUDA driver. In a child,
+/// because a failed init can leave NCCL's threads running, and they have crashed the process
+/// that asked (NCCL 2.19 without a driver).
+pub fn nccl_solo_init(exe: &Path, nccl_path: &str) -> SoloInit {
+    let child = Command::new(exe)
+        .args([NCCL_INIT_SUBCOMMAND, "--nccl-lib", nccl_path])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => return SoloInit::NoAnswer(format!("cannot start it: {e}")),
+    };
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if start.elapsed() < IMPORT_DEADLINE => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return SoloInit::NoAnswer(format!(
+                    "no answer within {} s",
+                    IMPORT_DEADLINE.as_secs()
+                ));
+            }
+        }
+    }
+    let mut out = String::new();
+    if let Some(mut pipe) = child.stdout.take() {
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut out);
+    }
+    let line = out.lines().next().unwrap_or("");
+    match line.split_once('\t') {
+        Some(("failed", rest)) => {
+            let (said, error) = rest.split_once('\t').unwrap_or((rest, rest));
+            SoloInit::Failed {
+                said: said.into(),
+                error: error.into(),
+            }
+        }
+        _ if line == "ok" => SoloInit::Succeeded,
+        _ => SoloInit::NoAnswer("it ended without an answer (it crashed?)".into()),
+    }
+}
+
+/// The second process of [`nccl_solo_init`]: one line, `ok` or `failed<TAB>said<TAB>error`.
+pub fn nccl_solo_init_side(nccl_path: &str) -> u8 {
+    let nccl = match Nccl::load(Some(nccl_path)) {
+        Ok(n) => n,
+        Err(e) => {
+            println!("failed\t{e}\t{e}");
+            return 1;
+        }
+    };
+    let line = match nccl
+        .get_unique_id()
+        .and_then(|id| nccl.comm_init_rank(1, &id, 0, true))
+    {
+        Ok(comm) => {
+            let _ = nccl.comm_destroy(comm);
+            "ok".to_string()
+        }
+        Err(e) => {
+            let said = e
+                .last_error()
+                .map(str::to_string)
+                .unwrap_or_else(|| e.to_string());
+            format!("failed\t{}\t{}", one_line(&said), one_line(&e.to_string()))
+        }
+    };
+    println!("{line}");
+    // The answer is out; NCCL's teardown must not turn it into a crash.
+    os::exit_now(0)
+}
+
+fn one_line(s: &str) -> String {
+    s.replace(['\t', '\n'], " ")
 }
 
 /// The peer addresses NCCL names in log lines (`10.1.2.3<43211>`), in order, without repeats.

@@ -282,3 +282,14 @@ pub fn default_sigpipe() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
+
+/// Ends the process at once with `code`: no atexit handlers, no static destructors. After a
+/// failure, libnccl's own threads may still run, and its destructors racing them can crash
+/// the process after the verdict was given (seen with NCCL 2.19 when CUDA init failed).
+pub fn exit_now(code: u8) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: _exit takes a status and never returns; buffers were flushed above.
+    unsafe { libc::_exit(code as i32) }
+}
