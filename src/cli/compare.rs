@@ -63,6 +63,13 @@ pub fn compare(args: &CompareArgs) -> u8 {
     };
     println!("# first run : {}", label(&before, &args.before));
     println!("# second run: {}", label(&after, &args.after));
+    let (nb, na) = (before.fingerprint.ranks.len(), after.fingerprint.ranks.len());
+    if nb != na {
+        println!(
+            "# warning: the runs had {nb} and {na} ranks: bus bandwidth is corrected for the rank \
+             count, but the transports and topology differ; compare runs of one job shape"
+        );
+    }
     print_changes(&c);
     print_rows(&c, &opts);
     if let Some(path) = &args.plot {
