@@ -6,6 +6,7 @@
 
 mod common;
 use common::*;
+use nccl_smoke::diagnose::doctor;
 use nccl_smoke::report::fingerprint::diff;
 use nccl_smoke::report::results::load_fingerprint;
 use serde_json::Value;
@@ -55,24 +56,11 @@ fn doctor_json_round_trips() {
         .iter()
         .map(|c| c["id"].as_str().unwrap())
         .collect();
-    for id in [
-        "nccl",
-        "nccl-search-path",
-        "cuda-driver",
-        "gpus",
-        "gpudirect-rdma",
-        "infiniband",
-        "socket-ifname",
-        "dev-shm",
-        "memlock",
-        "open-files",
-        "mpi-hcoll",
-        "ucx-net-devices",
-        "container",
-        "known-issues",
-    ] {
-        assert!(ids.contains(&id), "{id} missing from {ids:?}");
-    }
+    assert_eq!(
+        ids,
+        doctor::CHECK_IDS,
+        "the report lists every check, in order"
+    );
 }
 
 #[test]

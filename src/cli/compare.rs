@@ -63,7 +63,10 @@ pub fn compare(args: &CompareArgs) -> u8 {
     };
     println!("# first run : {}", label(&before, &args.before));
     println!("# second run: {}", label(&after, &args.after));
-    let (nb, na) = (before.fingerprint.ranks.len(), after.fingerprint.ranks.len());
+    let (nb, na) = (
+        before.fingerprint.ranks.len(),
+        after.fingerprint.ranks.len(),
+    );
     if nb != na {
         println!(
             "# warning: the runs had {nb} and {na} ranks: bus bandwidth is corrected for the rank \

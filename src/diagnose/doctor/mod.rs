@@ -33,6 +33,24 @@ use crate::ffi::nccl::Nccl;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+/// Every check's id, in the order `checks()` runs them and the report lists them.
+pub const CHECK_IDS: [&str; 14] = [
+    "nccl",
+    "nccl-search-path",
+    "cuda-driver",
+    "gpus",
+    "gpudirect-rdma",
+    "infiniband",
+    "socket-ifname",
+    "dev-shm",
+    "memlock",
+    "open-files",
+    "mpi-hcoll",
+    "ucx-net-devices",
+    "container",
+    "known-issues",
+];
+
 /// `schema` of the report `doctor --json` prints.
 pub const SCHEMA: &str = "nccl-smoke/doctor/v1";
 
@@ -193,25 +211,7 @@ mod tests {
     fn every_check_has_an_id_and_evidence() {
         let checks = node_for_tests(&fixture(&[]), vec![]).checks();
         let ids: Vec<&str> = checks.iter().map(|c| c.id.as_str()).collect();
-        assert_eq!(
-            ids,
-            [
-                "nccl",
-                "nccl-search-path",
-                "cuda-driver",
-                "gpus",
-                "gpudirect-rdma",
-                "infiniband",
-                "socket-ifname",
-                "dev-shm",
-                "memlock",
-                "open-files",
-                "mpi-hcoll",
-                "ucx-net-devices",
-                "container",
-                "known-issues"
-            ]
-        );
+        assert_eq!(ids, CHECK_IDS);
         assert!(checks.iter().all(|c| !c.evidence.is_empty()), "{checks:?}");
     }
 
