@@ -48,7 +48,35 @@ pub fn scratch(name: &str) -> PathBuf {
 /// Runs `mpirun -np N nccl-smoke <args>` (Open MPI, as root allowed, oversubscribed), bounded
 /// by `limit_s` seconds of wall time so a broken test cannot hang the suite. mpirun gets a
 /// process group of its own: when it tears a job down it may signal its whole group.
+///
+/// Open MPI 4.1's mpirun itself sometimes dies of SIGSEGV while tearing down a job whose
+/// processes ended without MPI_Finalize (in `PMIx_server_finalize`, or in
+/// `pmix_server_log_fn` when a peer's help message arrives mid-teardown) — after every rank has
+/// given its verdict. Such a run says nothing about nccl-smoke, so it is run once more; the
+/// ranks' own crashes are never retried.
 pub fn mpirun(np: u32, args: &[&str], env: &[(&str, &str)], limit_s: u32) -> Output {
+    let first = mpirun_once(np, args, env, limit_s);
+    if launcher_crashed(&first) {
+        eprintln!(
+            "mpirun itself crashed (Open MPI teardown); running the case once more:\n{}",
+            text(&first)
+        );
+        return mpirun_once(np, args, env, limit_s);
+    }
+    first
+}
+
+/// Whether mpirun died of a signal with its own frames in the backtrace Open MPI printed.
+pub fn launcher_crashed(o: &Output) -> bool {
+    let err = String::from_utf8_lossy(&o.stderr);
+    o.status.code().is_none()
+        && err.contains("*** Process received signal ***")
+        && err
+            .lines()
+            .any(|l| l.contains("mpirun(+") || l.contains("libopen-rte.so"))
+}
+
+fn mpirun_once(np: u32, args: &[&str], env: &[(&str, &str)], limit_s: u32) -> Output {
     let mut cmd = Command::new("mpirun");
     cmd.arg("--oversubscribe")
         .arg("--bind-to")
