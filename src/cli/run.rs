@@ -239,9 +239,8 @@ impl Run<'_> {
             bench::connect(&mut comm, *p, &bufs, &connect_timing).map_err(|e| {
                 let mut f = self.comm_failure(Stage::Connect, e);
                 if f.stage == Stage::ConnectImport {
-                    let exe = std::env::current_exe().unwrap_or_else(|_| "nccl-smoke".into());
                     f.evidence
-                        .push(probe::shareable_import(&driver, &device, &exe));
+                        .push(probe::shareable_import(&driver, &device, &own_exe()));
                 }
                 f
             })?;
@@ -348,8 +347,7 @@ impl Run<'_> {
     /// A second opinion from libnccl itself: a one-rank communicator needs the driver, so its
     /// failure, in NCCL's words, confirms (or contradicts) that the driver is missing.
     fn corroborate_missing_driver(&self, nccl: &Nccl, f: &mut Failure) {
-        let exe = std::env::current_exe().unwrap_or_else(|_| "nccl-smoke".into());
-        match probe::nccl_solo_init(&exe, &nccl.path) {
+        match probe::nccl_solo_init(&own_exe(), &nccl.path) {
             probe::SoloInit::Failed { said, error } => {
                 f.error = format!("{}; NCCL's own init agrees: {said}", f.error);
                 f.evidence.push(format!("ncclCommInitRank(nranks=1): {error}"));
@@ -826,6 +824,11 @@ impl Run<'_> {
         self.save();
         exit::PASS
     }
+}
+
+/// This program, for the probes that run a second process of it.
+fn own_exe() -> std::path::PathBuf {
+    std::env::current_exe().unwrap_or_else(|_| "nccl-smoke".into())
 }
 
 /// Rank 0's supervisor's addresses, once broadcast: a host every rank should reach.

@@ -21,6 +21,22 @@ use std::time::{Duration, Instant};
 /// How a supervisor's failure begins when the launcher stopped its rank.
 pub const STOPPED: &str = "stopped by the launcher";
 
+/// Whether `f` says only that the launcher stopped the rank (because another rank failed, or
+/// the job was cancelled): no failure of that rank's own.
+pub fn stopped(f: &Failure) -> bool {
+    f.error.starts_with(STOPPED)
+}
+
+/// A rank's state in the results file's table, from how it ended: `finished`, `stopped` or
+/// `failed`.
+pub fn end_state(code: u8, failure: Option<&Failure>) -> &'static str {
+    match (code, failure) {
+        (0, _) => "finished",
+        (_, Some(f)) if stopped(f) => "stopped",
+        _ => "failed",
+    }
+}
+
 /// The port of this rank's supervisor's status listener, for its worker.
 pub const PORT_ENV: &str = "NCCL_SMOKE_STATUS_PORT";
 
@@ -119,9 +135,7 @@ impl JobView {
                 continue;
             };
             let (state, code) = match &v.ended {
-                Some((0, _)) => ("finished", Some(0)),
-                Some((c, Some(f))) if f.error.starts_with(STOPPED) => ("stopped", Some(*c)),
-                Some((c, _)) => ("failed", Some(*c)),
+                Some((c, f)) => (end_state(*c, f.as_ref()), Some(*c)),
                 None if v.lost => ("lost", None),
                 None => ("running", None),
             };

@@ -53,13 +53,13 @@ pub fn is_worker() -> bool {
     std::env::var_os(WORKER_ENV).is_some()
 }
 
-/// What the supervisor knows of its worker.
 /// What the watch loop hears: the worker's events, or a signal that wakes it.
 enum Msg {
     Event(Event),
     Wake,
 }
 
+/// What the supervisor knows of its worker.
 struct Watch {
     stage: Stage,
     /// The last step the worker announced within the stage.
@@ -410,7 +410,8 @@ fn stopped_by_launcher(w: &Watch, who: &Who) -> Failure {
         w.stage,
         &who_at(w, who),
         format!(
-            "stopped by the launcher during the {} stage (another rank failed, or the job was cancelled)",
+            "{} during the {} stage (another rank failed, or the job was cancelled)",
+            status::STOPPED,
             w.stage
         ),
     )
@@ -515,11 +516,7 @@ fn conclude(w: &mut Watch, own: Option<Failure>, code: u8) -> u8 {
     // The file first: a launcher tearing the job down may close this rank's output before
     // (and kill it soon after) it has printed.
     if let Some(path) = &w.results {
-        let state = match (code, &own) {
-            (exit::PASS, _) => "finished",
-            (_, Some(f)) if f.error.starts_with(status::STOPPED) => "stopped",
-            _ => "failed",
-        };
+        let state = status::end_state(code, failure.as_ref());
         let table = rank_table(w, state, Some(code), code == exit::PASS);
         record(path, own.as_ref(), &remote, table);
     }
@@ -529,9 +526,7 @@ fn conclude(w: &mut Watch, own: Option<Failure>, code: u8) -> u8 {
     if job_lines.len() > 1 {
         job_lines.iter().for_each(|l| say_line(l));
     }
-    let stopped = own
-        .as_ref()
-        .is_some_and(|f| f.error.starts_with(status::STOPPED));
+    let stopped = own.as_ref().is_some_and(status::stopped);
     let job_failures: Vec<Failure> = failure
         .iter()
         .filter(|_| !stopped)
@@ -584,8 +579,7 @@ fn record(path: &Path, own: Option<&Failure>, remote: &[Failure], table: Vec<Ran
             doc.ranks = table;
         }
         // Being stopped because another rank failed is no failure of this rank's own.
-        let own_counts =
-            remote.is_empty() || !own.is_some_and(|f| f.error.starts_with(status::STOPPED));
+        let own_counts = remote.is_empty() || !own.is_some_and(status::stopped);
         for f in own.iter().copied().filter(|_| own_counts).chain(remote) {
             if !doc.failures.contains(f) {
                 doc.failures.push(f.clone());

@@ -71,8 +71,8 @@ pub fn peermem(root: &Path) -> String {
 pub const IMPORT_SUBCOMMAND: &str = "probe-import";
 /// Bytes written by the exporter and checked by the importer.
 const PATTERN_LEN: usize = 4096;
-/// How long the second process may take, start to answer.
-const IMPORT_DEADLINE: Duration = Duration::from_secs(10);
+/// How long a probe's second process may take, start to answer.
+const PROBE_DEADLINE: Duration = Duration::from_secs(10);
 
 fn pattern() -> Vec<u8> {
     (0..PATTERN_LEN).map(|i| (i * 7 % 251) as u8).collect()
@@ -144,7 +144,7 @@ fn serve_import(
         match listener.accept() {
             Ok((s, _)) => break s,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if start.elapsed() > IMPORT_DEADLINE {
+                if start.elapsed() > PROBE_DEADLINE {
                     return Err("the second process never connected".into());
                 }
                 std::thread::sleep(Duration::from_millis(10));
@@ -153,7 +153,7 @@ fn serve_import(
         }
     };
     let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(IMPORT_DEADLINE.saturating_sub(start.elapsed())));
+    let _ = stream.set_read_timeout(Some(PROBE_DEADLINE.saturating_sub(start.elapsed())));
     os::send_fd(&stream, &(size as u64).to_le_bytes(), fd)
         .map_err(|e| format!("could not pass the descriptor: {e}"))?;
     let mut line = String::new();
@@ -233,7 +233,7 @@ pub fn nccl_solo_init(exe: &Path, nccl_path: &str) -> SoloInit {
     loop {
         match child.try_wait() {
             Ok(Some(_)) => break,
-            Ok(None) if start.elapsed() < IMPORT_DEADLINE => {
+            Ok(None) if start.elapsed() < PROBE_DEADLINE => {
                 std::thread::sleep(Duration::from_millis(20));
             }
             _ => {
@@ -241,7 +241,7 @@ pub fn nccl_solo_init(exe: &Path, nccl_path: &str) -> SoloInit {
                 let _ = child.wait();
                 return SoloInit::NoAnswer(format!(
                     "no answer within {} s",
-                    IMPORT_DEADLINE.as_secs()
+                    PROBE_DEADLINE.as_secs()
                 ));
             }
         }

@@ -102,15 +102,14 @@ pub fn compare(
         ));
     }
     for pattern in patterns(&rows) {
-        let worst = rows
+        // Sizes that lost bandwidth (wrong data is reported above).
+        let slower: Vec<(f64, usize)> = rows
             .iter()
             .filter(|r| r.pattern == pattern && r.regressed && r.wrong_after == 0)
             .filter_map(|r| r.change_pct.map(|c| (c, r.size_bytes)))
-            .min_by(|x, y| x.0.total_cmp(&y.0));
-        let count = rows
-            .iter()
-            .filter(|r| r.pattern == pattern && r.regressed && r.wrong_after == 0)
-            .count();
+            .collect();
+        let count = slower.len();
+        let worst = slower.into_iter().min_by(|x, y| x.0.total_cmp(&y.0));
         if let Some((pct, size)) = worst {
             reasons.push(format!(
                 "{pattern}: bus bandwidth down beyond {}% at {count} size(s), worst {pct:.1}% at {size} B",

@@ -205,35 +205,39 @@ pub enum ReadError {
 
 /// Reads a results file, checking its schema.
 pub fn load(path: &Path) -> Result<ResultsDoc, ReadError> {
-    let p = path.display().to_string();
+    let value = read_json(path, &[SCHEMA])?;
+    serde_json::from_value(value).map_err(|e| format_error(path, e.to_string()))
+}
+
+fn format_error(path: &Path, detail: String) -> ReadError {
+    ReadError::Format {
+        path: path.display().to_string(),
+        detail,
+    }
+}
+
+/// Reads `path` as a JSON document whose `schema` is one of `schemas`.
+fn read_json(path: &Path, schemas: &[&str]) -> Result<serde_json::Value, ReadError> {
     let text = std::fs::read(path).map_err(|source| ReadError::Io {
-        path: p.clone(),
+        path: path.display().to_string(),
         source,
     })?;
     let value: serde_json::Value =
-        serde_json::from_slice(&text).map_err(|e| ReadError::Format {
-            path: p.clone(),
-            detail: e.to_string(),
-        })?;
+        serde_json::from_slice(&text).map_err(|e| format_error(path, e.to_string()))?;
     match value.get("schema").and_then(|s| s.as_str()) {
-        Some(SCHEMA) => {}
+        Some(s) if schemas.contains(&s) => Ok(value),
         Some(other) => {
-            return Err(ReadError::Format {
-                path: p,
-                detail: format!("schema '{other}', this nccl-smoke reads '{SCHEMA}'"),
-            });
+            let known: Vec<String> = schemas.iter().map(|s| format!("'{s}'")).collect();
+            Err(format_error(
+                path,
+                format!(
+                    "schema '{other}', this nccl-smoke reads {}",
+                    known.join(" and ")
+                ),
+            ))
         }
-        None => {
-            return Err(ReadError::Format {
-                path: p,
-                detail: "no \"schema\" field".into(),
-            });
-        }
+        None => Err(format_error(path, "no \"schema\" field".into())),
     }
-    serde_json::from_value(value).map_err(|e| ReadError::Format {
-        path: p,
-        detail: e.to_string(),
-    })
 }
 
 /// Checks that `path` can be written, before any rank touches a GPU.
@@ -383,32 +387,12 @@ pub(crate) mod tests {
 /// doctor report (`doctor --json`, schema [`crate::diagnose::doctor::SCHEMA`]), so that two
 /// of either kind can be compared with [`super::fingerprint::diff`].
 pub fn load_fingerprint(path: &Path) -> Result<Fingerprint, ReadError> {
-    let p = path.display().to_string();
-    let format = |detail: String| ReadError::Format {
-        path: p.clone(),
-        detail,
-    };
-    let text = std::fs::read(path).map_err(|source| ReadError::Io {
-        path: p.clone(),
-        source,
-    })?;
-    let mut value: serde_json::Value =
-        serde_json::from_slice(&text).map_err(|e| format(e.to_string()))?;
-    let doctor = crate::diagnose::doctor::SCHEMA;
-    match value.get("schema").and_then(|s| s.as_str()) {
-        Some(s) if s == SCHEMA || s == doctor => {}
-        Some(other) => {
-            return Err(format(format!(
-                "schema '{other}', this nccl-smoke reads '{SCHEMA}' and '{doctor}'"
-            )));
-        }
-        None => return Err(format("no \"schema\" field".into())),
-    }
+    let mut value = read_json(path, &[SCHEMA, crate::diagnose::doctor::SCHEMA])?;
     let fp = value
         .get_mut("fingerprint")
         .map(serde_json::Value::take)
-        .ok_or_else(|| format("no \"fingerprint\" field".into()))?;
-    serde_json::from_value(fp).map_err(|e| format(format!("fingerprint: {e}")))
+        .ok_or_else(|| format_error(path, "no \"fingerprint\" field".into()))?;
+    serde_json::from_value(fp).map_err(|e| format_error(path, format!("fingerprint: {e}")))
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The `container` check, and whether this node is a container at all.
 
-use super::{Check, Node, Status, check};
+use super::{Check, Node, Status, verdict};
 
 /// The initial (host) IPC namespace, as `/proc/self/ns/ipc` names it (`PROC_IPC_INIT_INO`).
 const HOST_IPC_NS: &str = "ipc:[4026531839]";
@@ -40,16 +40,13 @@ impl Node {
             }
         );
         let rdma_wanted = (self.env)("NCCL_IB_HCA").is_some() || self.has_ib();
-        if inside && rdma_wanted && cap_ipc_lock == Some(false) {
-            out.push(check(
-                "container",
-                Status::Warn,
-                evidence,
-                "RDMA in a container needs the IPC_LOCK capability",
-            ));
-        } else {
-            out.push(check("container", Status::Ok, evidence, ""));
-        }
+        let warn = inside && rdma_wanted && cap_ipc_lock == Some(false);
+        out.push(verdict(
+            "container",
+            if warn { Status::Warn } else { Status::Ok },
+            evidence,
+            "RDMA in a container needs the IPC_LOCK capability",
+        ));
     }
 }
 

@@ -1,6 +1,6 @@
 //! The `mpi-hcoll` check: Open MPI's HCOLL collectives over container RDMA.
 
-use super::{Check, Node, Status, check};
+use super::{Check, Node, Status, verdict};
 
 impl Node {
     pub(super) fn mpi(&self, out: &mut Vec<Check>) {
@@ -28,16 +28,13 @@ impl Node {
             .as_deref()
             .map(|v| v.trim() != "0")
             .unwrap_or(has_hcoll_lib);
-        if enabled && self.has_ib() && self.in_container() {
-            out.push(check(
-                "mpi-hcoll",
-                Status::Warn,
-                evidence,
-                "HCOLL over container RDMA is known to hang at MPI start: mpirun -mca coll_hcoll_enable 0 (and -mca btl tcp,self)",
-            ));
-        } else {
-            out.push(check("mpi-hcoll", Status::Ok, evidence, ""));
-        }
+        let warn = enabled && self.has_ib() && self.in_container();
+        out.push(verdict(
+            "mpi-hcoll",
+            if warn { Status::Warn } else { Status::Ok },
+            evidence,
+            "HCOLL over container RDMA is known to hang at MPI start: mpirun -mca coll_hcoll_enable 0 (and -mca btl tcp,self)",
+        ));
     }
 }
 
