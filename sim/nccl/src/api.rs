@@ -185,6 +185,11 @@ fn comm_int(
         if out.is_null() {
             return fail(texts::null_arg(op, what));
         }
+        // The init thread must be joined first (`ncclCommEnsureReady` in ncclCommCount and
+        // its siblings, src/init.cc v2.19.3-1 and v2.28.3-1).
+        if c.async_error() == INPROGRESS {
+            return fail(texts::not_ready(c.id.version));
+        }
         // SAFETY: checked non-null; the caller's int.
         unsafe { *out = read(&c) };
         SUCCESS
@@ -237,22 +242,52 @@ pub unsafe extern "C" fn ncclCommFinalize(comm: *mut c_void) -> u32 {
             SUCCESS => {}
             e => return e,
         }
-        match c.fault(Where::Finalize) {
-            Some(Kind::Error) => {
-                let r = texts::finalize(c.id.version, c.addr(), c.id.rank);
-                r.emit(c.id.dev);
-                c.fail(r.code);
-                return r.code;
-            }
-            Some(Kind::Hang) => {
-                c.hang();
-                return INTERNAL_ERROR;
-            }
-            Some(Kind::Crash) => std::process::abort(),
-            _ => {}
+        // A second finalize is refused (`finalizeCalled`, `ncclCommFinalize`, src/init.cc).
+        if c.finalize_called
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return INVALID_ARGUMENT;
         }
-        c.drain();
-        c.async_error()
+        // Finalize is an async job in every version: a non-blocking communicator returns
+        // ncclInProgress and its state says when the job is done (`ncclCommFinalize`, v2.19.3-1
+        // and v2.28.3-1, through ncclAsyncLaunch and ncclGroupEndInternal).
+        let job = c.clone();
+        let work = move || -> u32 {
+            match job.fault(Where::Finalize) {
+                Some(Kind::Error) => {
+                    let r = texts::finalize(job.id.version, job.addr(), job.id.rank);
+                    r.emit(job.id.dev);
+                    return r.code;
+                }
+                Some(Kind::Hang) => {
+                    job.hang();
+                    return INTERNAL_ERROR;
+                }
+                Some(Kind::Crash) => std::process::abort(),
+                _ => {}
+            }
+            job.drain();
+            match job.async_error() {
+                INPROGRESS => SUCCESS,
+                e => e,
+            }
+        };
+        if c.blocking {
+            let rc = work();
+            c.fail(rc);
+            return rc;
+        }
+        c.set_in_progress();
+        let spawned = std::thread::Builder::new()
+            .name("nccl-sim-finalize".into())
+            .spawn(move || {
+                let rc = work();
+                c.launch_done(rc);
+            });
+        match spawned {
+            Ok(_) => INPROGRESS,
+            Err(_) => INTERNAL_ERROR,
+        }
     })
 }
 

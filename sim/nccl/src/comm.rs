@@ -54,6 +54,11 @@ pub struct Comm {
     pub first_p2p: AtomicBool,
     /// Transfer slowdown factor (f64 bits).
     slow: AtomicU64,
+    /// Point-to-point connections made, as (peer, send side): a send/recv to a peer not in
+    /// here still has a connection to make (NCCL's `peers[peer]->send[1].connected`).
+    connected: Mutex<std::collections::HashSet<(usize, bool)>>,
+    /// `ncclCommFinalize` was called (NCCL's `finalizeCalled`).
+    pub finalize_called: AtomicBool,
 }
 
 impl Comm {
@@ -74,7 +79,37 @@ impl Comm {
             first_op: AtomicBool::new(true),
             first_p2p: AtomicBool::new(true),
             slow: AtomicU64::new(1.0f64.to_bits()),
+            connected: Mutex::new(Default::default()),
+            finalize_called: AtomicBool::new(false),
         }
+    }
+
+    /// Whether any of `links` (peer, send side) has no connection yet.
+    pub fn p2p_pending(&self, links: &[(usize, bool)]) -> bool {
+        let made = lock(&self.connected);
+        links.iter().any(|l| !made.contains(l))
+    }
+
+    /// Records `links` as connected.
+    pub fn p2p_connected(&self, links: &[(usize, bool)]) {
+        lock(&self.connected).extend(links.iter().copied());
+    }
+
+    /// Marks work handed to a thread of the library's: the state is `ncclInProgress` until
+    /// [`Comm::launch_done`] (NCCL's `ncclCommSetAsyncError(comm, ncclInProgress)` in
+    /// `ncclGroupEndInternal`, `src/group.cc` v2.28.3-1).
+    pub fn set_in_progress(&self) {
+        let _ = self.async_err.compare_exchange(
+            SUCCESS,
+            INPROGRESS,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+    }
+
+    /// The outcome of work handed to a thread: the state leaves `ncclInProgress`.
+    pub fn launch_done(&self, code: u32) {
+        self.init_done(code);
     }
 
     /// The address C knows this communicator by.
@@ -106,11 +141,20 @@ impl Comm {
         self.async_err.load(Ordering::SeqCst)
     }
 
-    /// Records a runtime error (the first one sticks).
+    /// Records a runtime error (the first one sticks). Once init is done, an error also ends
+    /// an `ncclInProgress` launch state; during init, init's own outcome decides.
     pub fn fail(&self, code: u32) {
-        let _ = self
-            .async_err
-            .compare_exchange(SUCCESS, code, Ordering::SeqCst, Ordering::SeqCst);
+        let from_success =
+            self.async_err
+                .compare_exchange(SUCCESS, code, Ordering::SeqCst, Ordering::SeqCst);
+        if from_success.is_err() && self.peers.get().is_some() && code != SUCCESS {
+            let _ = self.async_err.compare_exchange(
+                INPROGRESS,
+                code,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
+        }
     }
 
     /// Records the outcome of a non-blocking init.
@@ -242,7 +286,7 @@ impl Comm {
         let mut spins = 0u64;
         while self.pending.load(Ordering::SeqCst) > 0
             && !self.aborted()
-            && self.async_error() == SUCCESS
+            && matches!(self.async_error(), SUCCESS | INPROGRESS)
         {
             spins += 1;
             self.sleep(Duration::from_micros((spins * 20).min(2000)));

@@ -17,7 +17,7 @@ pub fn run_fault_op() -> u64 {
     std::env::var("NCCL_SMOKE_SIM_RUN_FAULT_OP")
         .ok()
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(60)
+        .unwrap_or(200)
 }
 
 /// Six characters as mkstemp would pick for `/dev/shm/nccl-XXXXXX`.
@@ -112,7 +112,9 @@ fn next_peer_addr(comm: &Comm) -> std::net::SocketAddrV4 {
 pub fn run_batch(comm: &Arc<Comm>, ops: &[Op], setup: Setup) {
     let _task = comm.start_task();
     let index = comm.executed.fetch_add(1, Ordering::SeqCst);
-    if comm.aborted() || comm.async_error() != SUCCESS {
+    // The stream runs whatever the host-side state: `ncclInProgress` only means a later call is
+    // still being launched by a thread of the library's.
+    if comm.aborted() || !matches!(comm.async_error(), SUCCESS | crate::INPROGRESS) {
         return;
     }
     if setup == Setup::Hang {

@@ -117,8 +117,36 @@ fn batches(ops: Vec<Pending>) -> Vec<Batch> {
     out
 }
 
-/// Checks every batch, sets up transports (where the setup faults strike), then queues each
-/// batch on its stream. Nothing is queued when a check fails.
+/// The point-to-point links (peer, send side) a batch uses.
+fn p2p_links(ops: &[Op]) -> Vec<(usize, bool)> {
+    ops.iter()
+        .filter_map(|op| match *op {
+            Op::Send { peer, .. } => Some((peer, true)),
+            Op::Recv { peer, .. } => Some((peer, false)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether NCCL hands this group to a thread of its own and returns `ncclInProgress`
+/// (`ncclGroupEndInternal`, `src/group.cc`): only for non-blocking communicators; from 2.23
+/// (v2.23.4-1) always, before (v2.19.3-1, v2.22.3-1) only when connections are pending, which
+/// for this simulation's transports means a send/recv to a peer not yet connected
+/// (`ncclGroupCommPreconnect` in `src/enqueue.cc`; 2.22's runtime connect of collectives runs
+/// inside the blocking branch, `groupLaunch`).
+fn goes_async(batches: &[Batch]) -> bool {
+    let nonblocking = batches.iter().any(|b| !b.comm.blocking);
+    nonblocking
+        && (crate::version::code() >= 22300
+            || batches
+                .iter()
+                .any(|b| b.comm.p2p_pending(&p2p_links(&b.ops))))
+}
+
+/// Checks every batch, then sets the transports up and queues each batch on its stream, on
+/// this thread or (non-blocking, see [`goes_async`]) on a thread of its own, with each
+/// communicator's state `ncclInProgress` until it is done. Nothing is queued when a check
+/// fails.
 fn launch(ops: Vec<Pending>) -> u32 {
     let batches = batches(ops);
     for b in &batches {
@@ -127,6 +155,25 @@ fn launch(ops: Vec<Pending>) -> u32 {
             return r.code;
         }
     }
+    if !goes_async(&batches) {
+        return queue(batches);
+    }
+    let comms: Vec<Arc<Comm>> = batches.iter().map(|b| b.comm.clone()).collect();
+    comms.iter().for_each(|c| c.set_in_progress());
+    let spawned = std::thread::Builder::new()
+        .name("nccl-sim-group".into())
+        .spawn(move || {
+            let rc = queue(batches);
+            comms.iter().for_each(|c| c.launch_done(rc));
+        });
+    match spawned {
+        Ok(_) => crate::INPROGRESS,
+        Err(_) => crate::SYSTEM_ERROR,
+    }
+}
+
+/// Transport setup (where the setup faults strike), then each batch on its stream.
+fn queue(batches: Vec<Batch>) -> u32 {
     let mut setups = Vec::with_capacity(batches.len());
     for b in &batches {
         match faults::setup(&b.comm, b.ops.iter().any(Op::is_p2p)) {
@@ -136,6 +183,7 @@ fn launch(ops: Vec<Pending>) -> u32 {
     }
     for (b, setup) in batches.into_iter().zip(setups) {
         let Batch { comm, stream, ops } = b;
+        comm.p2p_connected(&p2p_links(&ops));
         comm.queued();
         let c = comm.clone();
         let task: cuda::Task = Box::new(move || faults::run_batch(&c, &ops, setup));

@@ -140,6 +140,15 @@ fn first_init_lines(v: i32, dev: i32, rank: c_int) {
     });
 }
 
+/// `NCCL_COMM_BLOCKING` as NCCL's integer parameter: 0 or 1 override, anything else does not.
+fn blocking_env(v: Option<&str>) -> Option<bool> {
+    match v?.trim().parse::<i64>().ok()? {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    }
+}
+
 /// ncclCommInitRank and ncclCommInitRankConfig.
 ///
 /// # Safety
@@ -169,11 +178,15 @@ pub unsafe fn init(
     }
     let dev = cuda::current_device().unwrap_or(0);
     // SAFETY: per this function's contract.
-    let blocking = match config.map(|c| unsafe { blocking_of(c) }) {
+    let asked = match config.map(|c| unsafe { blocking_of(c) }) {
         None => true,
         Some(Some(b)) => b,
         Some(None) => return fail(texts::bad_config(v)),
     };
+    // NCCL_COMM_BLOCKING=0|1 overrides the config, for ncclCommInitRank too (`parseCommConfig`,
+    // `src/init.cc`, v2.19.3-1 and v2.28.3-1).
+    let blocking =
+        blocking_env(std::env::var("NCCL_COMM_BLOCKING").ok().as_deref()).unwrap_or(asked);
     if nranks < 1 || rank < 0 || rank >= nranks {
         return fail(texts::invalid_rank(v, rank, nranks));
     }
@@ -266,6 +279,15 @@ pub unsafe fn init(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_environment_overrides_blocking_with_0_or_1_only() {
+        assert_eq!(blocking_env(Some("0")), Some(false));
+        assert_eq!(blocking_env(Some(" 1")), Some(true));
+        assert_eq!(blocking_env(Some("2")), None);
+        assert_eq!(blocking_env(Some("yes")), None);
+        assert_eq!(blocking_env(None), None);
+    }
 
     #[test]
     fn config_blocking_is_read_from_the_prefix() {

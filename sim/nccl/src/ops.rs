@@ -162,6 +162,9 @@ fn gather(rank: usize, nranks: usize, ops: &[Op], corrupt: bool) -> Outgoing {
     for (i, op) in ops.iter().enumerate() {
         let len = op.bytes();
         match *op {
+            // Alone, a rank's result is its own data, moved in place at execution: no copy,
+            // so the simulation's memory does not grow with the message for one rank.
+            Op::AllReduce { .. } if nranks == 1 => {}
             Op::AllReduce { send, dtype, .. } => {
                 // SAFETY: the caller's send buffer of `count` elements.
                 let mine: Arc<[u8]> = unsafe { copy_out(send, len) }.into();
@@ -320,10 +323,21 @@ fn receive(comm: &Comm, ops: &[Op], out: &mut Outgoing) -> Result<(), Report> {
         let len = op.bytes();
         match *op {
             Op::AllReduce {
-                recv: r, dtype, op, ..
+                send,
+                recv: r,
+                dtype,
+                op,
+                ..
             } => {
-                let mut acc: Vec<u8> = Vec::new();
-                for j in 0..nranks {
+                // SAFETY: the caller's receive buffer (it may be the send buffer: with peers,
+                // that was copied before anything was written; alone, see below).
+                let d = unsafe { dest(r, len) };
+                if nranks == 1 {
+                    // SAFETY: the caller's send buffer of `len` bytes; it may be `d` itself
+                    // (in place), so the copy is a memmove.
+                    unsafe { std::ptr::copy(send.0 as *const u8, d.as_mut_ptr(), len) };
+                }
+                for j in (0..nranks).filter(|_| nranks > 1) {
                     let part: &[u8] = if j == rank {
                         out.own[i].as_deref().unwrap_or(&[])
                     } else {
@@ -332,15 +346,12 @@ fn receive(comm: &Comm, ops: &[Op], out: &mut Outgoing) -> Result<(), Report> {
                         &scratch
                     };
                     if j == 0 {
-                        acc = part.to_vec();
+                        d.copy_from_slice(part);
                     } else {
-                        reduce::fold_into(&mut acc, part, dtype, op);
+                        reduce::fold_into(d, part, dtype, op);
                     }
                 }
-                reduce::finish(&mut acc, dtype, op, nranks);
-                // SAFETY: the caller's receive buffer (it may be the send buffer: that was
-                // copied before anything was written).
-                unsafe { dest(r, len) }.copy_from_slice(&acc);
+                reduce::finish(d, dtype, op, nranks);
             }
             Op::AllToAll { recv: r, .. } => {
                 for j in 0..nranks {

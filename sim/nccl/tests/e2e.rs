@@ -736,10 +736,12 @@ fn non_blocking_init_reports_progress_then_success() {
                 let mut y = [0u8; 4];
                 // SAFETY: four uint8 each; then the communicator is destroyed.
                 unsafe {
+                    // The default version (2.28) launches on a thread of its own.
                     assert_eq!(
                         (nccl.ncclAllReduce)(ptr(&x), ptr_mut(&mut y), 4, 1, 0, comm, stream),
-                        OK
+                        IN_PROGRESS
                     );
+                    settle(comm);
                     sync(&r);
                     assert_eq!(y, [2u8; 4]);
                     assert_eq!((nccl.ncclCommDestroy)(comm), OK);
@@ -751,6 +753,117 @@ fn non_blocking_init_reports_progress_then_success() {
         h.join().unwrap();
     }
     done.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Polls a non-blocking communicator's state out of `ncclInProgress`; returns it.
+fn settle(comm: CommH) -> u32 {
+    let mut state = async_error(comm);
+    while state == IN_PROGRESS {
+        std::thread::yield_now();
+        state = async_error(comm);
+    }
+    state
+}
+
+/// The non-blocking contract of the release `NCCL_SMOKE_SIM_NCCL_VERSION` names (run in a
+/// child, where the variable is read): which calls return `ncclInProgress`, refusal of a call
+/// made too early, finalize's progress, and `NCCL_COMM_BLOCKING` over the config.
+fn child_nonblocking() {
+    let done = watchdog("nonblocking", 60);
+    let v: i32 = std::env::var("NCCL_SMOKE_SIM_NCCL_VERSION")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let forced_blocking = std::env::var("NCCL_COMM_BLOCKING").as_deref() == Ok("1");
+    let id = unique_id();
+    let handles: Vec<_> = (0..2)
+        .map(|rank| {
+            std::thread::spawn(move || {
+                let stream = bind_device(rank);
+                let nccl = &libs().nccl;
+                let mut cfg = config(false);
+                let mut comm = std::ptr::null_mut();
+                if rank == 1 {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                // SAFETY: a config shaped like ncclConfig_t; the calls below use valid buffers.
+                unsafe {
+                    let rc = (nccl.ncclCommInitRankConfig)(
+                        &mut comm,
+                        2,
+                        id,
+                        rank as c_int,
+                        cfg.as_mut_ptr().cast(),
+                    );
+                    if forced_blocking {
+                        assert_eq!(rc, OK);
+                    } else {
+                        assert_eq!(rc, IN_PROGRESS);
+                        if rank == 0 {
+                            // Rank 1 is not there yet: init is still in progress.
+                            let mut n = 0;
+                            assert_eq!((nccl.ncclCommCount)(comm, &mut n), INVALID_ARGUMENT);
+                            assert!(
+                                last_error().contains("Attempt to use communicator before the previous operation returned ncclSuccess"),
+                                "{}",
+                                last_error()
+                            );
+                        }
+                        assert_eq!(settle(comm), OK, "{}", last_error());
+                    }
+                    let x = [rank as u8 + 1; 8];
+                    let mut y = [0u8; 8];
+                    let rc = (nccl.ncclAllReduce)(ptr(&x), ptr_mut(&mut y), 8, 1, 0, comm, stream);
+                    let threaded = !forced_blocking && v >= 22300;
+                    assert_eq!(rc, if threaded { IN_PROGRESS } else { OK }, "all_reduce at {v}");
+                    assert_eq!(settle(comm), OK);
+                    // Send/recv with the peer: a connection to make the first time.
+                    let peer = 1 - rank;
+                    for round in 0..2 {
+                        assert_eq!((nccl.ncclGroupStart)(), OK);
+                        assert_eq!((nccl.ncclSend)(ptr(&x), 8, 1, peer as c_int, comm, stream), OK);
+                        assert_eq!(
+                            (nccl.ncclRecv)(ptr_mut(&mut y), 8, 1, peer as c_int, comm, stream),
+                            OK
+                        );
+                        let pending = !forced_blocking && (v >= 22300 || round == 0);
+                        assert_eq!(
+                            (nccl.ncclGroupEnd)(),
+                            if pending { IN_PROGRESS } else { OK },
+                            "send/recv round {round} at {v}"
+                        );
+                        assert_eq!(settle(comm), OK);
+                    }
+                    let r = Rank { rank, n: 2, comm, stream };
+                    sync(&r);
+                    assert_eq!(y, [peer as u8 + 1; 8]);
+                    let rc = (nccl.ncclCommFinalize)(comm);
+                    assert_eq!(rc, if forced_blocking { OK } else { IN_PROGRESS });
+                    assert_eq!(settle(comm), OK);
+                    assert_eq!((nccl.ncclCommFinalize)(comm), INVALID_ARGUMENT);
+                    assert_eq!((nccl.ncclCommDestroy)(comm), OK);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+#[test]
+fn non_blocking_contract_by_release() {
+    for v in ["21903", "22203", "22304", "22803", "23200"] {
+        in_child("nonblocking", &[("NCCL_SMOKE_SIM_NCCL_VERSION", v)]);
+    }
+    in_child(
+        "nonblocking",
+        &[
+            ("NCCL_SMOKE_SIM_NCCL_VERSION", "22803"),
+            ("NCCL_COMM_BLOCKING", "1"),
+        ],
+    );
 }
 
 /// An ncclConfig_t as NCCL_CONFIG_INITIALIZER makes it, with `blocking` set.
@@ -876,6 +989,7 @@ fn child() {
         "no_interface" => child_no_interface(),
         "logs" => child_logs(),
         "mismatch" => child_mismatch(),
+        "nonblocking" => child_nonblocking(),
         other => panic!("no scenario {other}"),
     }
 }
