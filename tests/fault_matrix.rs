@@ -22,7 +22,7 @@ fn check(np: u32, case: &Case) -> String {
         &["--json", json.to_str().unwrap()],
         &[
             ("NCCL_SMOKE_SIM_FAULT", case.fault),
-            ("NCCL_SMOKE_SIM_RUN_FAULT_OP", "30"),
+            ("NCCL_SMOKE_SIM_RUN_FAULT_OP", "120"),
         ],
     );
     let t = text(&o);
@@ -248,7 +248,7 @@ fn results_file_keeps_sizes_measured_before_a_run_fault() {
         &["--json", json.to_str().unwrap()],
         &[
             ("NCCL_SMOKE_SIM_FAULT", "run@1:crash"),
-            ("NCCL_SMOKE_SIM_RUN_FAULT_OP", "40"),
+            ("NCCL_SMOKE_SIM_RUN_FAULT_OP", "120"),
         ],
     );
     let t = text(&o);

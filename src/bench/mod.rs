@@ -9,7 +9,7 @@ pub mod sweep;
 pub mod verify;
 
 use crate::bootstrap::Bootstrap;
-use crate::comm::{CommError, Communicator, Region};
+use crate::comm::{CommError, Communicator, Poll, Region};
 use crate::data::{DataType, RedOp};
 use crate::ffi::cuda::{DeviceBuffer, Event};
 use crate::patterns::{Layout, Pattern};
@@ -30,13 +30,22 @@ pub struct Timing {
     pub deadline: Duration,
 }
 
-/// Device and host buffers sized for the largest message, reused across sizes.
+/// Host staging per direction: data is filled and checked through it a chunk at a time, so
+/// host memory stays the same whatever `-e` is (a full-size host copy of both buffers would be
+/// 16 GiB per rank at `-e 8G`).
+pub const STAGING_BYTES: usize = 64 << 20;
+
+/// Device buffers sized for the largest message, host staging, and the timing events; reused
+/// across sizes.
 pub struct Buffers {
     pub send: DeviceBuffer,
     pub recv: DeviceBuffer,
-    host_send: Vec<u8>,
-    host_recv: Vec<u8>,
-    events: Vec<(Event, Event)>,
+    stage_send: Vec<u8>,
+    stage_recv: Vec<u8>,
+    /// `iters + 1` events: iteration i runs between events i and i+1, as nccl-tests' `-I`
+    /// shares boundary events (`initEvents`, `src/common.cu`), so recording adds one event per
+    /// iteration, not two.
+    events: Vec<Event>,
 }
 
 impl Buffers {
@@ -45,16 +54,21 @@ impl Buffers {
         recv_bytes: usize,
         iters: u32,
     ) -> Result<Buffers, crate::ffi::cuda::CudaError> {
-        let events = (0..iters)
-            .map(|_| Ok((Event::new()?, Event::new()?)))
-            .collect::<Result<Vec<_>, crate::ffi::cuda::CudaError>>()?;
+        let events = (0..=iters)
+            .map(|_| Event::new())
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Buffers {
             send: DeviceBuffer::alloc(send_bytes)?,
             recv: DeviceBuffer::alloc(recv_bytes)?,
-            host_send: vec![0; send_bytes],
-            host_recv: vec![0; recv_bytes],
+            stage_send: vec![0; send_bytes.min(STAGING_BYTES)],
+            stage_recv: vec![0; recv_bytes.min(STAGING_BYTES)],
             events,
         })
+    }
+
+    /// Elements of `dtype` one staging chunk holds (at least one).
+    fn chunk_elems(stage: &[u8], dtype: DataType) -> usize {
+        (stage.len() / dtype.size()).max(1)
     }
 }
 
@@ -73,27 +87,121 @@ pub struct RankSample {
     pub first_wrong: Option<WrongElement>,
 }
 
-/// Queues one operation of `pattern` and waits for it: how transports get built ("connect").
+/// The message sizes whose transports the connect stage builds: the sweep's sizes thinned to
+/// one per doubling, and the largest. From NCCL 2.22 (`NCCL_RUNTIME_CONNECT`, default on,
+/// `src/init.cc`) only the algorithm and protocol a size uses are connected, on first use, so
+/// a size that first ran inside the sweep would report a transport failure as a *run*
+/// failure. nccl-tests warms up every power of two from `-b` to `-e` for the same reason
+/// (`TimeTest`, `src/common.cu`).
+pub fn connect_sizes(sizes: &[usize]) -> Vec<usize> {
+    let mut out: Vec<usize> = Vec::new();
+    for &s in sizes {
+        if out
+            .last()
+            .is_none_or(|&last| s >= last.saturating_mul(2).max(1))
+        {
+            out.push(s);
+        }
+    }
+    if let (Some(&max), Some(&last)) = (sizes.iter().max(), out.last())
+        && max != last
+    {
+        out.push(max);
+    }
+    out
+}
+
+/// Bytes per peer of the connect stage's first message.
+pub const CONNECT_MIN_PER_PEER: usize = 16;
+
+/// Queues one operation of `pattern` per connect size (see [`connect_sizes`]), the smallest
+/// first, and waits for them: how transports get built ("connect").
 pub fn connect(
     comm: &mut Communicator,
     pattern: &dyn Pattern,
     bufs: &Buffers,
     t: &Timing,
+    sizes: &[usize],
 ) -> Result<(), CommError> {
-    let layout = pattern.layout(
-        t.dtype.size() * comm.nranks as usize,
-        t.dtype.size(),
-        comm.nranks,
-    );
-    pattern.launch(
-        comm,
-        Region::whole(&bufs.send),
-        Region::whole(&bufs.recv),
-        &layout,
-        t.dtype,
-        t.op,
-    )?;
-    comm.wait_idle(t.deadline, &format!("first {} (connect)", pattern.name()))
+    let (elem, n) = (t.dtype.size(), comm.nranks);
+    let mut last_count = None;
+    // First a message of 16 bytes per peer: the smallest every pattern sends at every rank
+    // count (all-to-all rounds each peer's chunk down to 16 bytes).
+    for bytes in std::iter::once(CONNECT_MIN_PER_PEER * n as usize).chain(connect_sizes(sizes)) {
+        let layout = pattern.layout(bytes, elem, n);
+        if layout.count == 0 || last_count == Some(layout.count) {
+            continue;
+        }
+        last_count = Some(layout.count);
+        crate::progress::step(&format!(
+            "first {} of {} bytes (connect)",
+            pattern.name(),
+            layout.bytes(t.dtype)
+        ));
+        pattern.launch(
+            comm,
+            Region::whole(&bufs.send),
+            Region::whole(&bufs.recv),
+            &layout,
+            t.dtype,
+            t.op,
+        )?;
+    }
+    comm.wait_idle(
+        t.deadline,
+        &format!("first {} (connect)", pattern.name()),
+        Poll::Relaxed,
+    )
+}
+
+/// Writes what `rank` sends into the send buffer, a staging chunk at a time.
+fn upload(
+    comm: &Communicator,
+    bufs: &mut Buffers,
+    layout: &Layout,
+    t: &Timing,
+    epoch: u32,
+    what: &str,
+) -> Result<(), CommError> {
+    let sz = t.dtype.size();
+    let per = Buffers::chunk_elems(&bufs.stage_send, t.dtype);
+    let mut first = 0;
+    while first < layout.count {
+        let k = per.min(layout.count - first);
+        let chunk = &mut bufs.stage_send[..k * sz];
+        verify::fill_send_from(first, chunk, t.dtype, t.op, comm.rank, comm.nranks, epoch);
+        bufs.send.copy_from_host(first * sz, chunk, &comm.stream)?;
+        // The chunk is refilled next: the copy must have read it.
+        comm.wait_idle(t.deadline, what, Poll::Relaxed)?;
+        first += k;
+    }
+    Ok(())
+}
+
+/// Checks the receive buffer against what the senders sent, a staging chunk at a time.
+fn download_and_check(
+    comm: &Communicator,
+    pattern: &dyn Pattern,
+    bufs: &mut Buffers,
+    layout: &Layout,
+    t: &Timing,
+    epoch: u32,
+    what: &str,
+) -> Result<(u64, Option<WrongElement>), CommError> {
+    let sz = t.dtype.size();
+    let per = Buffers::chunk_elems(&bufs.stage_recv, t.dtype);
+    let (rank, n) = (comm.rank, comm.nranks);
+    let mut checker = verify::Checker::new(pattern, layout, t.dtype, t.op, rank, n, epoch);
+    let mut first = 0;
+    while first < layout.recv_count {
+        let k = per.min(layout.recv_count - first);
+        let chunk = &mut bufs.stage_recv[..k * sz];
+        bufs.recv.copy_to_host(first * sz, chunk, &comm.stream)?;
+        comm.wait_idle(t.deadline, what, Poll::Relaxed)?;
+        checker.chunk(first, chunk);
+        first += k;
+    }
+    Ok(checker.finish())
 }
 
 /// Measures one size on this rank.
@@ -114,66 +222,50 @@ pub fn measure(
             layout.bytes(t.dtype)
         )
     };
-    let (rank, n) = (comm.rank, comm.nranks);
-    let send_bytes = layout.count * t.dtype.size();
-    let recv_bytes = layout.recv_count * t.dtype.size();
-    verify::fill_send(&mut bufs.host_send, layout, t.dtype, t.op, rank, n, epoch);
-    bufs.send
-        .copy_from_host(&bufs.host_send[..send_bytes], &comm.stream)?;
+    upload(comm, bufs, layout, t, epoch, &what("upload"))?;
     bufs.recv.fill(0xff, &comm.stream)?;
-    let launch = |c: &Communicator| {
+    let launch = |c: &Communicator, send: &DeviceBuffer, recv: &DeviceBuffer| {
         pattern.launch(
             c,
-            Region::whole(&bufs.send),
-            Region::whole(&bufs.recv),
+            Region::whole(send),
+            Region::whole(recv),
             layout,
             t.dtype,
             t.op,
         )
     };
     for _ in 0..t.warmup {
-        launch(comm)?;
+        launch(comm, &bufs.send, &bufs.recv)?;
     }
-    comm.wait_idle(t.deadline, &what("warm-up"))?;
+    comm.wait_idle(t.deadline, &what("warm-up"), Poll::Spin)?;
     boot.barrier();
 
+    let iters = t.iters as usize;
     let start = Instant::now();
-    for (begin, end) in &bufs.events[..t.iters as usize] {
-        begin.record(&comm.stream)?;
-        launch(comm)?;
-        end.record(&comm.stream)?;
+    bufs.events[0].record(&comm.stream)?;
+    for i in 0..iters {
+        launch(comm, &bufs.send, &bufs.recv)?;
+        bufs.events[i + 1].record(&comm.stream)?;
     }
-    comm.wait_idle(t.deadline, &what("timed iterations"))?;
+    comm.wait_idle(t.deadline, &what("timed iterations"), Poll::Spin)?;
     let wall = start.elapsed();
 
     // 1 ns to 1 h at 3 significant digits: constant bounds that hdrhistogram accepts.
     let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)
         .expect("constant histogram bounds are valid");
-    for (begin, end) in &bufs.events[..t.iters as usize] {
-        let ns = (end.elapsed_ms_since(begin)? as f64 * 1e6).max(1.0) as u64;
+    for pair in bufs.events[..=iters].windows(2) {
+        let ns = (pair[1].elapsed_ms_since(&pair[0])? as f64 * 1e6).max(1.0) as u64;
         hist.saturating_record(ns);
     }
     let us = |ns: u64| ns as f64 / 1e3;
 
     let (wrong, first_wrong) = if t.check {
-        bufs.recv
-            .copy_to_host(&mut bufs.host_recv[..recv_bytes], &comm.stream)?;
-        comm.wait_idle(t.deadline, &what("copy-back"))?;
-        verify::check(
-            &bufs.host_recv,
-            pattern,
-            layout,
-            t.dtype,
-            t.op,
-            rank,
-            n,
-            epoch,
-        )
+        download_and_check(comm, pattern, bufs, layout, t, epoch, &what("copy-back"))?
     } else {
         (0, None)
     };
     Ok(RankSample {
-        rank,
+        rank: comm.rank,
         avg_us: wall.as_secs_f64() * 1e6 / t.iters.max(1) as f64,
         p50_us: us(hist.value_at_quantile(0.5)),
         p99_us: us(hist.value_at_quantile(0.99)),
@@ -183,14 +275,15 @@ pub fn measure(
     })
 }
 
-/// One row of a pattern's table, combined over ranks: a collective is as fast as its slowest
-/// member, so times are the maximum over ranks and the slowest rank is named.
+/// One row of a pattern's table, combined over ranks as nccl-tests combines them by default
+/// (`-a 1`: the time is the mean of the ranks' times, `Allreduce(args, &deltaSec, average)`
+/// in `BenchTime`, `src/common.cu`), with the slowest rank's time and number kept beside it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SizeResult {
     pub pattern: String,
-    /// Bytes each rank sends (nccl-tests' "size").
+    /// nccl-tests' "size": the larger of a rank's send and receive bytes.
     pub size_bytes: usize,
-    /// Elements in each rank's send buffer.
+    /// nccl-tests' "count": the element count passed to NCCL (per peer for all-to-all).
     pub count: usize,
     pub dtype: DataType,
     /// The reduction, for patterns that reduce.
@@ -205,7 +298,7 @@ pub struct SizeResult {
     pub wrong: u64,
     /// Whether data was checked.
     pub checked: bool,
-    /// The rank with the largest average time.
+    /// The rank with the largest time.
     pub slowest_rank: u32,
     /// Each rank's average time, µs, in rank order.
     pub rank_avg_us: Vec<f64>,
@@ -217,8 +310,11 @@ pub struct SizeResult {
 /// Times of one size, µs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Times {
-    /// Wall time per iteration on the slowest rank.
+    /// Wall time per iteration, mean over ranks (nccl-tests' "time").
     pub avg: f64,
+    /// Wall time per iteration on the slowest rank (absent in files from before it was kept).
+    #[serde(default)]
+    pub slowest: f64,
     /// Per-iteration latency percentiles, worst over ranks.
     pub p50: f64,
     pub p99: f64,
@@ -247,17 +343,23 @@ pub fn combine(
         .max_by(|a, b| a.avg_us.total_cmp(&b.avg_us))
         .map(|s| (s.rank, s.avg_us))
         .unwrap_or((0, 0.0));
+    let mean = if samples.is_empty() {
+        0.0
+    } else {
+        samples.iter().map(|s| s.avg_us).sum::<f64>() / samples.len() as f64
+    };
     let worst = |f: fn(&RankSample) -> f64| samples.iter().map(f).fold(0.0, f64::max);
-    let bytes = layout.bytes(t.dtype);
-    let algbw = algbw_gbs(bytes, slowest.1);
+    let bytes = layout.size_column(t.dtype);
+    let algbw = algbw_gbs(bytes, mean);
     SizeResult {
         pattern: pattern.name().into(),
         size_bytes: bytes,
-        count: layout.count,
+        count: pattern.count_column(layout),
         dtype: t.dtype,
         redop: pattern.reduces().then_some(t.op),
         time_us: Times {
-            avg: slowest.1,
+            avg: mean,
+            slowest: slowest.1,
             p50: worst(|s| s.p50_us),
             p99: worst(|s| s.p99_us),
             max: worst(|s| s.max_us),
@@ -314,8 +416,9 @@ mod tests {
             &[sample(0, 100.0), sample(1, 250.0), sample(2, 90.0)],
         );
         assert_eq!(r.slowest_rank, 1);
-        assert_eq!(r.time_us.avg, 250.0);
-        let algbw = (1u64 << 20) as f64 / 250.0 / 1e3;
+        assert_eq!(r.time_us.slowest, 250.0);
+        assert!((r.time_us.avg - 440.0 / 3.0).abs() < 1e-12);
+        let algbw = (1u64 << 20) as f64 / (440.0 / 3.0) / 1e3;
         assert!((r.algbw_gbs - algbw).abs() < 1e-12);
         assert!((r.busbw_gbs - algbw * 2.0 * 7.0 / 8.0).abs() < 1e-12);
         assert_eq!(r.time_us.max, 300.0);

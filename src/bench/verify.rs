@@ -25,9 +25,31 @@ pub fn fill_send(
     nranks: u32,
     epoch: u32,
 ) {
+    fill_send_from(
+        0,
+        &mut out[..layout.count * dtype.size()],
+        dtype,
+        op,
+        rank,
+        nranks,
+        epoch,
+    );
+}
+
+/// Fills `out` with elements `first..` of what `rank` sends in `epoch`: one staging chunk of
+/// a send buffer that is filled piece by piece.
+pub fn fill_send_from(
+    first: usize,
+    out: &mut [u8],
+    dtype: DataType,
+    op: RedOp,
+    rank: u32,
+    nranks: u32,
+    epoch: u32,
+) {
     let sz = dtype.size();
-    for (i, el) in out[..layout.count * sz].chunks_exact_mut(sz).enumerate() {
-        dtype.encode(data::value(op, nranks, rank, i, epoch), el);
+    for (i, el) in out.chunks_exact_mut(sz).enumerate() {
+        dtype.encode(data::value(op, nranks, rank, first + i, epoch), el);
     }
 }
 
@@ -68,38 +90,89 @@ pub fn check(
     nranks: u32,
     epoch: u32,
 ) -> (u64, Option<WrongElement>) {
-    let sz = dtype.size();
-    let per = period(nranks);
-    // Expected bytes per (sender slot, index residue); slot `nranks` stands for "reduced".
-    let mut table: Vec<Option<([u8; 8], f64)>> = vec![None; (nranks as usize + 1) * per];
-    let mut wrong = 0u64;
-    let mut first = None;
-    for (i, el) in got[..layout.recv_count * sz].chunks_exact(sz).enumerate() {
-        let src = pattern.source(rank, nranks, i, layout);
-        let (slot, index, sender) = match src {
-            Source::Rank { rank, index } => (rank as usize, index, Some(rank)),
-            Source::Reduced { index } => (nranks as usize, index, None),
-        };
-        let entry = &mut table[slot * per + index % per];
-        let (want, v) = *entry.get_or_insert_with(|| {
-            let (v, _) = expected(src, op, nranks, epoch);
-            let mut b = [0u8; 8];
-            dtype.encode(v, &mut b[..sz]);
-            (b, v)
-        });
-        if el != &want[..sz] {
-            wrong += 1;
-            if first.is_none() {
-                first = Some(WrongElement {
-                    index: i,
-                    sender,
-                    expected: v,
-                    got: dtype.decode(el),
-                });
+    let mut c = Checker::new(pattern, layout, dtype, op, rank, nranks, epoch);
+    c.chunk(0, &got[..layout.recv_count * dtype.size()]);
+    c.finish()
+}
+
+/// The check of one receive buffer, fed chunk by chunk (a staging buffer's worth at a time),
+/// so host memory does not grow with the message size.
+pub struct Checker<'a> {
+    pattern: &'a dyn Pattern,
+    layout: &'a Layout,
+    dtype: DataType,
+    op: RedOp,
+    rank: u32,
+    nranks: u32,
+    epoch: u32,
+    per: usize,
+    /// Expected bytes per (sender slot, index residue); slot `nranks` stands for "reduced".
+    table: Vec<Option<([u8; 8], f64)>>,
+    wrong: u64,
+    first: Option<WrongElement>,
+}
+
+impl<'a> Checker<'a> {
+    pub fn new(
+        pattern: &'a dyn Pattern,
+        layout: &'a Layout,
+        dtype: DataType,
+        op: RedOp,
+        rank: u32,
+        nranks: u32,
+        epoch: u32,
+    ) -> Checker<'a> {
+        let per = period(nranks);
+        Checker {
+            pattern,
+            layout,
+            dtype,
+            op,
+            rank,
+            nranks,
+            epoch,
+            per,
+            table: vec![None; (nranks as usize + 1) * per],
+            wrong: 0,
+            first: None,
+        }
+    }
+
+    /// Checks `got`, which holds receive-buffer elements `first..`.
+    pub fn chunk(&mut self, first: usize, got: &[u8]) {
+        let sz = self.dtype.size();
+        for (k, el) in got.chunks_exact(sz).enumerate() {
+            let i = first + k;
+            let src = self.pattern.source(self.rank, self.nranks, i, self.layout);
+            let (slot, index, sender) = match src {
+                Source::Rank { rank, index } => (rank as usize, index, Some(rank)),
+                Source::Reduced { index } => (self.nranks as usize, index, None),
+            };
+            let (op, nranks, epoch, dtype) = (self.op, self.nranks, self.epoch, self.dtype);
+            let entry = &mut self.table[slot * self.per + index % self.per];
+            let (want, v) = *entry.get_or_insert_with(|| {
+                let (v, _) = expected(src, op, nranks, epoch);
+                let mut b = [0u8; 8];
+                dtype.encode(v, &mut b[..sz]);
+                (b, v)
+            });
+            if el != &want[..sz] {
+                self.wrong += 1;
+                if self.first.is_none() {
+                    self.first = Some(WrongElement {
+                        index: i,
+                        sender,
+                        expected: v,
+                        got: dtype.decode(el),
+                    });
+                }
             }
         }
     }
-    (wrong, first)
+
+    pub fn finish(self) -> (u64, Option<WrongElement>) {
+        (self.wrong, self.first)
+    }
 }
 
 #[cfg(test)]
@@ -135,6 +208,34 @@ mod tests {
         assert_eq!(wrong, 1);
         let first = first.unwrap();
         assert_eq!((first.index, first.sender), (40, Some(2)));
+    }
+
+    /// A buffer checked in uneven chunks gives what one whole check gives.
+    #[test]
+    fn chunked_fill_and_check_equal_whole_ones() {
+        let (n, dt) = (3, DataType::Double);
+        let p = select(&["all_reduce".into()]).unwrap()[0];
+        let l = p.layout(8 * 1000, dt.size(), n);
+        let mut whole = vec![0u8; l.count * 8];
+        fill_send(&mut whole, &l, dt, RedOp::Sum, 1, n, 7);
+        let mut pieces = vec![0u8; l.count * 8];
+        for (k, chunk) in pieces.chunks_mut(8 * 37).enumerate() {
+            fill_send_from(k * 37, chunk, dt, RedOp::Sum, 1, n, 7);
+        }
+        assert_eq!(whole, pieces);
+        let mut recv = vec![0u8; l.count * 8];
+        for (i, el) in recv.chunks_exact_mut(8).enumerate() {
+            let sum = RedOp::Sum.reduce((0..n).map(|r| data::value(RedOp::Sum, n, r, i, 7)));
+            dt.encode(sum, el);
+        }
+        recv[8 * 500] ^= 1;
+        let mut c = Checker::new(p, &l, dt, RedOp::Sum, 1, n, 7);
+        for (k, chunk) in recv.chunks(8 * 37).enumerate() {
+            c.chunk(k * 37, chunk);
+        }
+        let (wrong, first) = c.finish();
+        assert_eq!((wrong, first.as_ref().map(|w| w.index)), (1, Some(500)));
+        assert_eq!((wrong, first), check(&recv, p, &l, dt, RedOp::Sum, 1, n, 7));
     }
 
     #[test]

@@ -165,6 +165,9 @@ impl Run<'_> {
             table::nccl_lines(&NcclInfo::from(&nccl))
                 .iter()
                 .for_each(|l| println!("{l}"));
+            let blocking =
+                !nccl.caps.init_rank_config || crate::comm::blocking_override() != Some(false);
+            println!("{}", table::comm_mode_line(blocking));
         }
 
         self.enter(Stage::Driver);
@@ -217,7 +220,7 @@ impl Run<'_> {
                     "{} + {} bytes of device memory (and {} timing events) could not be had",
                     send_max,
                     recv_max,
-                    2 * timing.iters
+                    timing.iters + 1
                 ))
                 .hint("lower -e/--maxbytes, or check what else holds GPU memory (nvidia-smi)")
         })?;
@@ -236,7 +239,7 @@ impl Run<'_> {
             ..timing
         };
         for p in &selected {
-            bench::connect(&mut comm, *p, &bufs, &connect_timing).map_err(|e| {
+            bench::connect(&mut comm, *p, &bufs, &connect_timing, sizes).map_err(|e| {
                 let mut f = self.comm_failure(Stage::Connect, e);
                 if f.stage == Stage::ConnectImport {
                     f.evidence
@@ -326,6 +329,11 @@ impl Run<'_> {
 
     fn driver_failure(&self, e: CudaError) -> Failure {
         let f = Failure::new(Stage::Driver, &self.who, &e);
+        if matches!(e, CudaError::TwoDrivers { .. }) {
+            return f
+                .cause("cudarc bound a different CUDA driver library from the one nccl-smoke and NCCL use")
+                .hint("remove the CUDA toolkit's stubs/ folder (or the second driver) from LD_LIBRARY_PATH: the driver libcuda.so.1 of the node's NVIDIA install must be the only one found");
+        }
         match e.code_name() {
             None => f
                 .cause(format!(
@@ -729,7 +737,9 @@ impl Run<'_> {
                 }
             }
             if self.who.rank == Some(0) {
-                println!("{}", table::avg_busbw_line(&pattern_rows, self.simulated));
+                for line in table::footer_lines(&pattern_rows, self.simulated) {
+                    println!("{line}");
+                }
             }
             rows.extend(pattern_rows);
         }
@@ -872,7 +882,7 @@ fn buffer_sizes(
     nranks: u32,
 ) -> (usize, usize) {
     let elem = t.dtype.size();
-    let mut send = elem * nranks as usize;
+    let mut send = bench::CONNECT_MIN_PER_PEER * nranks as usize;
     let mut recv = send;
     for p in selected {
         for &s in sizes {

@@ -1,13 +1,14 @@
 //! A communicator with its stream, and every wait bounded by a deadline.
 //!
-//! Nothing here blocks without a limit: init is non-blocking where the library allows it and
-//! polled with `ncclCommGetAsyncError`; operations are waited on by polling the stream and the
-//! communicator's async error; a deadline that passes aborts the communicator.
+//! Waits on the stream poll it and the communicator's async error, within a deadline that
+//! aborts the communicator when it passes; calls NCCL completes on a thread of its own
+//! (`ncclInProgress`) are settled before the communicator is used again.
 
 use crate::ffi::cuda::{CudaError, DevPtr, DeviceBuffer, Stream};
 use crate::ffi::nccl::{
-    CommHandle, DataTypeCode, Nccl, NcclError, RedOpCode, ResultCode, UniqueId,
+    CommHandle, DataTypeCode, Issued, Nccl, NcclError, RedOpCode, ResultCode, UniqueId,
 };
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 /// Why a communicator call failed.
@@ -88,24 +89,69 @@ impl<'a> Region<'a> {
 }
 
 /// An initialised communicator and the stream its operations run on.
+///
+/// Blocking by default, as nccl-tests makes its communicators: every call returns once its work
+/// is on the stream, so the timed loop pays no thread and no poll per operation. A user's
+/// `NCCL_COMM_BLOCKING=0` makes it non-blocking (NCCL reads the variable over the config); then
+/// each call that returns `ncclInProgress` is settled (its async state polled back to
+/// `ncclSuccess`) before the next, as NCCL requires (`ncclCommEnsureReady`, `src/init.cc`
+/// v2.28.3-1). A blocking call that hangs (init, a first connection) is bounded by the rank's
+/// supervisor, which names the step and kills the worker.
 pub struct Communicator<'n> {
     nccl: &'n Nccl,
     handle: CommHandle,
     pub stream: Stream,
     pub rank: u32,
     pub nranks: u32,
-    live: bool,
+    /// Whether NCCL completes each call before returning (see the type's notes).
+    pub blocking: bool,
+    live: Cell<bool>,
+    /// How long a call that returned `ncclInProgress` may take to settle.
+    settle_deadline: Cell<Duration>,
 }
 
-/// Sleeps a little longer each time, up to 1 ms, so short waits stay short.
-fn backoff(spins: &mut u32) {
-    *spins += 1;
-    let us = (*spins as u64 * 10).min(1000);
-    std::thread::sleep(Duration::from_micros(us));
+/// How a wait polls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Poll {
+    /// Busy-poll with a yield, never sleeping: a timed region's end is seen when it happens
+    /// (nccl-tests' `testStreamSynchronize`, `src/common.cu`).
+    Spin,
+    /// Spin briefly, then sleep a little longer each time (up to 1 ms): for waits outside a
+    /// timed region, which may last seconds on a loaded node.
+    Relaxed,
+}
+
+/// Spins of a relaxed wait before it starts sleeping.
+const RELAXED_SPINS: u32 = 200;
+
+fn pause(poll: Poll, spins: &mut u32) {
+    *spins = spins.saturating_add(1);
+    if poll == Poll::Spin || *spins <= RELAXED_SPINS {
+        std::thread::yield_now();
+    } else {
+        let us = ((*spins - RELAXED_SPINS) as u64 * 10).min(1000);
+        std::thread::sleep(Duration::from_micros(us));
+    }
+}
+
+/// `NCCL_COMM_BLOCKING` as NCCL reads it: 0 or 1 override the config, anything else is unset
+/// (`parseCommConfig`, `src/init.cc` v2.28.3-1).
+pub fn blocking_override() -> Option<bool> {
+    match std::env::var("NCCL_COMM_BLOCKING")
+        .ok()?
+        .trim()
+        .parse::<i64>()
+        .ok()?
+    {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    }
 }
 
 impl<'n> Communicator<'n> {
-    /// `ncclCommInitRank[Config]`, non-blocking where the library has it, within `deadline`.
+    /// `ncclCommInitRank[Config]` asking for a blocking communicator; a non-blocking one (the
+    /// user's `NCCL_COMM_BLOCKING=0`) is polled to completion within `deadline`.
     pub fn init(
         nccl: &'n Nccl,
         id: &UniqueId,
@@ -114,76 +160,97 @@ impl<'n> Communicator<'n> {
         deadline: Duration,
     ) -> Result<Communicator<'n>> {
         let stream = Stream::new()?;
-        let blocking = !nccl.caps.init_rank_config;
-        let handle = nccl.comm_init_rank(nranks as i32, id, rank as i32, blocking)?;
-        let mut comm = Communicator {
+        let (handle, issued) = nccl.comm_init_rank(nranks as i32, id, rank as i32, true)?;
+        let blocking = issued == Issued::Done
+            && (!nccl.caps.init_rank_config || blocking_override() != Some(false));
+        let comm = Communicator {
             nccl,
             handle,
             stream,
             rank,
             nranks,
-            live: true,
+            blocking,
+            live: Cell::new(true),
+            settle_deadline: Cell::new(deadline),
         };
-        comm.wait_async_ready(deadline, "ncclCommInitRank")?;
+        comm.wait_async_ready(deadline, "ncclCommInitRank", Poll::Relaxed)?;
         Ok(comm)
     }
 
+    /// How long later calls that return `ncclInProgress` may take to settle.
+    pub fn set_settle_deadline(&self, deadline: Duration) {
+        self.settle_deadline.set(deadline);
+    }
+
     /// Polls the async state until it leaves `ncclInProgress`.
-    fn wait_async_ready(&mut self, deadline: Duration, what: &str) -> Result<()> {
+    fn wait_async_ready(&self, deadline: Duration, what: &str, poll: Poll) -> Result<()> {
         let start = Instant::now();
         let mut spins = 0;
         loop {
             match self.nccl.async_error(self.handle)? {
                 ResultCode::Success => return Ok(()),
                 ResultCode::InProgress => {}
-                code => {
-                    let e = self.nccl.async_failure(self.handle, code);
-                    self.abort();
-                    return Err(e.into());
-                }
+                code => return Err(self.fail_async(code)),
             }
             if start.elapsed() > deadline {
-                self.abort();
-                return Err(CommError::Timeout {
-                    what: what.into(),
-                    after_s: deadline.as_secs_f64(),
-                });
+                return Err(self.timed_out(what, deadline));
             }
-            backoff(&mut spins);
+            pause(poll, &mut spins);
+        }
+    }
+
+    /// A call's outcome; `ncclInProgress` is waited out before the communicator is used again.
+    fn settle(&self, issued: Issued, what: &'static str) -> Result<()> {
+        match issued {
+            Issued::Done => Ok(()),
+            Issued::InProgress => {
+                self.wait_async_ready(self.settle_deadline.get(), what, Poll::Spin)
+            }
+        }
+    }
+
+    fn fail_async(&self, code: ResultCode) -> CommError {
+        let e = self.nccl.async_failure(self.handle, code);
+        self.abort();
+        e.into()
+    }
+
+    fn timed_out(&self, what: &str, deadline: Duration) -> CommError {
+        self.abort();
+        CommError::Timeout {
+            what: what.into(),
+            after_s: deadline.as_secs_f64(),
         }
     }
 
     /// Waits until everything queued on the stream has run, within `deadline`, watching the
     /// communicator's async error meanwhile.
-    pub fn wait_idle(&mut self, deadline: Duration, what: &str) -> Result<()> {
+    pub fn wait_idle(&self, deadline: Duration, what: &str, poll: Poll) -> Result<()> {
         let start = Instant::now();
         let mut spins = 0;
         loop {
             let idle = self.stream.is_idle()?;
             match self.nccl.async_error(self.handle)? {
                 ResultCode::Success | ResultCode::InProgress => {}
-                code => {
-                    let e = self.nccl.async_failure(self.handle, code);
-                    self.abort();
-                    return Err(e.into());
-                }
+                code => return Err(self.fail_async(code)),
             }
             if idle {
                 return Ok(());
             }
             if start.elapsed() > deadline {
-                self.abort();
-                return Err(CommError::Timeout {
-                    what: what.into(),
-                    after_s: deadline.as_secs_f64(),
-                });
+                return Err(self.timed_out(what, deadline));
             }
-            backoff(&mut spins);
+            pause(poll, &mut spins);
         }
     }
 
     pub fn nccl(&self) -> &'n Nccl {
         self.nccl
+    }
+
+    /// The handle, for callers that time the bare library call (benches).
+    pub fn handle(&self) -> CommHandle {
+        self.handle
     }
 
     /// `ncclGetLastError` for this communicator.
@@ -202,9 +269,10 @@ impl<'n> Communicator<'n> {
         let bytes = count * dtype.1;
         let s = send.ptr(bytes, "all_reduce send")?;
         let r = recv.ptr(bytes, "all_reduce recv")?;
-        self.nccl
+        let issued = self
+            .nccl
             .all_reduce(s, r, count, dtype.0, op, self.handle, &self.stream)?;
-        Ok(())
+        self.settle(issued, "ncclAllReduce")
     }
 
     /// Native `ncclAlltoAll`; `count` elements per peer.
@@ -218,9 +286,10 @@ impl<'n> Communicator<'n> {
         let bytes = count * dtype.1 * self.nranks as usize;
         let s = send.ptr(bytes, "all_to_all send")?;
         let r = recv.ptr(bytes, "all_to_all recv")?;
-        self.nccl
+        let issued = self
+            .nccl
             .all_to_all(s, r, count, dtype.0, self.handle, &self.stream)?;
-        Ok(())
+        self.settle(issued, "ncclAlltoAll")
     }
 
     /// Runs `body` between `ncclGroupStart` and `ncclGroupEnd`; the group is closed even when
@@ -232,6 +301,7 @@ impl<'n> Communicator<'n> {
         self.nccl.group_start()?;
         let inner = body(self);
         let end = self.nccl.group_end().map_err(CommError::from);
+        let end = end.and_then(|issued| self.settle(issued, "ncclGroupEnd"));
         inner.and(end)
     }
 
@@ -243,9 +313,10 @@ impl<'n> Communicator<'n> {
         peer: u32,
     ) -> Result<()> {
         let p = buf.ptr(count * dtype.1, "send")?;
-        self.nccl
+        let issued = self
+            .nccl
             .send(p, count, dtype.0, peer as i32, self.handle, &self.stream)?;
-        Ok(())
+        self.settle(issued, "ncclSend")
     }
 
     pub fn recv(
@@ -256,30 +327,36 @@ impl<'n> Communicator<'n> {
         peer: u32,
     ) -> Result<()> {
         let p = buf.ptr(count * dtype.1, "recv")?;
-        self.nccl
+        let issued = self
+            .nccl
             .recv(p, count, dtype.0, peer as i32, self.handle, &self.stream)?;
-        Ok(())
+        self.settle(issued, "ncclRecv")
     }
 
     /// `ncclCommFinalize` (where the library has it, polled to completion) and
     /// `ncclCommDestroy`, within `deadline`.
-    pub fn finalize(mut self, deadline: Duration) -> Result<()> {
-        self.wait_idle(deadline, "work queued before finalize")?;
+    pub fn finalize(self, deadline: Duration) -> Result<()> {
+        self.wait_idle(deadline, "work queued before finalize", Poll::Relaxed)?;
         if self.nccl.caps.finalize {
-            if let Err(e) = self.nccl.comm_finalize(self.handle) {
-                self.abort();
-                return Err(e.into());
+            match self.nccl.comm_finalize(self.handle) {
+                Ok(Issued::Done) => {}
+                Ok(Issued::InProgress) => {
+                    self.wait_async_ready(deadline, "ncclCommFinalize", Poll::Relaxed)?
+                }
+                Err(e) => {
+                    self.abort();
+                    return Err(e.into());
+                }
             }
-            self.wait_async_ready(deadline, "ncclCommFinalize")?;
         }
-        self.live = false;
+        self.live.set(false);
         self.nccl.comm_destroy(self.handle)?;
         Ok(())
     }
 
     /// `ncclCommAbort`, once.
-    pub fn abort(&mut self) {
-        if std::mem::take(&mut self.live) {
+    pub fn abort(&self) {
+        if self.live.replace(false) {
             let _ = self.nccl.comm_abort(self.handle);
         }
     }

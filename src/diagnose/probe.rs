@@ -277,7 +277,7 @@ pub fn nccl_solo_init_side(nccl_path: &str) -> u8 {
         .get_unique_id()
         .and_then(|id| nccl.comm_init_rank(1, &id, 0, true))
     {
-        Ok(comm) => {
+        Ok((comm, _)) => {
             let _ = nccl.comm_destroy(comm);
             "ok".to_string()
         }

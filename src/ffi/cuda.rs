@@ -71,6 +71,12 @@ pub enum CudaError {
     NotFound { tried: String, detail: String },
     #[error("the CUDA driver library {path} has no symbol {symbol}")]
     MissingSymbol { path: String, symbol: String },
+    #[error(
+        "two CUDA driver libraries: nccl-smoke loaded {ours}, but cudarc's calls go to {cudarc} \
+         (it tries the name libcuda.so first, so a CUDA toolkit's stubs/ folder or a second driver on \
+         the library path wins)"
+    )]
+    TwoDrivers { ours: String, cudarc: String },
     #[error("{call} failed: {name} ({code}): {message}")]
     Call {
         call: &'static str,
@@ -127,6 +133,28 @@ pub struct Driver {
     _lib: os::Library,
 }
 
+/// cudarc opens the driver by its own list of names, `libcuda.so` first: a stub driver from a
+/// CUDA toolkit, or a second driver, on the library path would take cudarc's calls while
+/// nccl-smoke (and NCCL, through the soname) use the one loaded here. Same `cuInit` address, or
+/// a failure naming both files.
+fn same_driver_as_cudarc(lib: &os::Library, ours: &str) -> Result<()> {
+    let mine = lib.address("cuInit");
+    // SAFETY: `is_culib_present` found a library, so `culib` returns instead of panicking; the
+    // symbol is read as an address and never called here.
+    let theirs = unsafe { sys::culib().get::<*mut std::ffi::c_void>(b"cuInit") }
+        .ok()
+        .map(|s| *s);
+    if mine.is_some() && mine == theirs {
+        return Ok(());
+    }
+    Err(CudaError::TwoDrivers {
+        ours: ours.to_string(),
+        cudarc: theirs
+            .and_then(|p| os::file_of(p as usize))
+            .unwrap_or_else(|| "a library without cuInit".into()),
+    })
+}
+
 impl Driver {
     /// Opens the driver (`path`, else [`DRIVER_SONAME`] through the dynamic linker), checks its
     /// symbols and calls `cuInit(0)`.
@@ -153,6 +181,7 @@ impl Driver {
                 detail: "cudarc could not find it by name after it was loaded".into(),
             });
         }
+        same_driver_as_cudarc(&lib, &resolved)?;
         let simulated = lib.marker("ncclSmokeSimDriver");
         let mut version = 0;
         // SAFETY: valid out-pointer.
@@ -376,26 +405,30 @@ impl DeviceBuffer {
         DevPtr(self.ptr)
     }
 
-    /// Queues a copy of `src` to the start of the buffer. `src` must stay untouched until the
-    /// stream has passed this point; callers synchronise before reusing it.
-    pub fn copy_from_host(&self, src: &[u8], stream: &Stream) -> Result<()> {
+    /// Queues a copy of `src` into the buffer at byte `offset`. `src` must stay untouched
+    /// until the stream has passed this point; callers synchronise before reusing it.
+    pub fn copy_from_host(&self, offset: usize, src: &[u8], stream: &Stream) -> Result<()> {
         assert!(
-            src.len() <= self.len,
-            "host slice larger than device buffer"
+            offset
+                .checked_add(src.len())
+                .is_some_and(|end| end <= self.len),
+            "host slice beyond the device buffer"
         );
-        // SAFETY: lengths checked; the caller keeps `src` alive until the stream is idle.
-        unsafe { result::memcpy_htod_async(self.ptr, src, stream.0) }
+        // SAFETY: bounds checked; the caller keeps `src` alive until the stream is idle.
+        unsafe { result::memcpy_htod_async(self.ptr + offset as u64, src, stream.0) }
             .map_err(|e| CudaError::call("cuMemcpyHtoDAsync", e))
     }
 
-    /// Queues a copy of the start of the buffer into `dst` (see [`copy_from_host`]).
-    pub fn copy_to_host(&self, dst: &mut [u8], stream: &Stream) -> Result<()> {
+    /// Queues a copy of the buffer from byte `offset` into `dst` (see [`copy_from_host`]).
+    pub fn copy_to_host(&self, offset: usize, dst: &mut [u8], stream: &Stream) -> Result<()> {
         assert!(
-            dst.len() <= self.len,
-            "host slice larger than device buffer"
+            offset
+                .checked_add(dst.len())
+                .is_some_and(|end| end <= self.len),
+            "host slice beyond the device buffer"
         );
-        // SAFETY: lengths checked; the caller keeps `dst` alive until the stream is idle.
-        unsafe { result::memcpy_dtoh_async(dst, self.ptr, stream.0) }
+        // SAFETY: bounds checked; the caller keeps `dst` alive until the stream is idle.
+        unsafe { result::memcpy_dtoh_async(dst, self.ptr + offset as u64, stream.0) }
             .map_err(|e| CudaError::call("cuMemcpyDtoHAsync", e))
     }
 

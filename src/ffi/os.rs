@@ -3,8 +3,11 @@
 use libloading::os::unix::{Library as RawLibrary, RTLD_GLOBAL, RTLD_NOW};
 use std::ffi::{CStr, CString, c_char, c_void};
 
-/// A shared library opened with `RTLD_NOW | RTLD_GLOBAL`: its symbols resolve immediately and
-/// become visible to later `dlopen`s by soname (how cudarc finds the driver nccl-smoke chose).
+/// A shared library opened with `RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE`: its symbols resolve
+/// immediately and become visible to later `dlopen`s by soname (how cudarc finds the driver
+/// nccl-smoke chose), and it is never unmapped: NCCL leaves detached threads (proxy, async
+/// jobs) running after a failed or aborted communicator, and `dlclose` under them would crash
+/// the process after its verdict.
 pub struct Library {
     raw: RawLibrary,
 }
@@ -20,9 +23,14 @@ impl Library {
     pub fn open_global(name_or_path: &str) -> Result<Library, String> {
         // SAFETY: loading a library runs its initialisers; that is the point of this tool and
         // the libraries it loads are the ones the operator asked to test.
-        unsafe { RawLibrary::open(Some(name_or_path), RTLD_NOW | RTLD_GLOBAL) }
-            .map(|raw| Library { raw })
-            .map_err(|e| error_chain(&e))
+        unsafe {
+            RawLibrary::open(
+                Some(name_or_path),
+                RTLD_NOW | RTLD_GLOBAL | libc::RTLD_NODELETE,
+            )
+        }
+        .map(|raw| Library { raw })
+        .map_err(|e| error_chain(&e))
     }
 
     /// Whether the library exports `symbol`.
@@ -30,7 +38,8 @@ impl Library {
         self.address(symbol).is_some()
     }
 
-    fn address(&self, symbol: &str) -> Option<*mut c_void> {
+    /// The address `symbol` resolves to in this library.
+    pub fn address(&self, symbol: &str) -> Option<*mut c_void> {
         // SAFETY: the symbol is only inspected as an address, never called here.
         unsafe { self.raw.get::<*mut c_void>(symbol.as_bytes()) }
             .ok()
@@ -40,25 +49,7 @@ impl Library {
     /// The absolute path of the file that defines `symbol` (dladdr), i.e. the library
     /// actually loaded, whatever name it was asked by.
     pub fn path_of(&self, symbol: &str) -> Option<String> {
-        let addr = self.address(symbol)?;
-        let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
-        // SAFETY: `addr` is a symbol address from dlsym; `info` is a valid out-pointer.
-        let ok = unsafe { libc::dladdr(addr, info.as_mut_ptr()) };
-        if ok == 0 {
-            return None;
-        }
-        // SAFETY: dladdr succeeded, so the struct is filled.
-        let info = unsafe { info.assume_init() };
-        if info.dli_fname.is_null() {
-            return None;
-        }
-        // SAFETY: dli_fname is a NUL-terminated string owned by the loader.
-        let name = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy();
-        Some(
-            std::fs::canonicalize(name.as_ref())
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|_| name.into_owned()),
-        )
+        file_of(self.address(symbol)? as usize)
     }
 
     /// Calls a `const char *name(void)` marker function if the library exports one.
@@ -88,6 +79,29 @@ impl Library {
     pub fn into_raw(self) -> RawLibrary {
         self.raw
     }
+}
+
+/// The absolute path of the loaded file that holds the address `addr` (dladdr).
+pub fn file_of(addr: usize) -> Option<String> {
+    let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+    // SAFETY: dladdr only looks the address up in the loader's tables, never dereferences
+    // it; `info` is a valid out-pointer.
+    let ok = unsafe { libc::dladdr(addr as *const c_void, info.as_mut_ptr()) };
+    if ok == 0 {
+        return None;
+    }
+    // SAFETY: dladdr succeeded, so the struct is filled.
+    let info = unsafe { info.assume_init() };
+    if info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dli_fname is a NUL-terminated string owned by the loader.
+    let name = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy();
+    Some(
+        std::fs::canonicalize(name.as_ref())
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| name.into_owned()),
+    )
 }
 
 /// An error and its sources, joined: libloading puts the dynamic linker's words in the source.

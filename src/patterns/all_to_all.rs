@@ -14,7 +14,7 @@ impl Pattern for AllToAll {
     }
 
     fn layout(&self, bytes: usize, elem_size: usize, nranks: u32) -> Layout {
-        let per_peer = bytes / elem_size / nranks as usize;
+        let per_peer = super::per_peer_count(bytes, elem_size, nranks as usize);
         let count = per_peer * nranks as usize;
         Layout {
             count,
@@ -25,6 +25,10 @@ impl Pattern for AllToAll {
 
     fn busbw_factor(&self, nranks: u32) -> f64 {
         (nranks as f64 - 1.0) / nranks as f64
+    }
+
+    fn count_column(&self, layout: &Layout) -> usize {
+        layout.per_peer
     }
 
     fn launch(

@@ -25,10 +25,25 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// The "size" column: bytes each rank sends.
+    /// Bytes each rank sends.
     pub fn bytes(&self, dtype: DataType) -> usize {
         self.count * dtype.size()
     }
+
+    /// nccl-tests' "size" column: the larger of the send and receive bytes
+    /// (`max(args->sendBytes, args->expectedBytes)` in `TimeTest`, `src/common.cu`).
+    pub fn size_column(&self, dtype: DataType) -> usize {
+        self.count.max(self.recv_count) * dtype.size()
+    }
+}
+
+/// Elements per peer for a message of `bytes` split over `peers`, rounded down to a multiple
+/// of 16 bytes as nccl-tests' all-to-all does (`(count/nranks) & ~(16/eltSize - 1)`,
+/// `AlltoAllGetCollByteCount`, `src/alltoall.cu`), so sizes match its at any rank count.
+pub fn per_peer_count(bytes: usize, elem_size: usize, peers: usize) -> usize {
+    let per = bytes / elem_size / peers.max(1);
+    let align = (16 / elem_size.max(1)).max(1);
+    per & !(align - 1)
 }
 
 /// Where a received element comes from.
@@ -52,6 +67,10 @@ pub trait Pattern: Sync {
     fn layout(&self, bytes: usize, elem_size: usize, nranks: u32) -> Layout;
     /// busbw = algbw × this factor (nccl-tests' definition).
     fn busbw_factor(&self, nranks: u32) -> f64;
+    /// nccl-tests' "count" column: the count passed to NCCL (`paramcount`).
+    fn count_column(&self, layout: &Layout) -> usize {
+        layout.count
+    }
     /// Queues one operation on the communicator's stream.
     fn launch(
         &self,
@@ -139,6 +158,15 @@ mod tests {
         assert_eq!((a2a.count, a2a.per_peer, a2a.recv_count), (24, 8, 24));
         let pw = by_name("send_recv_pairwise").layout(100, 4, 3);
         assert_eq!((pw.count, pw.per_peer, pw.recv_count), (24, 12, 24));
+        // Per-peer chunks are whole multiples of 16 bytes, as in nccl-tests' alltoall.cu:
+        // 1 MiB of floats over 3 ranks is 87381 per peer, rounded to 87380.
+        let a2a = by_name("all_to_all").layout(1 << 20, 4, 3);
+        assert_eq!((a2a.per_peer, a2a.count), (87380, 262140));
+        assert_eq!(by_name("all_to_all").count_column(&a2a), 87380);
+        assert_eq!(a2a.size_column(DataType::Float), 1048560);
+        assert_eq!(per_peer_count(1000, 8, 3), 40);
+        assert_eq!(per_peer_count(1000, 1, 3), 320);
+        assert_eq!(per_peer_count(1000, 2, 7), 64);
         let ar = by_name("all_reduce").layout(10, 4, 3);
         assert_eq!((ar.count, ar.recv_count), (2, 2));
         assert_eq!(by_name("all_reduce").layout(0, 4, 3).count, 0);
@@ -172,9 +200,9 @@ mod tests {
     #[test]
     fn all_to_all_chunk_j_comes_from_rank_j() {
         let p = by_name("all_to_all");
-        let l = p.layout(4 * 8, 4, 4); // 2 elements per peer
-        assert_eq!(p.source(1, 4, 0, &l), Source::Rank { rank: 0, index: 2 });
-        assert_eq!(p.source(1, 4, 7, &l), Source::Rank { rank: 3, index: 3 });
+        let l = p.layout(4 * 16, 4, 4); // 4 elements (16 bytes) per peer
+        assert_eq!(p.source(1, 4, 0, &l), Source::Rank { rank: 0, index: 4 });
+        assert_eq!(p.source(1, 4, 15, &l), Source::Rank { rank: 3, index: 7 });
     }
 
     #[test]

@@ -16,7 +16,9 @@ impl Pattern for SendRecvPairwise {
     fn layout(&self, bytes: usize, elem_size: usize, nranks: u32) -> Layout {
         // A single rank exchanges with itself once.
         let steps = (nranks as usize).saturating_sub(1).max(1);
-        let per_peer = bytes / elem_size / steps;
+        // Rounded per peer as nccl-tests' all-to-all rounds (the same exchange, less the chunk
+        // a rank keeps).
+        let per_peer = super::per_peer_count(bytes, elem_size, steps);
         Layout {
             count: per_peer * steps,
             recv_count: per_peer * steps,
@@ -26,6 +28,10 @@ impl Pattern for SendRecvPairwise {
 
     fn busbw_factor(&self, _nranks: u32) -> f64 {
         1.0
+    }
+
+    fn count_column(&self, layout: &Layout) -> usize {
+        layout.per_peer
     }
 
     fn launch(

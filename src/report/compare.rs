@@ -169,6 +169,7 @@ mod tests {
             redop: None,
             time_us: Times {
                 avg: 100.0,
+                slowest: 100.0,
                 p50: 90.0,
                 p99: 120.0,
                 max: 130.0,

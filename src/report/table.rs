@@ -66,6 +66,15 @@ pub fn driver_line(d: &DriverInfo) -> String {
     )
 }
 
+/// Which kind of communicator the run makes, and why it matters for the numbers.
+pub fn comm_mode_line(blocking: bool) -> String {
+    if blocking {
+        "# nccl communicator: blocking, as nccl-tests makes it (NCCL_COMM_BLOCKING=0 makes it non-blocking)".into()
+    } else {
+        "# nccl communicator: non-blocking (NCCL_COMM_BLOCKING=0): every call is waited out of ncclInProgress before the next, a cost nccl-tests' blocking loop does not pay".into()
+    }
+}
+
 fn yes_no(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
@@ -121,15 +130,56 @@ pub fn table_row(r: &SizeResult) -> String {
     )
 }
 
-/// The average bus bandwidth line nccl-tests ends with, over the given rows.
-pub fn avg_busbw_line(rows: &[SizeResult], simulated: bool) -> String {
+/// The footer nccl-tests ends its output with (`writeResultFooter`, `src/util.cu` of
+/// NVIDIA/nccl-tests), over one pattern's rows: the number of sizes with wrong data, and the
+/// mean bus bandwidth in GB/s printed as C's `%g`. Health checks parse both lines by regex, so
+/// they keep nccl-tests' exact shape; a simulated run says so on a line of its own.
+pub fn footer_lines(rows: &[SizeResult], simulated: bool) -> Vec<String> {
+    let wrong_sizes = rows.iter().filter(|r| r.wrong > 0).count();
     let avg = if rows.is_empty() {
         0.0
     } else {
         rows.iter().map(|r| r.busbw_gbs).sum::<f64>() / rows.len() as f64
     };
-    let label = if simulated { " (SIMULATED)" } else { "" };
-    format!("# Avg bus bandwidth    : {avg:.3} GB/s{label}")
+    let mut out = vec![
+        format!(
+            "# {:<20} : {} {}",
+            "Out of bounds values",
+            wrong_sizes,
+            if wrong_sizes > 0 { "FAILED" } else { "OK" }
+        ),
+        format!("# {:<20} : {} ", "Avg bus bandwidth", format_g(avg)),
+    ];
+    if simulated {
+        out.push("# (SIMULATED: CPU/TCP figures, not a GPU measurement)".into());
+    }
+    out
+}
+
+/// C's `printf("%g")`: 6 significant digits, trailing zeros dropped, exponent form outside
+/// 1e-4 ..< 1e6.
+pub fn format_g(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return if x == 0.0 { "0".into() } else { x.to_string() };
+    }
+    let exp = x.abs().log10().floor() as i32;
+    let trim = |s: String| {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    };
+    if !(-4..6).contains(&exp) {
+        let s = format!("{:.5e}", x);
+        let (mant, e) = s.split_once('e').unwrap_or((&s, "0"));
+        let e: i32 = e.parse().unwrap_or(0);
+        let sign = if e < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mant.to_string()), e.abs())
+    } else {
+        let decimals = (5 - exp).max(0) as usize;
+        trim(format!("{:.*}", decimals, x))
+    }
 }
 
 #[cfg(test)]
@@ -148,6 +198,7 @@ mod tests {
             redop: Some(RedOp::Sum),
             time_us: Times {
                 avg: 123.456,
+                slowest: 130.0,
                 p50: 120.0,
                 p99: 130.0,
                 max: 140.0,
@@ -166,5 +217,204 @@ mod tests {
         assert!(row.contains("  123.46 ") && row.contains(" float ") && row.contains(" sum "));
         assert!(table_header("x", 2, true)[1].contains("SIMULATED"));
         assert!(!table_header("x", 2, false)[1].contains("SIMULATED"));
+    }
+
+    #[test]
+    fn g_format_is_cs() {
+        assert_eq!(format_g(4.321780282092239), "4.32178");
+        assert_eq!(format_g(0.5076359900766167), "0.507636");
+        assert_eq!(format_g(0.0), "0");
+        assert_eq!(format_g(12.5), "12.5");
+        assert_eq!(format_g(123456.7), "123457");
+        assert_eq!(format_g(1234567.0), "1.23457e+06");
+        assert_eq!(format_g(0.000012345), "1.2345e-05");
+        assert_eq!(format_g(0.0001), "0.0001");
+    }
+
+    /// The arithmetic of a published nccl-tests run: 64 ranks (8 nodes of 8 V100), posted in
+    /// NVIDIA/nccl-tests issue 78 (https://github.com/NVIDIA/nccl-tests/issues/78). Each row's
+    /// time, and its out-of-place and in-place columns, go through nccl-smoke's layout, combine
+    /// and footer; the size and count columns, algbw, busbw (to the two decimals printed) and
+    /// the footer's `%g` average must come out as nccl-tests printed them.
+    #[test]
+    fn nccl_tests_arithmetic_matches_a_published_run() {
+        use crate::bench::{RankSample, Timing, combine};
+        use crate::patterns::select;
+        let n = 64;
+        let t = Timing {
+            warmup: 5,
+            iters: 20,
+            check: true,
+            dtype: DataType::Float,
+            op: RedOp::Sum,
+            deadline: std::time::Duration::from_secs(1),
+        };
+        // (pattern, size asked, time in µs, size, count, algbw, busbw) as printed.
+        let published = [
+            (
+                "all_reduce",
+                268435456,
+                122131.0,
+                268435456,
+                67108864,
+                2.20,
+                4.33,
+            ),
+            (
+                "all_reduce",
+                268435456,
+                122165.0,
+                268435456,
+                67108864,
+                2.20,
+                4.33,
+            ),
+            (
+                "all_reduce",
+                536870912,
+                244833.0,
+                536870912,
+                134217728,
+                2.19,
+                4.32,
+            ),
+            (
+                "all_reduce",
+                536870912,
+                244844.0,
+                536870912,
+                134217728,
+                2.19,
+                4.32,
+            ),
+            (
+                "all_to_all",
+                268435456,
+                520935.0,
+                268435456,
+                1048576,
+                0.52,
+                0.51,
+            ),
+            (
+                "all_to_all",
+                268435456,
+                519562.0,
+                268435456,
+                1048576,
+                0.52,
+                0.51,
+            ),
+            (
+                "all_to_all",
+                536870912,
+                1041974.0,
+                536870912,
+                2097152,
+                0.52,
+                0.51,
+            ),
+            (
+                "all_to_all",
+                536870912,
+                1041299.0,
+                536870912,
+                2097152,
+                0.52,
+                0.51,
+            ),
+        ];
+        let mut rows: Vec<(&str, SizeResult)> = Vec::new();
+        for (name, asked, us, size, count, algbw, busbw) in published {
+            let p = select(&[name.to_string()]).unwrap()[0];
+            let layout = p.layout(asked, 4, n);
+            // Every rank measured the printed time: the mean over ranks is that time.
+            let samples: Vec<RankSample> = (0..n)
+                .map(|rank| RankSample {
+                    rank,
+                    avg_us: us,
+                    p50_us: us,
+                    p99_us: us,
+                    max_us: us,
+                    wrong: 0,
+                    first_wrong: None,
+                })
+                .collect();
+            let r = combine(p, &layout, &t, n, &samples);
+            assert_eq!((r.size_bytes, r.count), (size, count), "{name} {asked}");
+            assert_eq!(
+                format!("{:.2}", r.algbw_gbs),
+                format!("{algbw:.2}"),
+                "{name}"
+            );
+            assert_eq!(
+                format!("{:.2}", r.busbw_gbs),
+                format!("{busbw:.2}"),
+                "{name}"
+            );
+            rows.push((name, r));
+        }
+        let footer = |name: &str| {
+            let mine: Vec<SizeResult> = rows
+                .iter()
+                .filter(|(n, _)| *n == name)
+                .map(|(_, r)| r.clone())
+                .collect();
+            footer_lines(&mine, false)
+        };
+        assert_eq!(
+            footer("all_reduce"),
+            [
+                "# Out of bounds values : 0 OK",
+                "# Avg bus bandwidth    : 4.32178 "
+            ]
+        );
+        assert_eq!(
+            footer("all_to_all"),
+            [
+                "# Out of bounds values : 0 OK",
+                "# Avg bus bandwidth    : 0.507636 "
+            ]
+        );
+    }
+
+    /// nccl-tests' time is the mean over ranks (`-a 1`), not the slowest rank's.
+    #[test]
+    fn time_is_the_mean_over_ranks() {
+        use crate::bench::{RankSample, Timing, combine};
+        let p = crate::patterns::select(&["all_reduce".into()]).unwrap()[0];
+        let t = Timing {
+            warmup: 1,
+            iters: 1,
+            check: false,
+            dtype: DataType::Float,
+            op: RedOp::Sum,
+            deadline: std::time::Duration::from_secs(1),
+        };
+        let s = |rank, avg_us| RankSample {
+            rank,
+            avg_us,
+            p50_us: avg_us,
+            p99_us: avg_us,
+            max_us: avg_us,
+            wrong: 0,
+            first_wrong: None,
+        };
+        let r = combine(
+            p,
+            &p.layout(1 << 20, 4, 2),
+            &t,
+            2,
+            &[s(0, 100.0), s(1, 300.0)],
+        );
+        assert_eq!(
+            (r.time_us.avg, r.time_us.slowest, r.slowest_rank),
+            (200.0, 300.0, 1)
+        );
+        let wrong = SizeResult { wrong: 3, ..r };
+        assert_eq!(
+            footer_lines(&[wrong], true)[0],
+            "# Out of bounds values : 1 FAILED"
+        );
     }
 }

@@ -160,6 +160,19 @@ pub struct CommHandle(ncclComm_t);
 /// The 128-byte unique id rank 0 makes and every rank needs.
 pub type UniqueId = [u8; NCCL_UNIQUE_ID_BYTES as usize];
 
+/// How a call that starts work returned. A non-blocking communicator (`config.blocking = 0`
+/// or `NCCL_COMM_BLOCKING=0`) returns `ncclInProgress` from `ncclGroupEnd` and from every
+/// stand-alone operation (NCCL >= 2.23, `src/group.cc` v2.28.3-1, `ncclGroupEndInternal`'s
+/// "nonblocking group" branch), from the first send/recv to a peer not yet connected
+/// (2.19-2.22, same function, `ncclGroupCommPreconnectHead`), and from `ncclCommFinalize`
+/// (every version): the work continues on a thread of NCCL's, and the communicator may not be
+/// used again until [`Nccl::async_error`] leaves `ncclInProgress`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Issued {
+    Done,
+    InProgress,
+}
+
 /// Element type codes of `ncclDataType_t`.
 pub type DataTypeCode = u32;
 /// Reduction codes of `ncclRedOp_t`.
@@ -179,11 +192,18 @@ pub struct Nccl {
 }
 
 macro_rules! call {
-    ($self:ident, $name:ident ( $($arg:expr),* $(,)? )) => {{
+    ($self:ident, $name:ident ( $($arg:expr),* $(,)? )) => {
+        call!(@with check, $self, $name($($arg),*))
+    };
+    // A call that starts work: `ncclInProgress` is a state (see [`Issued`]), not a failure.
+    (issue $self:ident, $name:ident ( $($arg:expr),* $(,)? )) => {
+        call!(@with check_issued, $self, $name($($arg),*))
+    };
+    (@with $check:ident, $self:ident, $name:ident ( $($arg:expr),* $(,)? )) => {{
         match &$self.sys.$name {
             // SAFETY: the symbol was resolved from the loaded library with the prototype of
             // nccl.h; arguments are checked by the callers in crate::comm.
-            Ok(f) => $self.check(stringify!($name), unsafe { f($($arg),*) }),
+            Ok(f) => $self.$check(stringify!($name), unsafe { f($($arg),*) }),
             Err(_) => Err($self.missing(stringify!($name))),
         }
     }};
@@ -277,12 +297,24 @@ impl Nccl {
     fn check(&self, call: &'static str, r: ncclResult_t) -> Result<()> {
         match ResultCode::from_raw(r.0) {
             ResultCode::Success => Ok(()),
-            code => Err(NcclError::Call {
-                call,
-                code,
-                text: self.error_string(code),
-                last_error: self.last_error(None),
-            }),
+            code => Err(self.call_error(call, code)),
+        }
+    }
+
+    fn check_issued(&self, call: &'static str, r: ncclResult_t) -> Result<Issued> {
+        match ResultCode::from_raw(r.0) {
+            ResultCode::Success => Ok(Issued::Done),
+            ResultCode::InProgress => Ok(Issued::InProgress),
+            code => Err(self.call_error(call, code)),
+        }
+    }
+
+    fn call_error(&self, call: &'static str, code: ResultCode) -> NcclError {
+        NcclError::Call {
+            call,
+            code,
+            text: self.error_string(code),
+            last_error: self.last_error(None),
         }
     }
 
@@ -312,15 +344,17 @@ impl Nccl {
         Ok(id.internal.map(|b| b as u8))
     }
 
-    /// Starts communicator init. With `blocking == false` (needs [`Capabilities::init_rank_config`])
-    /// it may return while init is still in progress: poll [`Nccl::async_error`].
+    /// Starts communicator init, asking for a blocking or a non-blocking communicator where
+    /// the library has `ncclCommInitRankConfig` (`NCCL_COMM_BLOCKING` in the environment
+    /// overrides the request: `parseCommConfig`, `src/init.cc` v2.28.3-1). A non-blocking
+    /// init returns [`Issued::InProgress`]: poll [`Nccl::async_error`].
     pub fn comm_init_rank(
         &self,
         nranks: i32,
         id: &UniqueId,
         rank: i32,
         blocking: bool,
-    ) -> Result<CommHandle> {
+    ) -> Result<(CommHandle, Issued)> {
         let id = ncclUniqueId {
             internal: id.map(|b| b as c_char),
         };
@@ -329,17 +363,15 @@ impl Nccl {
             let mut config = config_initializer();
             config.blocking = i32::from(blocking);
             call!(
-                self,
+                issue self,
                 ncclCommInitRankConfig(&mut comm, nranks, id, rank, &mut config)
             )
         } else {
-            call!(self, ncclCommInitRank(&mut comm, nranks, id, rank))
+            call!(issue self, ncclCommInitRank(&mut comm, nranks, id, rank))
         };
         match r {
-            Ok(()) => Ok(CommHandle(comm)),
-            Err(e) if e.code() == Some(ResultCode::InProgress) && !comm.is_null() => {
-                Ok(CommHandle(comm))
-            }
+            Ok(issued) if !comm.is_null() => Ok((CommHandle(comm), issued)),
+            Ok(_) => Err(self.call_error("ncclCommInitRank", ResultCode::InternalError)),
             Err(e) => {
                 if !comm.is_null() {
                     let _ = self.comm_abort(CommHandle(comm));
@@ -371,8 +403,8 @@ impl Nccl {
         call!(self, ncclCommAbort(comm.0))
     }
 
-    pub fn comm_finalize(&self, comm: CommHandle) -> Result<()> {
-        call!(self, ncclCommFinalize(comm.0))
+    pub fn comm_finalize(&self, comm: CommHandle) -> Result<Issued> {
+        call!(issue self, ncclCommFinalize(comm.0))
     }
 
     pub fn comm_destroy(&self, comm: CommHandle) -> Result<()> {
@@ -401,8 +433,8 @@ impl Nccl {
         call!(self, ncclGroupStart())
     }
 
-    pub fn group_end(&self) -> Result<()> {
-        call!(self, ncclGroupEnd())
+    pub fn group_end(&self) -> Result<Issued> {
+        call!(issue self, ncclGroupEnd())
     }
 
     /// `ncclAllReduce`. Pointers are device addresses sized by the caller for `count` elements.
@@ -416,9 +448,9 @@ impl Nccl {
         op: RedOpCode,
         comm: CommHandle,
         stream: &Stream,
-    ) -> Result<()> {
+    ) -> Result<Issued> {
         call!(
-            self,
+            issue self,
             ncclAllReduce(
                 send.as_ptr(),
                 recv.as_ptr(),
@@ -440,7 +472,7 @@ impl Nccl {
         dtype: DataTypeCode,
         comm: CommHandle,
         stream: &Stream,
-    ) -> Result<()> {
+    ) -> Result<Issued> {
         let Some(f) = self.alltoall else {
             return Err(self.missing("ncclAlltoAll"));
         };
@@ -455,7 +487,7 @@ impl Nccl {
                 stream.raw(),
             )
         };
-        self.check("ncclAlltoAll", ncclResult_t(r))
+        self.check_issued("ncclAlltoAll", ncclResult_t(r))
     }
 
     pub fn send(
@@ -466,9 +498,9 @@ impl Nccl {
         peer: i32,
         comm: CommHandle,
         stream: &Stream,
-    ) -> Result<()> {
+    ) -> Result<Issued> {
         call!(
-            self,
+            issue self,
             ncclSend(
                 buf.as_ptr(),
                 count,
@@ -488,9 +520,9 @@ impl Nccl {
         peer: i32,
         comm: CommHandle,
         stream: &Stream,
-    ) -> Result<()> {
+    ) -> Result<Issued> {
         call!(
-            self,
+            issue self,
             ncclRecv(
                 buf.as_ptr(),
                 count,

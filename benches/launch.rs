@@ -1,0 +1,116 @@
+//! Host time per timed iteration: nccl-smoke's launch path (the pattern, the communicator's
+//! checks, the settle of a non-blocking call, the boundary event) against the bare FFI call
+//! of the same operation, on the simulation with a zero-byte all_reduce, so NCCL's own work is
+//! the same in both and the difference is what the harness adds to each iteration it times.
+//!
+//! Needs the simulation libraries built beside the benches (`cargo build --release
+//! --workspace`). Prints the difference per iteration after criterion's own figures.
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use nccl_smoke::comm::{Communicator, Region};
+use nccl_smoke::data::{DataType, RedOp};
+use nccl_smoke::ffi::cuda::{Device, DeviceBuffer, Driver, Event};
+use nccl_smoke::ffi::nccl::Nccl;
+use nccl_smoke::patterns::select;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+fn sim_lib(name: &str) -> String {
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"))
+        .join("release");
+    let p = dir.join(name);
+    assert!(
+        p.exists(),
+        "{} missing: run `cargo build --release --workspace` first",
+        p.display()
+    );
+    p.display().to_string()
+}
+
+/// Mean host time of `f` over `n` calls.
+fn per_call(n: u32, mut f: impl FnMut()) -> Duration {
+    let t = Instant::now();
+    for _ in 0..n {
+        f();
+    }
+    t.elapsed() / n
+}
+
+fn bench(c: &mut Criterion) {
+    let _driver = Driver::load(Some(&sim_lib("libcuda.so"))).expect("simulated driver");
+    let nccl: &'static Nccl = Box::leak(Box::new(
+        Nccl::load(Some(&sim_lib("libnccl.so"))).expect("simulated NCCL"),
+    ));
+    let _device = Device::open(0).expect("device 0");
+    let id = nccl.get_unique_id().expect("unique id");
+    let comm = Communicator::init(nccl, &id, 0, 1, Duration::from_secs(30)).expect("init");
+    let send = DeviceBuffer::alloc(64).unwrap();
+    let recv = DeviceBuffer::alloc(64).unwrap();
+    let event = Event::new().unwrap();
+    let p = select(&["all_reduce".into()]).unwrap()[0];
+    let (dtype, op) = (DataType::Float, RedOp::Sum);
+    let layout = p.layout(0, dtype.size(), 1);
+    let (dt, rop) = (dtype.nccl().0, op.nccl_code());
+
+    let bare = || {
+        nccl.all_reduce(
+            send.ptr(),
+            recv.ptr(),
+            0,
+            dt,
+            rop,
+            comm.handle(),
+            &comm.stream,
+        )
+        .unwrap();
+    };
+    let launch = || {
+        p.launch(
+            &comm,
+            Region::whole(&send),
+            Region::whole(&recv),
+            &layout,
+            dtype,
+            op,
+        )
+        .unwrap();
+    };
+    let iteration = || {
+        launch();
+        event.record(&comm.stream).unwrap();
+    };
+    let mut g = c.benchmark_group("launch");
+    g.bench_function("bare ncclAllReduce (0 bytes)", |b| b.iter(bare));
+    g.bench_function("nccl-smoke launch path", |b| b.iter(launch));
+    g.bench_function(
+        "nccl-smoke timed iteration (launch + boundary event)",
+        |b| b.iter(iteration),
+    );
+    g.finish();
+
+    // The figure this bench stands for, from long runs of each.
+    let n = 2_000_000;
+    let (b, l, i) = (
+        per_call(n, bare),
+        per_call(n, launch),
+        per_call(n, iteration),
+    );
+    println!(
+        "launch overhead over the bare call: launch path {:.0} ns, timed iteration {:.0} ns \
+         (bare call {:.0} ns; {n} calls each; target <= 1000 ns)",
+        l.as_nanos() as f64 - b.as_nanos() as f64,
+        i.as_nanos() as f64 - b.as_nanos() as f64,
+        b.as_nanos() as f64,
+    );
+    comm.wait_idle(
+        Duration::from_secs(30),
+        "bench",
+        nccl_smoke::comm::Poll::Relaxed,
+    )
+    .unwrap();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
