@@ -2,13 +2,15 @@
 # Sets up a fresh Debian bookworm machine (as root) to build, run and test nccl-smoke.
 # Idempotent: what is already there is left alone.
 #   - build requirements: Open MPI (the `mpi` feature), libclang (bindgen, for mpi-sys)
-#   - the real libnccl.so.2 from the PyPI wheel nvidia-nccl-cu12, unpacked into .deps/
-#     (loads without a GPU and fails at CUDA init: a real failure for the tests to pin down)
+#   - the real libnccl.so.2 from the PyPI wheel nvidia-nccl-cu12, oldest and newest supported
+#     releases (NCCL_WHEEL_VERSIONS="2.19.3 2.32.3"), unpacked into .deps/nccl/<version>/
+#     (each loads without a GPU and fails at CUDA init: a real failure for the tests to pin down)
 #   - a release build of the harness and of the simulation libraries
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-NCCL_WHEEL_VERSION=${NCCL_WHEEL_VERSION:-2.19.3}
+# Real NCCL releases to test against: the oldest and the newest supported, by default.
+NCCL_WHEEL_VERSIONS=${NCCL_WHEEL_VERSIONS:-2.19.3 2.32.3}
 packages=(libopenmpi-dev openmpi-bin libclang-dev pkg-config)
 missing=()
 for p in "${packages[@]}"; do
@@ -20,14 +22,23 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-wheel_dir=.deps/nccl-cu12
-if [ ! -f "$wheel_dir/nvidia/nccl/lib/libnccl.so.2" ]; then
-  echo "setup: fetching nvidia-nccl-cu12==$NCCL_WHEEL_VERSION"
+# Each release unpacks into .deps/nccl/<version>/ (nvidia/nccl/lib/libnccl.so.2 inside);
+# .deps/nccl-cu12 points at the first one listed.
+first=
+for v in $NCCL_WHEEL_VERSIONS; do
+  dir=.deps/nccl/$v
+  first=${first:-$dir}
+  [ -f "$dir/nvidia/nccl/lib/libnccl.so.2" ] && continue
+  echo "setup: fetching nvidia-nccl-cu12==$v"
   tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
-  python3 -m pip download --no-deps --quiet -d "$tmp" "nvidia-nccl-cu12==$NCCL_WHEEL_VERSION"
-  mkdir -p "$wheel_dir"
-  python3 -m zipfile -e "$tmp"/nvidia_nccl_cu12-*.whl "$wheel_dir"
+  python3 -m pip download --no-deps --quiet -d "$tmp" "nvidia-nccl-cu12==$v"
+  mkdir -p "$dir"
+  python3 -m zipfile -e "$tmp"/nvidia_nccl_cu12-*.whl "$dir"
+  rm -rf "$tmp"
+done
+if [ -n "$first" ]; then
+  rm -rf .deps/nccl-cu12
+  ln -s "nccl/${first#.deps/nccl/}" .deps/nccl-cu12
 fi
 
 echo "setup: building (release)"

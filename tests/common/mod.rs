@@ -9,16 +9,37 @@ pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_nccl-smoke"))
 }
 
-/// The real libnccl.so.2 from the nvidia-nccl-cu12 wheel that scripts/setup.sh unpacks.
-pub fn wheel_nccl() -> PathBuf {
-    let p =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/nccl-cu12/nvidia/nccl/lib/libnccl.so.2");
+/// The real libnccl.so.2 of every nvidia-nccl-cu12 release scripts/setup.sh unpacked
+/// (`.deps/nccl/<version>/`), as (version, path), oldest first.
+pub fn wheel_nccls() -> Vec<(String, PathBuf)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/nccl");
+    let mut out: Vec<(String, PathBuf)> = std::fs::read_dir(&root)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| {
+                    let v = e.file_name().to_string_lossy().into_owned();
+                    (v, e.path().join("nvidia/nccl/lib/libnccl.so.2"))
+                })
+                .filter(|(_, p)| p.exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort_by_key(|(v, _)| {
+        v.split('.')
+            .map(|n| n.parse::<u32>().unwrap_or(0))
+            .collect::<Vec<_>>()
+    });
     assert!(
-        p.exists(),
-        "{} is missing: run scripts/setup.sh first",
-        p.display()
+        !out.is_empty(),
+        "no NCCL wheel under {}: run scripts/setup.sh first",
+        root.display()
     );
-    p
+    out
+}
+
+/// The oldest real libnccl.so.2 set up.
+pub fn wheel_nccl() -> PathBuf {
+    wheel_nccls().remove(0).1
 }
 
 /// Fails loudly when the simulation libraries were not built beside the binary.
