@@ -199,7 +199,7 @@ const SIGNATURES: &[Signature] = &[
             "Cuda failure 'initialization error'",
             "Cuda failure 3 'initialization error'",
             "no CUDA-capable device is detected",
-            "Cuda failure 'system not yet initialized'",
+            "'system not yet initialized'",
             "Failed to find CUDA library",
             "Failed to load CUDA missing symbol",
             "cuDriverGetVersion failed",
@@ -287,6 +287,8 @@ const SIGNATURES: &[Signature] = &[
             "shmOpen",
             "shm_open",
             "proxy ops shm unlink failed",
+            "failed to create shared memory file",
+            "Error: failed to extend",
         ]),
         source: "NVIDIA/nccl v2.19.3-1 src/misc/shmutils.cc (\"Error while %s shared memory segment %s (size %ld)\", \
                  \"Error: failed to extend %s to %ld bytes\"); include/shm.h \"Call to posix_fallocate failed\" before 2.12",
@@ -450,6 +452,8 @@ const SIGNATURES: &[Signature] = &[
             "socketFinalizeAccept",
             "NET/Socket : peer",
             "NET/Socket : socket progress error",
+            " connect to ",
+            "exceeded error retry count",
         ]),
         source: "NVIDIA/nccl v2.19.3-1 src/misc/socket.cc (\"socketStartConnect: Connect to %s failed : %s\", \
                  \"socketPollConnect: Connect to %s returned %d(%s) errno %d(%s)\", \"socketFinalizeAccept: wrong type %d != %d\")",
@@ -487,6 +491,7 @@ const SIGNATURES: &[Signature] = &[
         what: Match::Phrases(&[
             "NCCL version mismatch with remote peer",
             "Mismatched NCCL version detected",
+            "compiled with too old version of NCCL",
         ]),
         source: "NVIDIA/nccl v2.30.7-1 src/ras/ras.cc (\"NCCL version mismatch with remote peer %s (local: %s, remote %s)\"), \
                  src/init.cc (\"Mismatched NCCL version detected : rank %d version %d rank %d version %d\")",
@@ -547,8 +552,6 @@ const SIGNATURES: &[Signature] = &[
             "ORTE was unable to reliably start",
             "PRTE has lost communication with a remote daemon",
             "ORTE has lost communication with a remote daemon",
-            "MPI_ABORT was invoked",
-            "An MPI communication peer process has unexpectedly disconnected",
             "mpirun was unable to launch",
             "There are not enough slots available",
         ]),
@@ -598,6 +601,19 @@ const SIGNATURES: &[Signature] = &[
         releases: "2.17-2.30",
         cause: "NVLink SHARP (NVLS) setup failed",
         hint: "NCCL_NVLS_ENABLE=0 to run without NVLS; check nvidia-fabricmanager and the driver",
+    },
+    Signature {
+        id: "loc-ipc-socket",
+        category: Category::Proxy,
+        stage: Stage::ConnectProxy,
+        severity: Severity::Fail,
+        scope: Scope::Warn,
+        what: Match::Location(&["ipcsocket", "socket_pair"]),
+        source: "NVIDIA/nccl v2.19.3-1 src/misc/ipcsocket.cc; v2.30.7-1 src/os/linux_ipcsocket.cc (\"UDS: …\")",
+        releases: "2.16-2.30",
+        cause: "the Unix-domain socket NCCL's proxy uses to pass cuMem/IPC handles between local ranks failed",
+        hint: "the ranks of one host must share a filesystem namespace for abstract sockets (same container or \
+               --ipc=host/--pid=host); NCCL_CUMEM_ENABLE=0 avoids handle passing",
     },
     Signature {
         id: "loc-bootstrap",
@@ -689,6 +705,8 @@ const SIGNATURES: &[Signature] = &[
             "transport/coll_net",
             "plugin/net",
             "net_v",
+            "gin/",
+            "rma/",
         ]),
         source: "NVIDIA/nccl v2.19.3-1 src/transport/net.cc, src/transport/coll_net.cc; v2.30.7-1 src/plugin/net.cc",
         releases: "2.16-2.30",
@@ -719,6 +737,7 @@ const SIGNATURES: &[Signature] = &[
             "tuner",
             "plugin/",
             "misc/strongstream",
+            "ce_coll",
         ]),
         source: "NVIDIA/nccl v2.19.3-1 src/init.cc, src/graph/*.cc, src/enqueue.cc, src/group.cc, src/misc/argcheck.cc",
         releases: "2.16-2.30",
@@ -796,6 +815,9 @@ const SIGNATURES: &[Signature] = &[
             "Comm %p is in abort state",
             "is in abort state",
             "peer closed",
+            "MPI_ABORT was invoked",
+            "An MPI communication peer process has unexpectedly disconnected",
+            "exited with non-zero status",
         ]),
         source: "NVIDIA/nccl v2.19.3-1 src/misc/socket.cc (\"socketProgress: Connection closed by remote peer %s\"), \
                  src/proxy.cc (\"[Proxy Service %d] Failed to execute operation %s from rank %d, retcode %d\", \"Socket recv \
