@@ -705,6 +705,7 @@ const SIGNATURES: &[Signature] = &[
             "transport/coll_net",
             "plugin/net",
             "net_v",
+            "net.cc",
             "gin/",
             "rma/",
         ]),
@@ -917,7 +918,9 @@ pub enum LineKind {
 impl LineKind {
     /// The kind of one line by NCCL's level word.
     pub fn of(line: &str) -> LineKind {
-        let Some(at) = memchr::memmem::find(line.as_bytes(), b" NCCL ") else {
+        static NCCL: OnceLock<memchr::memmem::Finder<'static>> = OnceLock::new();
+        let finder = NCCL.get_or_init(|| memchr::memmem::Finder::new(b" NCCL "));
+        let Some(at) = finder.find(line.as_bytes()) else {
             return LineKind::Other;
         };
         let rest = &line.as_bytes()[at + 6..];
@@ -937,12 +940,19 @@ struct Matcher {
     owner: Vec<usize>,
 }
 
-fn matcher() -> &'static Matcher {
-    static M: OnceLock<Matcher> = OnceLock::new();
-    M.get_or_init(|| {
+/// The phrases of every signature (for WARN and other lines), or of the signatures that
+/// also read INFO lines (most lines of an INFO log: a much smaller automaton).
+fn matcher(info_only: bool) -> &'static Matcher {
+    static ALL: OnceLock<Matcher> = OnceLock::new();
+    static INFO: OnceLock<Matcher> = OnceLock::new();
+    let cell = if info_only { &INFO } else { &ALL };
+    cell.get_or_init(|| {
         let mut patterns = Vec::new();
         let mut owner = Vec::new();
         for (i, sig) in SIGNATURES.iter().enumerate() {
+            if info_only && sig.scope != Scope::Info {
+                continue;
+            }
             if let Match::Phrases(ps) = sig.what {
                 for p in ps {
                     patterns.push(*p);
@@ -951,8 +961,10 @@ fn matcher() -> &'static Matcher {
             }
         }
         let ac = AhoCorasickBuilder::new()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::Standard)
+            // INFO lines are NCCL's own text, in NCCL's own case: exact matching lets the
+            // automaton skip ahead with a fast prefilter.
+            .ascii_case_insensitive(!info_only)
+            .match_kind(MatchKind::LeftmostFirst)
             .build(&patterns)
             .expect("the signature phrases form a valid automaton");
         Matcher { ac, owner }
@@ -984,9 +996,9 @@ const WEAK: &[&str] = &["cuda-failure", "wrapper-nccl-error"];
 
 /// The signature that names one line, if any (the first in table order).
 pub fn classify_line(line: &str, kind: LineKind) -> Option<Finding> {
-    let m = matcher();
+    let m = matcher(kind == LineKind::Info);
     let mut best: Option<usize> = None;
-    for hit in m.ac.find_overlapping_iter(line) {
+    for hit in m.ac.find_iter(line) {
         let i = m.owner[hit.pattern().as_usize()];
         if best.is_some_and(|b| b <= i) {
             continue;

@@ -228,6 +228,16 @@ pub fn wrapper_rank(line: &str) -> Option<u32> {
     None
 }
 
+/// A substring search built once (`str::contains` rebuilds its searcher on every call).
+macro_rules! has {
+    ($line:expr, $needle:literal) => {{
+        static F: std::sync::OnceLock<memchr::memmem::Finder<'static>> = std::sync::OnceLock::new();
+        F.get_or_init(|| memchr::memmem::Finder::new($needle))
+            .find($line.as_bytes())
+            .is_some()
+    }};
+}
+
 fn number_after(line: &str, key: &str) -> Option<u64> {
     let at = line.find(key)? + key.len();
     let s = line[at..].trim_start();
@@ -302,7 +312,10 @@ pub fn explain_reader_limited(
         }
         bytes += n as u64;
         st.summary.lines += 1;
-        let line = String::from_utf8_lossy(&buf);
+        let line = match std::str::from_utf8(&buf) {
+            Ok(s) => std::borrow::Cow::Borrowed(s),
+            Err(_) => String::from_utf8_lossy(&buf),
+        };
         st.line(line.trim_end());
         if bytes >= limits.max_bytes {
             st.summary.stopped = Some(format!("stopped after {bytes} bytes (size cap)"));
@@ -346,6 +359,8 @@ struct State {
     /// Processes by key, in order of appearance.
     procs: Vec<LastOp>,
     proc_index: HashMap<(Option<String>, Option<u32>, Option<u32>), usize>,
+    /// `host:pid` prefix text → index in `procs` (the opCount fast path).
+    by_prefix: HashMap<String, usize>,
     /// The previous line ended in "Last error:": this one is NCCL's error text.
     after_last_error: bool,
     /// (category, host, pid, rank) already reported.
@@ -390,7 +405,7 @@ impl State {
         self.after_last_error = line.ends_with("Last error:");
         if kind == LineKind::Info {
             self.info(line);
-        } else if line.contains("NCCL version ") {
+        } else if has!(line, "NCCL version ") {
             self.version(line);
         }
         if kind != LineKind::Info {
@@ -403,10 +418,10 @@ impl State {
 
     /// INFO lines: version, communicator membership, NCCL's own operation counter.
     fn info(&mut self, line: &str) {
-        if line.contains("NCCL version ") {
+        if has!(line, "NCCL version ") {
             self.version(line);
-        } else if line.contains(" nranks ")
-            && (line.contains("Init COMPLETE") || line.contains("Init START"))
+        } else if has!(line, " nranks ")
+            && (has!(line, "Init COMPLETE") || has!(line, "Init START"))
         {
             let (host, pid, _) = parse_prefix(line);
             if let (Some(pid), Some(rank)) = (pid, number_after(line, " rank ")) {
@@ -418,15 +433,34 @@ impl State {
                 let n = n as u32;
                 self.summary.nranks = Some(self.summary.nranks.map_or(n, |m| m.max(n)));
             }
-        } else if let Some(at) = line.find(": opCount ") {
+        } else if has!(line, ": opCount ")
+            && let Some(at) = line.find(": opCount ")
+        {
             let hex = line[at + 10..].split_whitespace().next().unwrap_or("");
             if let Ok(count) = u64::from_str_radix(hex, 16) {
-                let (host, pid, _) = parse_prefix(line);
-                let op = line[..at].rsplit(' ').next().unwrap_or("").to_string();
-                let p = self.proc_mut(host, pid, None);
+                // The same process prints most of these lines: find it by its prefix's text
+                // before parsing the prefix.
+                let word = line
+                    .split_whitespace()
+                    .find(|w| w.matches(':').count() >= 2);
+                let key = word.and_then(|w| w.rsplit_once(':')).map(|(hp, _)| hp);
+                let idx = match key.and_then(|k| self.by_prefix.get(k)) {
+                    Some(&i) => i,
+                    None => {
+                        let (host, pid, _) = parse_prefix(line);
+                        self.proc_mut(host.clone(), pid, None);
+                        let i = self.proc_index[&(host, pid, None)];
+                        if let Some(k) = key {
+                            self.by_prefix.insert(k.to_string(), i);
+                        }
+                        i
+                    }
+                };
+                let p = &mut self.procs[idx];
                 p.nccl_op_count = Some(count);
-                if !op.is_empty() {
-                    p.op = Some(op);
+                let op = line[..at].rsplit(' ').next().unwrap_or("");
+                if !op.is_empty() && p.op.as_deref() != Some(op) {
+                    p.op = Some(op.to_string());
                 }
             }
         }
@@ -451,8 +485,8 @@ impl State {
 
     /// PyTorch's watchdog and work-status lines: the sequence number each rank is stuck on.
     fn wrapper_progress(&mut self, line: &str) {
-        let timeout = line.contains("Watchdog caught collective operation timeout");
-        let status = line.contains("last enqueued") || line.contains("last completed");
+        let timeout = has!(line, "Watchdog caught collective operation timeout");
+        let status = has!(line, "last enqueued") || has!(line, "last completed");
         if !(timeout || status) {
             return;
         }
