@@ -179,3 +179,57 @@ fn bad_max_bytes_is_a_usage_error() {
         text(&o)
     );
 }
+
+#[test]
+fn one_verdict_for_a_job_names_the_culprit_not_the_victims() {
+    let dir = scratch("explain-job");
+    let victim = dir.join("nccl.node-a.100");
+    std::fs::write(
+        &victim,
+        "node-a:100:100 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n\
+         node-a:100:120 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x9 - Init START\n\
+         node-a:100:130 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer node-b<4242>\n",
+    )
+    .unwrap();
+    let culprit = dir.join("nccl.node-b.200");
+    std::fs::write(
+        &culprit,
+        "node-b:200:200 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n\
+         node-b:200:220 [0] NCCL INFO ncclCommInitRank comm 0x2 rank 1 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x9 - Init START\n\
+         node-b:200:230 [0] misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-x to 9637892 bytes, error: No space left on device (28)\n",
+    )
+    .unwrap();
+    let (v, c) = (victim.to_str().unwrap(), culprit.to_str().unwrap());
+    let o = run1(&["explain", v, c], &[]);
+    let t = text(&o);
+    assert_eq!(code(&o), 20, "{t}");
+    assert!(t.contains("VERDICT FAIL at connect:shm [shm]"), "{t}");
+    assert!(
+        t.contains("root cause on: rank 1 (host node-b, pid 200)"),
+        "{t}"
+    );
+    assert!(
+        t.contains("only consequences (victims, not the cause): rank 0 (host node-a, pid 100)"),
+        "{t}"
+    );
+
+    let o = run1(&["explain", "--json", v, c], &[]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["schema"], "nccl-smoke/explain/2");
+    assert_eq!(j["verdict"]["status"], "fail");
+    assert_eq!(j["verdict"]["root_cause"]["category"], "shm");
+    assert_eq!(j["verdict"]["culprits"][0]["rank"], 1);
+    assert_eq!(j["verdict"]["consequences_only"][0]["rank"], 0);
+    assert_eq!(j["verdict"]["version_mismatch"], false);
+
+    // A rank on another NCCL version is a finding of its own.
+    std::fs::write(
+        &victim,
+        "node-a:100:100 [0] NCCL INFO NCCL version 2.19.3+cuda12.3\n",
+    )
+    .unwrap();
+    let o = run1(&["explain", "--json", v, c], &[]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["verdict"]["version_mismatch"], true, "{j}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
