@@ -321,7 +321,7 @@ pub fn explain_reader_limited(
             st.summary.stopped = Some(format!("stopped after {bytes} bytes (size cap)"));
             break;
         }
-        if st.summary.lines % 4096 == 0
+        if st.summary.lines.is_multiple_of(4096)
             && let Some(d) = limits.deadline
             && Instant::now() >= d
         {
@@ -351,6 +351,9 @@ fn looks_binary(head: &[u8]) -> bool {
     odd * 10 > head.len()
 }
 
+/// A process by what NCCL's prefix and a wrapper's tag say: host, pid, rank.
+type ProcKey = (Option<String>, Option<u32>, Option<u32>);
+
 #[derive(Default)]
 struct State {
     summary: LogSummary,
@@ -358,13 +361,13 @@ struct State {
     ranks: HashMap<(Option<String>, u32), u32>,
     /// Processes by key, in order of appearance.
     procs: Vec<LastOp>,
-    proc_index: HashMap<(Option<String>, Option<u32>, Option<u32>), usize>,
+    proc_index: HashMap<ProcKey, usize>,
     /// `host:pid` prefix text → index in `procs` (the opCount fast path).
     by_prefix: HashMap<String, usize>,
     /// The previous line ended in "Last error:": this one is NCCL's error text.
     after_last_error: bool,
     /// (category, host, pid, rank) already reported.
-    seen: std::collections::HashSet<(Category, Option<String>, Option<u32>, Option<u32>)>,
+    seen: std::collections::HashSet<(Category, ProcKey)>,
 }
 
 impl State {
@@ -517,7 +520,7 @@ impl State {
     fn add(&mut self, f: Finding, line: &str) {
         let (host, pid, device) = parse_prefix(line);
         let rank = wrapper_rank(line);
-        if !self.seen.insert((f.category, host.clone(), pid, rank)) {
+        if !self.seen.insert((f.category, (host.clone(), pid, rank))) {
             return;
         }
         let line_no = self.summary.lines;
