@@ -32,8 +32,13 @@ fn each_signature_is_named_with_its_stage() {
     ] {
         let (code, t) = explain(file);
         assert_eq!(code, code_want, "{file}: {t}");
+        let finding = t
+            .lines()
+            .find(|l| l.starts_with(&format!("FINDING {stage} on ")))
+            .unwrap_or_else(|| panic!("{file}: {t}"));
+        assert!(finding.contains("host "), "{file}: {t}");
         assert!(
-            t.contains(&format!("FINDING {stage} on host")),
+            t.contains(&format!("VERDICT FAIL at {stage} ")),
             "{file}: {t}"
         );
     }
@@ -68,7 +73,8 @@ fn binary_truncated_and_huge_input() {
         .collect();
     std::fs::write(&bin, &bytes).unwrap();
     let o = run1(&["explain", bin.to_str().unwrap()], &[]);
-    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("not a text log"), "{}", text(&o));
 
     let truncated = dir.join("truncated.log");
     std::fs::write(
@@ -104,7 +110,126 @@ fn unreadable_file_is_a_usage_error_but_others_are_still_read() {
     let t = text(&o);
     assert_eq!(code(&o), 2, "{t}");
     assert!(
-        t.contains("cannot read /nonexistent.log") && t.contains("FINDING connect:shm"),
+        t.contains("/nonexistent.log: cannot read") && t.contains("FINDING connect:shm"),
         "{t}"
     );
+}
+
+#[test]
+fn directories_dev_zero_and_fifos_are_bounded_errors() {
+    let dir = scratch("explain-special");
+    let o = run1(&["explain", dir.to_str().unwrap()], &[]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("is a directory"), "{}", text(&o));
+
+    let t0 = std::time::Instant::now();
+    let o = run1(&["explain", "/dev/zero"], &[]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("not a text log"), "{}", text(&o));
+    assert!(t0.elapsed().as_secs() < 10);
+
+    // A FIFO nobody writes to: open() itself would block forever.
+    let fifo = dir.join("pipe.log");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        let t0 = std::time::Instant::now();
+        let o = run1(
+            &["explain", "--time-limit", "1", fifo.to_str().unwrap()],
+            &[],
+        );
+        assert_eq!(code(&o), 2, "{}", text(&o));
+        assert!(
+            text(&o).contains("no end of input within 1s"),
+            "{}",
+            text(&o)
+        );
+        assert!(t0.elapsed().as_secs() < 10, "{:?}", t0.elapsed());
+    } else {
+        panic!("mkfifo is needed for this test");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn terminal_escapes_are_not_printed() {
+    let dir = scratch("explain-escapes");
+    let log = dir.join("esc.log");
+    std::fs::write(
+        &log,
+        "h\x1b]0;pwned\x07:1:2 [0] bootstrap.cc:48 NCCL WARN Bootstrap : no socket interface found \x1b[2J\x1b[31m\n",
+    )
+    .unwrap();
+    let o = run1(&["explain", log.to_str().unwrap()], &[]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(code(&o), 16, "{out}");
+    assert!(!out.contains('\x1b') && !out.contains('\x07'), "{out:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_max_bytes_is_a_usage_error() {
+    let o = run1(
+        &["explain", "--max-bytes", "lots", &fixture("shm_2.21.log")],
+        &[],
+    );
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("--max-bytes 'lots' is not a size"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn one_verdict_for_a_job_names_the_culprit_not_the_victims() {
+    let dir = scratch("explain-job");
+    let victim = dir.join("nccl.node-a.100");
+    std::fs::write(
+        &victim,
+        "node-a:100:100 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n\
+         node-a:100:120 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x9 - Init START\n\
+         node-a:100:130 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer node-b<4242>\n",
+    )
+    .unwrap();
+    let culprit = dir.join("nccl.node-b.200");
+    std::fs::write(
+        &culprit,
+        "node-b:200:200 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n\
+         node-b:200:220 [0] NCCL INFO ncclCommInitRank comm 0x2 rank 1 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x9 - Init START\n\
+         node-b:200:230 [0] misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-x to 9637892 bytes, error: No space left on device (28)\n",
+    )
+    .unwrap();
+    let (v, c) = (victim.to_str().unwrap(), culprit.to_str().unwrap());
+    let o = run1(&["explain", v, c], &[]);
+    let t = text(&o);
+    assert_eq!(code(&o), 20, "{t}");
+    assert!(t.contains("VERDICT FAIL at connect:shm [shm]"), "{t}");
+    assert!(
+        t.contains("root cause on: rank 1 (host node-b, pid 200)"),
+        "{t}"
+    );
+    assert!(
+        t.contains("only consequences (victims, not the cause): rank 0 (host node-a, pid 100)"),
+        "{t}"
+    );
+
+    let o = run1(&["explain", "--json", v, c], &[]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["schema"], "nccl-smoke/explain/2");
+    assert_eq!(j["verdict"]["status"], "fail");
+    assert_eq!(j["verdict"]["root_cause"]["category"], "shm");
+    assert_eq!(j["verdict"]["culprits"][0]["rank"], 1);
+    assert_eq!(j["verdict"]["consequences_only"][0]["rank"], 0);
+    assert_eq!(j["verdict"]["version_mismatch"], false);
+
+    // A rank on another NCCL version is a finding of its own.
+    std::fs::write(
+        &victim,
+        "node-a:100:100 [0] NCCL INFO NCCL version 2.19.3+cuda12.3\n",
+    )
+    .unwrap();
+    let o = run1(&["explain", "--json", v, c], &[]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["verdict"]["version_mismatch"], true, "{j}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

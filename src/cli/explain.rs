@@ -1,73 +1,174 @@
 //! `nccl-smoke explain LOG…`
 
-use crate::diagnose::explain::{self, LogSummary};
+use crate::bench::sweep::parse_size;
+use crate::diagnose::classify::Severity;
+use crate::diagnose::explain::{self, JobVerdict, Limits, LogSummary, Who, clean};
 use crate::stage::exit;
 use clap::Args;
-use std::path::PathBuf;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 #[derive(Args, Debug)]
 pub struct ExplainArgs {
-    /// NCCL log files (NCCL_DEBUG=INFO or WARN output, NCCL_DEBUG_FILE files, or a job's whole
-    /// stdout/stderr); `-` reads standard input.
+    /// NCCL log files of one job: one per rank (NCCL_DEBUG_FILE=nccl.%h.%p), or a job's whole
+    /// stdout/stderr; `-` reads standard input. Several files give one verdict for the job.
     #[arg(required = true, value_name = "LOG")]
     pub logs: Vec<PathBuf>,
-    /// Print the findings as JSON.
+    /// Print the findings and the job's verdict as JSON (schema: docs/explain-json.md).
     #[arg(long)]
     pub json: bool,
+    /// Read at most this much of each file (e.g. 512M, 4G).
+    #[arg(long, value_name = "SIZE", default_value = "16G")]
+    pub max_bytes: String,
+    /// Give up on a file (a FIFO with no writer, a slow pipe) after this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub time_limit: u64,
+}
+
+/// What `--json` prints.
+#[derive(Serialize)]
+struct Report<'a> {
+    schema: &'static str,
+    files: &'a [LogSummary],
+    errors: &'a [FileError],
+    verdict: &'a JobVerdict,
+}
+
+#[derive(Serialize)]
+struct FileError {
+    file: String,
+    error: String,
 }
 
 pub fn explain(args: &ExplainArgs) -> u8 {
+    let max_bytes = match parse_size(&args.max_bytes) {
+        Ok(n) if n > 0 => n as u64,
+        _ => {
+            eprintln!(
+                "nccl-smoke explain: --max-bytes '{}' is not a size",
+                clean(&args.max_bytes)
+            );
+            return exit::USAGE;
+        }
+    };
     let mut summaries: Vec<LogSummary> = Vec::new();
-    let mut unreadable = false;
+    let mut errors: Vec<FileError> = Vec::new();
     for path in &args.logs {
-        let name = path.display().to_string();
-        let result = if name == "-" {
-            explain::explain_reader("(stdin)", std::io::stdin().lock())
-        } else {
-            std::fs::File::open(path).and_then(|f| explain::explain_reader(&name, f))
+        let name = clean(&path.display().to_string());
+        let limits = Limits {
+            max_bytes,
+            deadline: Some(Instant::now() + Duration::from_secs(args.time_limit)),
         };
-        match result {
-            Ok(s) => summaries.push(s),
-            Err(e) => {
-                eprintln!("nccl-smoke explain: cannot read {name}: {e}");
-                unreadable = true;
+        match read_one(path, &name, limits, Duration::from_secs(args.time_limit)) {
+            Ok(s) => {
+                if let Some(why) = &s.stopped {
+                    errors.push(FileError {
+                        file: name.clone(),
+                        error: format!("{why}; the findings cover what was read"),
+                    });
+                }
+                summaries.push(s);
             }
+            Err(e) => errors.push(FileError {
+                file: name,
+                error: e,
+            }),
         }
     }
+    for e in &errors {
+        eprintln!("nccl-smoke explain: {}: {}", e.file, e.error);
+    }
+    let verdict = explain::job_verdict(&summaries);
     if args.json {
+        let report = Report {
+            schema: "nccl-smoke/explain/2",
+            files: &summaries,
+            errors: &errors,
+            verdict: &verdict,
+        };
         println!(
             "{}",
-            serde_json::to_string_pretty(&summaries).unwrap_or_default()
+            serde_json::to_string_pretty(&report).unwrap_or_default()
         );
     } else {
-        print_text(&summaries);
+        print_text(&summaries, &verdict);
     }
-    let first = summaries.iter().flat_map(|s| &s.findings).next();
-    match (first, unreadable) {
-        (_, true) => exit::USAGE,
-        (Some(f), false) => f.exit_code,
-        (None, false) => exit::PASS,
+    if errors.is_empty() {
+        verdict.exit_code
+    } else {
+        exit::USAGE
     }
 }
 
-fn print_text(summaries: &[LogSummary]) {
+/// Reads one file (or stdin) on a worker thread, so that a FIFO with no writer or a pipe that
+/// never ends cannot hold `explain` past the time limit.
+fn read_one(
+    path: &Path,
+    name: &str,
+    limits: Limits,
+    limit: Duration,
+) -> Result<LogSummary, String> {
+    if name != "-" {
+        match std::fs::metadata(path) {
+            Err(e) => return Err(format!("cannot read: {e}")),
+            Ok(m) if m.is_dir() => {
+                return Err(
+                    "is a directory: give the log files in it (e.g. DIR/nccl.*)".to_string()
+                );
+            }
+            Ok(_) => {}
+        }
+    }
+    let (tx, rx) = mpsc::channel();
+    let path = path.to_path_buf();
+    let label = name.to_string();
+    std::thread::spawn(move || {
+        let r = if label == "-" {
+            explain::explain_reader_limited("(stdin)", std::io::stdin().lock(), limits)
+        } else {
+            std::fs::File::open(&path)
+                .and_then(|f| explain::explain_reader_limited(&label, f, limits))
+        };
+        let _ = tx.send(r);
+    });
+    match rx.recv_timeout(limit + Duration::from_secs(1)) {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::InvalidData => Err(e.to_string()),
+        Ok(Err(e)) => Err(format!("cannot read: {e}")),
+        Err(_) => Err(format!(
+            "no end of input within {}s (a FIFO with no writer, or a stream that never ends?); \
+             see --time-limit",
+            limit.as_secs()
+        )),
+    }
+}
+
+fn print_text(summaries: &[LogSummary], v: &JobVerdict) {
     let lines: u64 = summaries.iter().map(|s| s.lines).sum();
     let nccl: u64 = summaries.iter().map(|s| s.nccl_lines).sum();
     println!(
         "# explain: {} file(s), {lines} lines, {nccl} NCCL lines",
         summaries.len()
     );
-    let mut any = false;
     for s in summaries {
-        if s.lines > 0 && s.nccl_lines == 0 {
+        if s.lines > 0 && s.nccl_lines == 0 && s.findings.is_empty() {
             println!(
                 "# {}: no NCCL log lines (was NCCL_DEBUG set to WARN or INFO?)",
                 s.file
             );
         }
         for f in &s.findings {
-            any = true;
+            let word = match f.severity {
+                Severity::Fail | Severity::Advice | Severity::Hang => "FINDING",
+                Severity::Consequence => "CONSEQUENCE",
+                Severity::Note => "NOTE",
+            };
             let mut at = Vec::new();
+            if let Some(r) = f.rank {
+                at.push(format!("rank {r}"));
+            }
             if let Some(h) = &f.host {
                 at.push(format!("host {h}"));
             }
@@ -82,13 +183,96 @@ fn print_text(summaries: &[LogSummary]) {
             } else {
                 format!(" on {}", at.join(", "))
             };
-            println!("FINDING {}{at} ({}:{})", f.stage, f.file, f.line);
+            println!(
+                "{word} {}{at} ({}:{}) [{}]",
+                f.stage,
+                f.file,
+                f.line,
+                f.category.name()
+            );
             println!("  evidence: {}", f.evidence);
-            println!("  likely cause: {}", f.cause);
-            println!("  try: {}", f.hint);
+            if f.severity != Severity::Note {
+                println!("  likely cause: {}", f.cause);
+                println!("  try: {}", f.hint);
+            }
         }
     }
-    if !any {
-        println!("no known failure signature found");
+    print_verdict(v);
+}
+
+fn names(whos: &[Who]) -> String {
+    const SHOWN: usize = 8;
+    let mut out: Vec<String> = whos.iter().take(SHOWN).map(Who::describe).collect();
+    if whos.len() > SHOWN {
+        out.push(format!("and {} more", whos.len() - SHOWN));
+    }
+    out.join("; ")
+}
+
+fn print_verdict(v: &JobVerdict) {
+    match (&v.root_cause, v.status.as_str()) {
+        (Some(root), _) => {
+            let status = match root.severity {
+                Severity::Hang => "HANG",
+                Severity::Consequence => "FAIL (consequences only)",
+                _ => "FAIL",
+            };
+            println!(
+                "VERDICT {status} at {} [{}]",
+                root.stage,
+                root.category.name()
+            );
+            if !v.culprits.is_empty() {
+                let what = if root.severity == Severity::Hang {
+                    "fell silent first"
+                } else {
+                    "root cause on"
+                };
+                println!("  {what}: {}", names(&v.culprits));
+            }
+            println!("  evidence: {}", root.evidence);
+            println!("  likely cause: {}", root.cause);
+            println!("  try: {}", root.hint);
+            if root.severity == Severity::Consequence {
+                println!(
+                    "  no log here names the cause: the rank that failed first is missing from these logs"
+                );
+            }
+        }
+        (None, "hang") => {
+            println!("VERDICT HANG at run [hang]");
+            println!("  fell silent first: {}", names(&v.culprits));
+        }
+        (None, "advice") => println!("VERDICT PASS with advice (see the FINDING above)"),
+        _ => println!("VERDICT PASS: no known failure signature found"),
+    }
+    if let Some(h) = &v.hang {
+        println!("  hang: {}", h.summary);
+    }
+    if !v.consequences_only.is_empty() {
+        println!(
+            "  only consequences (victims, not the cause): {}",
+            names(&v.consequences_only)
+        );
+    }
+    for f in &v.other_failures {
+        println!(
+            "  also: {} [{}] on {}: {}",
+            f.stage,
+            f.category.name(),
+            f.who().describe(),
+            f.evidence
+        );
+    }
+    if v.version_mismatch {
+        let listing: Vec<String> = v
+            .versions
+            .iter()
+            .map(|(ver, w)| format!("{ver} ({} process(es))", w.len()))
+            .collect();
+        println!(
+            "  NCCL versions differ across ranks: {}",
+            listing.join(", ")
+        );
     }
 }

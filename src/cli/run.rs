@@ -549,7 +549,16 @@ impl Run<'_> {
                 .hint("look for the first FAIL line of another rank");
         }
         if let Some(found) = classify::classify(lines.iter().copied()) {
-            if stage == Stage::Connect {
+            // "connect" is split by the transport that failed; other stages keep their name.
+            if stage == Stage::Connect
+                && matches!(
+                    found.stage,
+                    Stage::ConnectImport
+                        | Stage::ConnectProxy
+                        | Stage::ConnectShm
+                        | Stage::ConnectNet
+                )
+            {
                 f.stage = found.stage;
             }
             if !f.evidence.contains(&found.evidence) && found.evidence != f.error {
