@@ -37,6 +37,9 @@ struct Run<'a> {
     versions: (Option<String>, Option<String>),
     /// Distinct hosts of the job (rank 0, once gathered).
     hosts: usize,
+    /// Whether a write of the results file failed (said once), and whether the last one did.
+    write_said: std::cell::Cell<bool>,
+    write_failed: std::cell::Cell<bool>,
 }
 
 pub fn worker(args: &RunArgs) -> u8 {
@@ -55,6 +58,8 @@ pub fn worker(args: &RunArgs) -> u8 {
         simulated: args.libs.backend == Backend::Sim,
         versions: (None, None),
         hosts: 1,
+        write_said: Default::default(),
+        write_failed: Default::default(),
     };
     match run.go() {
         Ok(code) => code,
@@ -99,11 +104,23 @@ impl Run<'_> {
         }
     }
 
+    /// Rewrites the results file (rank 0). A failure is said once, not once per size; the run
+    /// goes on (its measurements are worth more than the file), and its exit code says so.
     fn save(&self) {
-        if let Some(r) = &self.results
-            && let Err(e) = r.save()
-        {
-            eprintln!("nccl-smoke: cannot update the results file: {e}");
+        let Some(r) = &self.results else { return };
+        match r.save() {
+            Ok(()) => self.write_failed.set(false),
+            Err(e) => {
+                self.write_failed.set(true);
+                if !self.write_said.replace(true) {
+                    eprintln!(
+                        "nccl-smoke: cannot write the results file {}: {e}; the run goes on, and \
+                         exits with code {} unless a later write succeeds",
+                        r.path().display(),
+                        exit::WRITE_FAILED
+                    );
+                }
+            }
         }
     }
 
@@ -854,6 +871,12 @@ impl Run<'_> {
             };
         }
         self.save();
+        if self.write_failed.get() {
+            eprintln!(
+                "nccl-smoke: the run passed, but the results file could not be written (above)"
+            );
+            return exit::WRITE_FAILED;
+        }
         exit::PASS
     }
 }

@@ -743,7 +743,10 @@ fn conclude(
     if let Some(path) = &w.results {
         let table = rank_table(w, state, Some(code), code == exit::PASS);
         if let Err(e) = record(path, own.as_ref(), &remote, table, cancel, w.stage) {
-            eprintln!("nccl-smoke: cannot update the results file: {e}");
+            // The worker has said so already when its own writes failed.
+            if code != exit::WRITE_FAILED {
+                eprintln!("nccl-smoke: cannot update the results file: {e}");
+            }
             write_failed = true;
         }
     }

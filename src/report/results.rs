@@ -228,6 +228,10 @@ impl ResultsFile {
         }
     }
 
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Writes the document, keeping the failures another writer (rank 0's supervisor, which
     /// hears of other ranks' failures) has added to the file meanwhile.
     pub fn save(&self) -> std::io::Result<()> {
@@ -292,13 +296,11 @@ fn locked<T>(path: &Path, f: impl FnOnce() -> T) -> T {
     out
 }
 
-/// Writes `doc` to `path` atomically.
+/// Writes `doc` to `path` atomically, never replacing anything but a regular file (see
+/// [`super::output`]).
 pub fn save(path: &Path, doc: &ResultsDoc) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
     let text = serde_json::to_vec_pretty(doc).map_err(std::io::Error::other)?;
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
+    super::output::write_atomic(path, &text)
 }
 
 /// Why a results file could not be read.
@@ -328,7 +330,7 @@ fn format_error(path: &Path, detail: String) -> ReadError {
 
 /// Reads `path` as a JSON document whose `schema` is one of `schemas`.
 fn read_json(path: &Path, schemas: &[&str]) -> Result<serde_json::Value, ReadError> {
-    let text = std::fs::read(path).map_err(|source| ReadError::Io {
+    let text = read_bounded(path).map_err(|source| ReadError::Io {
         path: path.display().to_string(),
         source,
     })?;
@@ -350,18 +352,76 @@ fn read_json(path: &Path, schemas: &[&str]) -> Result<serde_json::Value, ReadErr
     }
 }
 
-/// Checks that `path` can be written, before any rank touches a GPU.
+/// Checks that `path` can be written, before any rank touches a GPU: a new path or a regular
+/// file, in a folder where nccl-smoke can create one.
 pub fn check_writable(path: &Path) -> Result<(), String> {
-    let existed = path.exists();
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .map_err(|e| format!("--json {}: cannot write there: {e}", path.display()))?;
-    if !existed {
-        let _ = std::fs::remove_file(path);
+    super::output::check_target(path, "--json")
+}
+
+/// The largest results file read: a sweep of 100000 sizes (the most `run` makes) is far
+/// smaller.
+pub const MAX_READ: u64 = 256 << 20;
+/// How long reading one results file may take (a pipe whose writer stalls).
+pub const READ_TIME: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Reads `path` whole, bounded in size and time: a regular file up to [`MAX_READ`] bytes, or a
+/// pipe (`<(…)`) read without blocking until it ends, within [`READ_TIME`]. Devices, folders
+/// and sockets are refused without reading; a FIFO with no writer reads as empty.
+pub fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let m = std::fs::metadata(path)?;
+    let t = m.file_type();
+    if !(t.is_file() || t.is_fifo()) {
+        let what = if t.is_dir() {
+            "a folder"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else {
+            "not a regular file"
+        };
+        return Err(std::io::Error::other(format!("it is {what}")));
     }
-    Ok(())
+    if t.is_file() && m.len() > MAX_READ {
+        return Err(std::io::Error::other(format!(
+            "it is {} bytes, more than the {} MiB a results file can be",
+            m.len(),
+            MAX_READ >> 20
+        )));
+    }
+    // Non-blocking, so that neither opening a FIFO nor reading a stalled pipe can hang.
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let start = std::time::Instant::now();
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => {
+                out.extend_from_slice(&buf[..n]);
+                if out.len() as u64 > MAX_READ {
+                    return Err(std::io::Error::other(format!(
+                        "more than the {} MiB a results file can be",
+                        MAX_READ >> 20
+                    )));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        if start.elapsed() > READ_TIME {
+            return Err(std::io::Error::other(format!(
+                "still not at its end after {} s",
+                READ_TIME.as_secs()
+            )));
+        }
+    }
 }
 
 #[cfg(test)]
