@@ -24,6 +24,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
+/// One line on stderr; a closed stderr (the launcher went first) is no reason to stop, nor to
+/// panic as `eprintln!` would.
+macro_rules! say_err {
+    ($($arg:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 /// Set in the worker's environment.
 const WORKER_ENV: &str = "NCCL_SMOKE_WORKER";
 /// Where the worker finds the run folder (NCCL logs, socket).
@@ -32,13 +41,33 @@ pub const RUN_DIR_ENV: &str = "NCCL_SMOKE_RUN_DIR";
 /// communicator and say more, reports first when it can.
 const GRACE: Duration = Duration::from_millis(1000);
 /// A wait on other ranks runs this much past the stage's deadline, so that a rank stuck on its
-/// own (in its driver, say, named by its supervisor at deadline + `GRACE`; a stopped worker at
-/// the deadline) reports before the ranks that are only waiting for it. The worker's own waits
-/// use it (`run.rs`), and the supervisor's backstop for a waiting rank trails them by `GRACE`.
-pub const PEER_MARGIN: Duration = Duration::from_millis(1900);
+/// own (a stopped worker, named at the deadline; one stuck in a library outside a wait on
+/// others, at deadline + `GRACE`) reports before the ranks that are only waiting for it. The
+/// worker's own waits use it (`run.rs`).
+pub const PEER_MARGIN: Duration = Duration::from_millis(1500);
+/// The supervisor's backstop for a rank waiting on others trails the worker's own wait by this
+/// much, so that the worker's verdict, in the library's words, comes first when it can; the
+/// total (deadline + 1.9 s) stays within deadline + 2 s.
+const WAITING_BACKSTOP: Duration = Duration::from_millis(400);
 
 /// How long rank 0 waits, after a pass, for the other ranks' end reports.
 const SETTLE: Duration = Duration::from_secs(2);
+/// How long a supervisor whose worker ended with a code not its own waits for the launcher's
+/// signal (Open MPI sends SIGCONT, then SIGTERM a second later).
+const LAUNCHER_SIGNAL_WAIT: Duration = Duration::from_millis(1500);
+
+/// Whether `code` is one nccl-smoke's worker exits with.
+fn ours(code: u8) -> bool {
+    code <= exit::WRITE_FAILED
+        || Stage::ALL.iter().any(|s| s.exit_code() == code)
+        || code == exit::CANCELLED
+}
+
+/// How long rank 0 of a cancelled job waits for the other ranks' ends.
+const CANCEL_SETTLE: Duration = Duration::from_millis(300);
+/// Whether this rank failed on its own (not stopped, not cancelled): its run folder is kept.
+static OWN_FAILURE: AtomicBool = AtomicBool::new(false);
+
 /// How long a rank whose worker failed stays before exiting (see `spawn_and_watch`).
 const LINGER: Duration = Duration::from_millis(700);
 
@@ -100,7 +129,7 @@ pub fn supervise(args: &RunArgs) -> u8 {
         && let Some(p) = &args.json
         && let Err(msg) = results::check_writable(p)
     {
-        eprintln!("nccl-smoke: {msg}");
+        say_err!("nccl-smoke: {msg}");
         return exit::USAGE;
     }
     // Pids are reused quickly; the time makes the folder this run's own.
@@ -121,11 +150,12 @@ pub fn supervise(args: &RunArgs) -> u8 {
         Ok(code) => code,
         Err(f) => say(f),
     };
-    // Keep NCCL's logs of a failed run for the operator; a clean run leaves nothing behind.
-    if code == exit::PASS {
+    // Keep NCCL's logs of this rank's own failure for the operator; a clean, cancelled or
+    // stopped rank leaves nothing behind.
+    if code == exit::PASS || !OWN_FAILURE.load(Ordering::SeqCst) {
         let _ = std::fs::remove_dir_all(&run_dir);
     } else if has_logs(&run_dir) {
-        eprintln!(
+        say_err!(
             "nccl-smoke: NCCL logs of this rank kept in {}",
             run_dir.display()
         );
@@ -274,6 +304,7 @@ fn watch(
     job: Option<Arc<Mutex<JobView>>>,
     term: &AtomicBool,
 ) -> u8 {
+    let launcher_pid = std::os::unix::process::parent_id();
     let mut w = Watch {
         stage: Stage::Launch,
         step: None,
@@ -299,6 +330,11 @@ fn watch(
                 Msg::Event(ev) => apply(&mut w, ev),
                 Msg::Wake => break,
             }
+        }
+        if std::os::unix::process::parent_id() != launcher_pid {
+            // The launcher died without signalling (a second Ctrl-C makes mpirun exit at
+            // once): nothing will stop this rank but itself.
+            term.store(true, Ordering::SeqCst);
         }
         if term.load(Ordering::SeqCst)
             && let Some(job) = &w.job
@@ -326,6 +362,21 @@ fn watch(
                 }
                 if let Some(code) = status.code() {
                     let code = code.clamp(0, 255) as u8;
+                    if w.failed.is_none() && !ours(code) {
+                        // Not one of nccl-smoke's codes, and no verdict: the MPI library ends
+                        // the process this way when its launcher goes away (Open MPI: 195 after
+                        // Ctrl-C). The launcher's SIGTERM follows within a second or so.
+                        let start = Instant::now();
+                        while start.elapsed() < LAUNCHER_SIGNAL_WAIT && !term.load(Ordering::SeqCst)
+                        {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        if term.load(Ordering::SeqCst) {
+                            let f = stopped_by_launcher(&w, who);
+                            let code = f.exit_code();
+                            return conclude(args, &mut w, Some(f), code, term);
+                        }
+                    }
                     return conclude(args, &mut w, None, code, term);
                 }
                 let sig = status.signal().unwrap_or(0);
@@ -334,7 +385,7 @@ fn watch(
                     || sig == signal_hook::consts::SIGINT;
                 if !stopped && let Some(given) = w.failed.clone() {
                     // The worker gave its verdict, then died on its way out: the verdict stands.
-                    eprintln!(
+                    say_err!(
                         "nccl-smoke: the worker died of {} after reporting its failure",
                         os::signal_name(sig)
                     );
@@ -361,12 +412,15 @@ fn watch(
         }
         if term.load(Ordering::SeqCst) {
             // The launcher gives a second or so before SIGKILL. The worker, which the
-            // launcher's signal did not reach (it has its own process group), goes first: its
-            // results are on disk after every size, and nothing may outlive the job.
-            stop_worker(&mut child);
+            // launcher's signal did not reach (it has its own process group), is killed first
+            // (its results are on disk after every size, and nothing may outlive the job) and
+            // reaped after this rank's end is recorded.
+            let _ = child.kill();
             let f = stopped_by_launcher(&w, who);
             let code = f.exit_code();
-            return conclude(args, &mut w, Some(f), code, term);
+            let code = conclude(args, &mut w, Some(f), code, term);
+            let _ = child.wait();
+            return code;
         }
         // Rank 0: a rank that vanished or stopped answering is one the launcher knows nothing
         // about; rank 0 ends the job, so that it does not wait on that rank for ever.
@@ -408,7 +462,7 @@ fn watch(
         let stuck_stopped = w.stopped_since.is_some_and(|t| t.elapsed() > deadline)
             || (stopped_now && w.since.elapsed() > quiet);
         let slack = if waits_on_others(w.stage) || w.waiting {
-            PEER_MARGIN + GRACE
+            PEER_MARGIN + WAITING_BACKSTOP
         } else {
             GRACE
         };
@@ -649,7 +703,7 @@ fn cancelled(w: &Watch, own: Option<&Failure>, term: &AtomicBool) -> bool {
         && w.failed.is_none()
         && w.job.as_ref().is_some_and(|j| {
             j.lock()
-                .map(|v| v.all_connected() && v.failures.is_empty())
+                .map(|v| v.all_connected() && v.failures.iter().all(status::stopped))
                 .unwrap_or(false)
         })
 }
@@ -666,6 +720,24 @@ fn conclude(
     term: &AtomicBool,
 ) -> u8 {
     let cancel = w.job.is_some() && cancelled(w, own.as_ref(), term);
+    if cancel && let Some(job) = &w.job {
+        // The other ranks were signalled too: their ends, for the table, arrive at once (the
+        // launcher's SIGKILL follows its SIGTERM by a second or so).
+        let start = Instant::now();
+        while start.elapsed() < CANCEL_SETTLE && !job.lock().map(|v| v.all_ended()).unwrap_or(true)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    // Only this rank's own failure keeps its run folder (NCCL's logs) for the operator.
+    OWN_FAILURE.store(
+        !cancel
+            && own
+                .as_ref()
+                .or(w.failed.as_ref())
+                .is_some_and(|f| !status::stopped(f)),
+        Ordering::SeqCst,
+    );
     let failure = own.clone().or_else(|| w.failed.clone());
     let stages = walked(w, code == exit::PASS);
     if let Some(u) = w.uplink.as_mut() {
@@ -724,6 +796,7 @@ fn conclude(
         .iter()
         .filter(|f| !status::stopped(f) || remote.is_empty())
         .chain(&remote)
+        .filter(|f| !(cancel && status::stopped(f)))
         .cloned()
         .collect();
     let verdict = w.job.as_ref().and_then(|_| results::job_verdict(&counted));
@@ -742,10 +815,15 @@ fn conclude(
     let mut write_failed = false;
     if let Some(path) = &w.results {
         let table = rank_table(w, state, Some(code), code == exit::PASS);
+        let remote: Vec<Failure> = remote
+            .iter()
+            .filter(|f| !(cancel && status::stopped(f)))
+            .cloned()
+            .collect();
         if let Err(e) = record(path, own.as_ref(), &remote, table, cancel, w.stage) {
             // The worker has said so already when its own writes failed.
             if code != exit::WRITE_FAILED {
-                eprintln!("nccl-smoke: cannot update the results file: {e}");
+                say_err!("nccl-smoke: cannot update the results file: {e}");
             }
             write_failed = true;
         }
@@ -882,10 +960,20 @@ fn record(
 /// it arrives; when this rank is stopped a moment later, it may not get the chance.
 fn record_remote_failures(w: &mut Watch) {
     let Some(job) = &w.job else { return };
+    // A rank stopped by the launcher is no news: the launcher stops every rank at once (a
+    // cancel, or after the failure that will arrive). Such reports count only at the end.
     let all: Vec<Failure> = match job.lock() {
-        Ok(v) if v.failures.len() > w.announced.min(w.recorded) => v.failures.clone(),
+        Ok(v) if v.failures.len() > w.announced.min(w.recorded) => v
+            .failures
+            .iter()
+            .filter(|f| !status::stopped(f))
+            .cloned()
+            .collect(),
         _ => return,
     };
+    if all.len() <= w.announced.min(w.recorded) {
+        return;
+    }
     for f in &all[w.announced..] {
         let rank = f.rank.map(|r| r.to_string()).unwrap_or_else(|| "?".into());
         say_line(&format!(
@@ -897,7 +985,7 @@ fn record_remote_failures(w: &mut Watch) {
     if let Some(path) = &w.results {
         let table = rank_table(w, "running", None, true);
         if let Err(e) = record(path, None, &all[w.recorded..], table, false, w.stage) {
-            eprintln!("nccl-smoke: cannot update the results file: {e}");
+            say_err!("nccl-smoke: cannot update the results file: {e}");
         }
         w.recorded = all.len();
     }

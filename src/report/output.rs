@@ -95,8 +95,9 @@ fn create_beside(path: &Path) -> io::Result<(PathBuf, fs::File)> {
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     write_atomic_with(path, |tmp| {
         let mut f = OpenOptions::new().write(true).open(tmp)?;
-        f.write_all(bytes)?;
-        f.sync_data()
+        // No fsync: the rename makes it whole for every reader; waiting for the disk would
+        // hold up a rank that the launcher gives a second to finish.
+        f.write_all(bytes)
     })
 }
 
