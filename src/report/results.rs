@@ -129,8 +129,12 @@ pub fn agree(doc: &mut ResultsDoc) {
         return;
     }
     for r in &mut doc.ranks {
-        if r.state == "failed" && !doc.verdict.ranks.contains(&r.rank) {
+        let named = doc.verdict.ranks.contains(&r.rank);
+        if r.state == "failed" && !named {
             r.state = "consequence".into();
+        } else if named && ["stopped", "running", "cancelled"].contains(&r.state.as_str()) {
+            // Named by another rank (it stopped answering), then stopped by the launcher.
+            r.state = "failed".into();
         }
     }
 }
