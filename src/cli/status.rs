@@ -26,6 +26,10 @@ pub fn stopped(f: &Failure) -> bool {
     results::blame(f) == Blame::Stopped
 }
 
+/// A gap this long between two turns of a supervisor's watch loop (which turns every 50 ms)
+/// means the supervisor itself was stopped: the others' silence meanwhile is not theirs.
+pub const SELF_STOPPED: Duration = Duration::from_millis(1000);
+
 /// How often a supervisor says it is alive over the status line (both ways).
 pub const ALIVE_EVERY: Duration = Duration::from_millis(100);
 /// A write on the status line that takes longer than this is given up: a stopped peer
@@ -200,6 +204,15 @@ impl JobView {
         let any = !named.is_empty();
         self.failures.extend(named);
         any
+    }
+
+    /// Rank 0's supervisor was itself stopped for a while (see [`SELF_STOPPED`]): every rank's
+    /// silence starts over now.
+    pub fn forgive_gap(&mut self) {
+        let now = Instant::now();
+        for v in self.ranks.values_mut() {
+            v.last_heard = now;
+        }
     }
 
     /// Whether a rank that never ended is named for vanishing or not answering: the launcher
@@ -412,6 +425,7 @@ pub struct Uplink {
     /// What rank 0's supervisor says back.
     pub down: Arc<Mutex<Downlink>>,
     last_alive: Instant,
+    last_tick: Instant,
 }
 
 impl Uplink {
@@ -450,6 +464,7 @@ impl Uplink {
                         rank0_host,
                         down,
                         last_alive: Instant::now(),
+                        last_tick: Instant::now(),
                     });
                 }
             }
@@ -471,8 +486,17 @@ impl Uplink {
         }
     }
 
-    /// Says this supervisor is alive, at most every [`ALIVE_EVERY`].
+    /// Says this supervisor is alive, at most every [`ALIVE_EVERY`]. Called from the watch
+    /// loop; a long gap between calls means this supervisor itself was stopped, and then rank
+    /// 0's silence meanwhile says nothing about rank 0.
     pub fn keep_alive(&mut self) {
+        let now = Instant::now();
+        if now.duration_since(self.last_tick) > SELF_STOPPED
+            && let Ok(mut d) = self.down.lock()
+        {
+            d.last = now;
+        }
+        self.last_tick = now;
         if self.last_alive.elapsed() >= ALIVE_EVERY {
             self.last_alive = Instant::now();
             self.send(&Event::Alive);

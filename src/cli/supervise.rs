@@ -305,6 +305,7 @@ fn watch(
     term: &AtomicBool,
 ) -> u8 {
     let launcher_pid = std::os::unix::process::parent_id();
+    let mut last_turn = Instant::now();
     let mut w = Watch {
         stage: Stage::Launch,
         step: None,
@@ -346,9 +347,14 @@ fn watch(
         if let Some(u) = w.uplink.as_mut() {
             u.keep_alive();
         }
+        let gap = last_turn.elapsed();
+        last_turn = Instant::now();
         if let Some(job) = &w.job
             && let Ok(mut v) = job.lock()
         {
+            if gap > status::SELF_STOPPED {
+                v.forgive_gap();
+            }
             v.name_unresponsive(|s| args.deadline(s));
         }
         record_remote_failures(&mut w);
