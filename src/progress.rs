@@ -24,6 +24,13 @@ pub enum Event {
     },
     /// Still making progress within the current stage (restarts its deadline).
     Beat,
+    /// The work now under way (one message size of the sweep) is expected to take up to
+    /// `secs` seconds on its own: the stage's deadline, which bounds the time without progress,
+    /// counts from there. Sent before each size, from the time the previous one took.
+    Budget { secs: f64 },
+    /// Supervisor to rank 0's supervisor: still here (sent every few tenths of a second, so a
+    /// stopped or vanished supervisor is noticed).
+    Alive,
     /// Where within the stage the worker is now (does not restart the deadline), so that a
     /// hang report says "waiting in the first MPI collective" rather than only "launch".
     /// `waiting`: the step waits on other ranks.
@@ -96,6 +103,11 @@ pub fn waiting(what: &str) {
 /// Shorthand: still going.
 pub fn beat() {
     send(&Event::Beat);
+}
+
+/// Shorthand: the work now under way may take `secs` seconds before the next beat.
+pub fn budget(secs: f64) {
+    send(&Event::Budget { secs });
 }
 
 #[cfg(test)]

@@ -156,6 +156,11 @@ pub mod exit {
     pub const INTERNAL: u8 = 1;
     /// Bad flags, sizes, environment or input files; nothing was run.
     pub const USAGE: u8 = 2;
+    /// Everything ran, but an output file (`--json`, `--plot`) could not be written.
+    pub const WRITE_FAILED: u8 = 3;
+    /// The job was stopped by a signal to the launcher (Ctrl-C, SIGTERM) before any rank
+    /// failed; the results file is marked CANCELLED and keeps every size measured.
+    pub const CANCELLED: u8 = 130;
     /// `compare`: the second run regressed against the first.
     pub const REGRESSED: u8 = 30;
     /// `doctor`: at least one warning, no failure.
@@ -186,6 +191,8 @@ mod tests {
             exit::PASS,
             exit::INTERNAL,
             exit::USAGE,
+            exit::WRITE_FAILED,
+            exit::CANCELLED,
             exit::REGRESSED,
             exit::DOCTOR_WARN,
             exit::DOCTOR_FAIL,

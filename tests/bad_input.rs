@@ -40,8 +40,128 @@ fn unknown_pattern_datatype_op() {
 fn unwritable_json_path() {
     usage_error(
         &["--json", "/nonexistent-dir/results.json"],
-        "--json /nonexistent-dir/results.json: cannot write there",
+        "--json /nonexistent-dir/results.json: cannot create a file in /nonexistent-dir",
     );
+}
+
+/// `--json` at a character device, a FIFO, a symbolic link or a folder: refused before any
+/// library is loaded, and what is there is left as it was (a FIFO is not even opened, so
+/// nothing hangs).
+#[test]
+fn json_refuses_anything_but_a_regular_file_or_a_new_path() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = scratch("json-targets");
+    let fifo = dir.join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let kept = dir.join("kept.json");
+    std::fs::write(&kept, "an earlier file").unwrap();
+    let link = dir.join("link.json");
+    std::os::unix::fs::symlink(&kept, &link).unwrap();
+    let folder = dir.join("folder");
+    std::fs::create_dir(&folder).unwrap();
+    // A character device of our own (the null device's numbers): mknod needs root; as root the
+    // case runs, elsewhere the other three still do.
+    let dev = dir.join("null");
+    let have_dev = std::process::Command::new("mknod")
+        .arg(&dev)
+        .args(["c", "1", "3"])
+        .status()
+        .is_ok_and(|s| s.success());
+    let mut cases = vec![
+        (fifo.clone(), "a FIFO"),
+        (link.clone(), "a symbolic link"),
+        (folder.clone(), "a folder"),
+    ];
+    if have_dev {
+        cases.push((dev.clone(), "a character device"));
+    }
+    for (p, what) in &cases {
+        let start = std::time::Instant::now();
+        usage_error(
+            &["--backend", "sim", "--json", p.to_str().unwrap()],
+            &format!("that is {what}"),
+        );
+        assert!(start.elapsed().as_secs() < 10, "{what}: took too long");
+    }
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "an earlier file");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    if have_dev {
+        assert!(
+            std::fs::symlink_metadata(&dev)
+                .unwrap()
+                .file_type()
+                .is_char_device()
+        );
+    }
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Numbers out of range, and control characters in what is quoted back: exit 2, a message
+/// naming the flag, no raw control character.
+#[test]
+fn hostile_numbers_and_text() {
+    usage_error(&["--timeout", "1e30"], "from 0.1 to 86400");
+    usage_error(&["--stage-timeout", "init=1e30"], "from 0.1 to 86400");
+    usage_error(&["-e", "2048G"], "-e/--maxbytes");
+    let o = run1(&["run", "-b", "\u{1b}[31mlots"], &[]);
+    let t = text(&o);
+    assert_eq!(code(&o), 2, "{t}");
+    assert!(!t.contains('\u{1b}'), "{t:?}");
+    let o = run1(
+        &["run", "--backend", "sim"],
+        &[("NCCL_SMOKE_SIM_FAULT", "net:slow=1e308")],
+    );
+    let t = text(&o);
+    assert_eq!(code(&o), 2, "{t}");
+    assert!(t.contains("bad slow factor '1e308'"), "{t}");
+}
+
+/// `compare` reads a device, a FIFO with no writer, and a folder as what they are: exit 2
+/// within seconds, never reading without end.
+#[test]
+fn compare_reads_are_bounded() {
+    let dir = scratch("compare-bounded");
+    let fifo = dir.join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for other in ["/dev/zero", fifo.to_str().unwrap(), dir.to_str().unwrap()] {
+        let start = std::time::Instant::now();
+        let o = run1(&["compare", other, other], &[]);
+        let t = text(&o);
+        assert_eq!(code(&o), 2, "{other}: {t}");
+        assert!(t.contains("nccl-smoke compare: "), "{other}: {t}");
+        assert!(start.elapsed().as_secs() < 10, "{other}: took too long");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -33,6 +33,12 @@ fn threshold(s: &str) -> Result<f64, String> {
 }
 
 pub fn compare(args: &CompareArgs) -> u8 {
+    if let Some(path) = &args.plot
+        && let Err(e) = crate::report::output::check_target(path, "--plot")
+    {
+        eprintln!("nccl-smoke compare: {e}");
+        return exit::USAGE;
+    }
     let load = |p: &PathBuf| {
         results::load(p).map_err(|e| {
             eprintln!("nccl-smoke compare: {e}");
@@ -75,6 +81,7 @@ pub fn compare(args: &CompareArgs) -> u8 {
     }
     print_changes(&c);
     print_rows(&c, &opts);
+    let mut plot_failed = false;
     if let Some(path) = &args.plot {
         let title = format!(
             "bus bandwidth: {} vs {}",
@@ -83,7 +90,10 @@ pub fn compare(args: &CompareArgs) -> u8 {
         );
         match plot::busbw_svg(&c, &title, path) {
             Ok(()) => println!("# plot: {}", path.display()),
-            Err(e) => eprintln!("nccl-smoke compare: no plot: {e}"),
+            Err(e) => {
+                eprintln!("nccl-smoke compare: no plot: {e}");
+                plot_failed = true;
+            }
         }
     }
     if c.regressed() {
@@ -97,7 +107,11 @@ pub fn compare(args: &CompareArgs) -> u8 {
             opts.threshold_pct,
             opts.min_bytes
         );
-        exit::PASS
+        if plot_failed {
+            exit::WRITE_FAILED
+        } else {
+            exit::PASS
+        }
     }
 }
 

@@ -27,9 +27,9 @@ something breaks names the stage, the rank and the host, with the library's own 
 Launch it like nccl-tests: `mpirun -np 16 -H a:8,b:8 nccl-smoke run`, `srun nccl-smoke run`, \
 or from an MPIJob. Without GPUs, `--backend sim` runs the same code against nccl-smoke's CPU \
 simulation of libnccl and libcuda (results labelled SIMULATED).",
-    after_help = "Exit codes: 0 pass · 2 bad input · 10 launch · 11 nccl-load · 12 driver · 13 device · \
+    after_help = "Exit codes: 0 pass · 2 bad input · 3 output file not written · 10 launch · 11 nccl-load · 12 driver · 13 device · \
 14 alloc · 15 unique-id · 16 init · 17 connect · 18 connect:buffer-import · 19 connect:proxy · \
-20 connect:shm · 21 connect:net · 22 run · 23 verify · 24 finalize · 30 compare: regressed · 31 doctor: warnings · 32 doctor: failures"
+20 connect:shm · 21 connect:net · 22 run · 23 verify · 24 finalize · 30 compare: regressed · 31 doctor: warnings · 32 doctor: failures · 130 cancelled"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -120,7 +120,7 @@ pub struct RunArgs {
     /// Largest message size [default: 128M; 1M with --backend sim].
     #[arg(short = 'e', long = "maxbytes", value_parser = sweep::parse_size)]
     pub maxbytes: Option<usize>,
-    /// Multiply the size by this factor between steps.
+    /// Multiply the size by this factor between steps (1 to 1024).
     #[arg(
         short = 'f',
         long = "stepfactor",
@@ -147,13 +147,13 @@ pub struct RunArgs {
     #[arg(short = 'o', long = "op", value_enum, default_value = "sum")]
     pub op: RedOp,
     /// GPU ordinal for this rank (default: local rank modulo the visible devices).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(i32).range(0..=1023))]
     pub device: Option<i32>,
     /// Write the results document here (rank 0), updated after every size.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Deadline in seconds for every stage (a hang is named when it passes).
-    #[arg(long, value_name = "SECS")]
+    /// Deadline in seconds for every stage (a hang is named when it passes); 0.1 to 86400.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     pub timeout: Option<f64>,
     /// Deadline for one stage, e.g. `init=60` (repeatable; overrides --timeout).
     #[arg(long, value_name = "STAGE=SECS", value_parser = parse_stage_timeout)]
@@ -163,20 +163,59 @@ pub struct RunArgs {
 fn parse_stage_timeout(s: &str) -> Result<(Stage, f64), String> {
     let (name, secs) = s
         .split_once('=')
-        .ok_or_else(|| format!("'{s}': expected STAGE=SECS, e.g. init=60"))?;
+        .ok_or_else(|| format!("'{}': expected STAGE=SECS, e.g. init=60", sanitize(s)))?;
     let stage = Stage::parse(name).ok_or_else(|| {
         let names: Vec<_> = Stage::ALL.iter().map(|s| s.name()).collect();
         format!(
-            "unknown stage '{name}': expected one of {}",
+            "unknown stage '{}': expected one of {}",
+            sanitize(name),
             names.join(", ")
         )
     })?;
-    let secs: f64 = secs
-        .parse()
+    Ok((stage, parse_secs(secs)?))
+}
+
+/// The shortest and longest deadline a flag may set, in seconds.
+pub const MIN_DEADLINE_S: f64 = 0.1;
+pub const MAX_DEADLINE_S: f64 = 86_400.0;
+/// The largest message size a sweep may have (-b, -e, -i).
+pub const MAX_BYTES: usize = 1 << 40;
+
+/// A deadline in seconds, within [`MIN_DEADLINE_S`]..=[`MAX_DEADLINE_S`] (so that it always
+/// converts to a `Duration`).
+fn parse_secs(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
         .ok()
-        .filter(|v: &f64| v.is_finite() && *v > 0.0)
-        .ok_or_else(|| format!("'{secs}' is not a positive number of seconds"))?;
-    Ok((stage, secs))
+        .filter(|v| v.is_finite() && (MIN_DEADLINE_S..=MAX_DEADLINE_S).contains(v))
+        .ok_or_else(|| {
+            format!(
+                "'{}' is not a number of seconds from {MIN_DEADLINE_S} to {MAX_DEADLINE_S}",
+                sanitize(s)
+            )
+        })
+}
+
+/// `s` as a message may show it: control characters escaped, at most 80 characters.
+pub fn sanitize(s: &str) -> String {
+    let mut out: String = s.chars().take(80).flat_map(char::escape_debug).collect();
+    if s.chars().count() > 80 {
+        out.push('…');
+    }
+    out
+}
+
+/// A message for the terminal: every control character but newline and tab escaped.
+pub fn terminal_safe(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
 }
 
 impl RunArgs {
@@ -203,23 +242,38 @@ impl RunArgs {
             .find(|(s, _)| *s == stage)
             .map(|(_, v)| *v)
             .or(self.timeout)
-            .unwrap_or(stage.default_deadline_s() as f64);
-        Duration::from_secs_f64(secs)
+            .unwrap_or(stage.default_deadline_s() as f64)
+            .clamp(MIN_DEADLINE_S, MAX_DEADLINE_S);
+        // In range by the clamp (and the flags' parsers); a NaN would fall back to the default.
+        Duration::try_from_secs_f64(secs).unwrap_or(Duration::from_secs(stage.default_deadline_s()))
     }
 
     /// Everything that can be checked before any rank touches a library.
     pub fn validate(&self) -> Result<Vec<usize>, String> {
         crate::patterns::select(&self.patterns)?;
+        for (flag, v) in [
+            ("-b/--minbytes", Some(self.minbytes)),
+            ("-e/--maxbytes", self.maxbytes),
+            ("-i/--stepbytes", self.stepbytes),
+        ] {
+            if let Some(v) = v
+                && v > MAX_BYTES
+            {
+                return Err(format!(
+                    "{flag} {v} is more than the {} GiB a message may be",
+                    MAX_BYTES >> 30
+                ));
+            }
+        }
+        if !(self.stepfactor.is_finite() && self.stepfactor <= 1024.0) {
+            return Err(format!(
+                "-f/--stepfactor must be a number from 1 to 1024, got {}",
+                self.stepfactor
+            ));
+        }
         let sizes = sweep::sizes(self.minbytes, self.maxbytes(), self.step())?;
         if self.libs.backend == Backend::Sim {
             nccl_smoke_fault::FaultSet::from_env().map_err(|e| e.to_string())?;
-        }
-        if let Some(t) = self.timeout
-            && !(t.is_finite() && t > 0.0)
-        {
-            return Err(format!(
-                "--timeout must be a positive number of seconds, got {t}"
-            ));
         }
         Ok(sizes)
     }
@@ -261,6 +315,7 @@ pub fn dispatch(cli: Cli) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy;
 
     fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
         let mut v = vec!["nccl-smoke", "run"];
@@ -318,6 +373,70 @@ mod tests {
         let a = parse(&["--timeout", "5", "--stage-timeout", "init=9"]).unwrap();
         assert_eq!(a.deadline(Stage::Init), Duration::from_secs(9));
         assert_eq!(a.deadline(Stage::Run), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn deadlines_and_sizes_have_ranges() {
+        for bad in [
+            vec!["--timeout", "1e30"],
+            vec!["--timeout", "0"],
+            vec!["--timeout", "NaN"],
+            vec!["--timeout", "-3"],
+            vec!["--stage-timeout", "init=1e30"],
+            vec!["--stage-timeout", "init=inf"],
+            vec!["--device", "-1"],
+            vec!["--device", "99999"],
+        ] {
+            assert!(parse(&bad).is_err(), "{bad:?}");
+        }
+        let e = parse(&["--timeout", "1e30"]).unwrap_err().to_string();
+        assert!(e.contains("from 0.1 to 86400"), "{e}");
+        for bad in [vec!["-e", "2048G"], vec!["-f", "1e300"], vec!["-f", "inf"]] {
+            let a = parse(&bad).unwrap();
+            assert!(a.validate().is_err(), "{bad:?}");
+        }
+        let a = parse(&["--timeout", "86400"]).unwrap();
+        assert_eq!(a.deadline(Stage::Run), Duration::from_secs(86_400));
+    }
+
+    #[test]
+    fn messages_escape_control_characters() {
+        let e = parse(&["--stage-timeout", "\x1b[2Jinit=3"])
+            .unwrap_err()
+            .to_string();
+        assert!(!terminal_safe(&e).contains('\x1b'), "{e:?}");
+        assert!(sanitize("a\x07b").contains("\\u{7}"));
+        assert_eq!(terminal_safe("two\nlines\x1b"), "two\nlines\\u{1b}");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// Any argument list is parsed and validated, or refused, without a panic; a deadline
+        /// that got through always converts.
+        #[test]
+        fn any_run_arguments_give_an_answer_not_a_panic(
+            args in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(vec![
+                        "-b", "-e", "-f", "-i", "-n", "-w", "-c", "-d", "-o", "--timeout",
+                        "--stage-timeout", "--device", "--patterns", "--json",
+                    ]).prop_map(String::from),
+                    "[-+]?[0-9]{0,25}(\\.[0-9]{0,5})?(e[-+]?[0-9]{1,4})?[KMGkmg]?",
+                    "(init|run|bogus)=[0-9e.+-]{0,12}",
+                    "\\PC{0,12}",
+                ],
+                0..10,
+            )
+        ) {
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            if let Ok(a) = parse(&refs) {
+                let _ = a.validate();
+                for s in Stage::ALL {
+                    let d = a.deadline(s);
+                    proptest::prop_assert!(d >= Duration::from_millis(100));
+                }
+            }
+        }
     }
 
     #[test]

@@ -14,7 +14,9 @@ use crate::ffi::os;
 use crate::patterns::{self, Pattern};
 use crate::progress::{self, Event};
 use crate::report::fingerprint::{self, DriverInfo, Fingerprint, NcclInfo, RankInfo};
-use crate::report::results::{ResultsDoc, ResultsFile, RunConfig, StageRecord, Status, Verdict};
+use crate::report::results::{
+    self, ResultsDoc, ResultsFile, RunConfig, StageRecord, Status, Verdict,
+};
 use crate::report::table;
 use crate::stage::{Stage, exit};
 use nccl_smoke_fault::{FaultSet, Kind, Where};
@@ -35,6 +37,9 @@ struct Run<'a> {
     versions: (Option<String>, Option<String>),
     /// Distinct hosts of the job (rank 0, once gathered).
     hosts: usize,
+    /// Whether a write of the results file failed (said once), and whether the last one did.
+    write_said: std::cell::Cell<bool>,
+    write_failed: std::cell::Cell<bool>,
 }
 
 pub fn worker(args: &RunArgs) -> u8 {
@@ -53,6 +58,8 @@ pub fn worker(args: &RunArgs) -> u8 {
         simulated: args.libs.backend == Backend::Sim,
         versions: (None, None),
         hosts: 1,
+        write_said: Default::default(),
+        write_failed: Default::default(),
     };
     match run.go() {
         Ok(code) => code,
@@ -66,15 +73,11 @@ pub fn worker(args: &RunArgs) -> u8 {
     }
 }
 
-/// A failure caused by a peer going away first (its sockets closed): that peer's own verdict
-/// names the cause, so this rank lets it land first.
+/// A failure caused by a peer going away first (its sockets closed; a wait that ran out while
+/// a peer closed its connections): that peer's own verdict names the cause, so this rank lets
+/// it land first.
 fn consequential(f: &Failure) -> bool {
-    let closed = "Connection closed by remote peer";
-    f.error.contains("ncclRemoteError")
-        || f.error.contains(closed)
-        // A wait that ran out while a peer closed its connections: that peer gave up first.
-        || (f.error.contains("did not complete within")
-            && f.evidence.iter().any(|l| l.contains(closed)))
+    results::blame(f) == results::Blame::Peer
 }
 
 /// How long a rank whose failure is [`consequential`] waits before reporting and exiting.
@@ -101,11 +104,23 @@ impl Run<'_> {
         }
     }
 
+    /// Rewrites the results file (rank 0). A failure is said once, not once per size; the run
+    /// goes on (its measurements are worth more than the file), and its exit code says so.
     fn save(&self) {
-        if let Some(r) = &self.results
-            && let Err(e) = r.save()
-        {
-            eprintln!("nccl-smoke: cannot update the results file: {e}");
+        let Some(r) = &self.results else { return };
+        match r.save() {
+            Ok(()) => self.write_failed.set(false),
+            Err(e) => {
+                self.write_failed.set(true);
+                if !self.write_said.replace(true) {
+                    eprintln!(
+                        "nccl-smoke: cannot write the results file {}: {e}; the run goes on, and \
+                         exits with code {} unless a later write succeeds",
+                        r.path().display(),
+                        exit::WRITE_FAILED
+                    );
+                }
+            }
         }
     }
 
@@ -127,6 +142,8 @@ impl Run<'_> {
                 line: f.to_string(),
                 exit_code: f.exit_code(),
                 stage: Some(f.stage),
+                consequences: Vec::new(),
+                ranks: Vec::new(),
             };
         }
         self.save();
@@ -399,10 +416,11 @@ impl Run<'_> {
     }
 
     /// The in-process deadline of a wait on other ranks: a little past the stage's deadline, so
-    /// that a rank stuck on its own (its supervisor names it at deadline + 1 s) reports before
-    /// the ranks that are only waiting for it; still inside the supervisor's backstop.
+    /// that a rank stuck on its own (its supervisor names it at deadline + 1 s, a stopped one
+    /// at the deadline) reports before the ranks that are only waiting for it; still inside the
+    /// supervisor's backstop.
     fn waiting_deadline(&self, stage: Stage) -> std::time::Duration {
-        self.args.deadline(stage) + std::time::Duration::from_millis(1400)
+        self.args.deadline(stage) + super::supervise::PEER_MARGIN
     }
 
     /// Rank 0 opens the results file as soon as the launch stage is done, so that a failure
@@ -457,6 +475,8 @@ impl Run<'_> {
                 line: "INCOMPLETE: the run has not finished".into(),
                 exit_code: exit::INTERNAL,
                 stage: None,
+                consequences: Vec::new(),
+                ranks: Vec::new(),
             },
         };
         self.results = Some(ResultsFile::new(path, doc));
@@ -540,6 +560,20 @@ impl Run<'_> {
     /// A communicator failure, with "connect" split by NCCL's own words.
     fn comm_failure(&self, stage: Stage, e: CommError) -> Failure {
         let mut f = Failure::new(stage, &self.who, &e);
+        if let CommError::Timeout { what, after_s } = &e {
+            // The user set the deadline; say how the wait's limit was made of it.
+            let deadline = self.args.deadline(stage).as_secs_f64();
+            f.error = format!(
+                "{what} did not complete within {after_s:.1} s (the {stage} deadline of {deadline} s, \
+                 + {:.1} s for a stuck peer to report first{}); the communicator was aborted",
+                super::supervise::PEER_MARGIN.as_secs_f64(),
+                if *after_s > deadline + super::supervise::PEER_MARGIN.as_secs_f64() + 0.05 {
+                    ", + the time this size's iterations are expected to take"
+                } else {
+                    ""
+                }
+            );
+        }
         f.evidence = self.log_warnings();
         let mut lines: Vec<&str> = vec![f.error.as_str()];
         lines.extend(f.evidence.iter().map(String::as_str));
@@ -709,6 +743,8 @@ impl Run<'_> {
     ) -> Result<Vec<SizeResult>, Failure> {
         let nranks = comm.nranks;
         let mut rows = Vec::new();
+        // The last size measured (bytes, µs per iteration on this rank).
+        let mut last: Option<(usize, f64)> = None;
         for p in selected {
             if self.who.rank == Some(0) {
                 for line in table::table_header(p.name(), nranks, self.simulated) {
@@ -732,8 +768,19 @@ impl Run<'_> {
                         sizes.len()
                     );
                 }
-                let sample = bench::measure(comm, boot, *p, &layout, bufs, timing, epoch as u32)
+                // The run deadline bounds the time without progress, so each size's waits get
+                // the deadline plus the time its iterations are expected to take (see
+                // `size_budget`), and the supervisor is told so.
+                let bytes = layout.bytes(timing.dtype);
+                let (per_wait, whole) = size_budget(last, bytes, timing);
+                progress::budget(whole.as_secs_f64());
+                let sized = Timing {
+                    deadline: timing.deadline + per_wait,
+                    ..*timing
+                };
+                let sample = bench::measure(comm, boot, *p, &layout, bufs, &sized, epoch as u32)
                     .map_err(|e| self.comm_failure(Stage::Run, e))?;
+                last = Some((bytes, sample.avg_us));
                 progress::beat();
                 if let Some(all) = gather_json(boot, &sample) {
                     let row = bench::combine(*p, &layout, timing, nranks, &all);
@@ -838,9 +885,17 @@ impl Run<'_> {
                 line,
                 exit_code: exit::PASS,
                 stage: None,
+                consequences: Vec::new(),
+                ranks: Vec::new(),
             };
         }
         self.save();
+        if self.write_failed.get() {
+            eprintln!(
+                "nccl-smoke: the run passed, but the results file could not be written (above)"
+            );
+            return exit::WRITE_FAILED;
+        }
         exit::PASS
     }
 }
@@ -882,6 +937,35 @@ fn share_status_address(boot: &dyn Bootstrap) {
         progress::send(&Event::StatusAddr { addrs });
     }
 }
+
+/// How much longer than the run deadline the waits of one size may take, from the time per
+/// iteration of the size measured before it (`last`: bytes, µs), scaled up linearly in bytes
+/// (an over-estimate for latency-bound sizes), times a margin of [`BUDGET_MARGIN`]: for one
+/// wait (the larger of the warm-up and timed batches) and for the whole size (both batches),
+/// which is what the supervisor allows between two beats. Zero before the first size: the
+/// deadline alone covers it. Bounded to a day.
+fn size_budget(
+    last: Option<(usize, f64)>,
+    bytes: usize,
+    t: &Timing,
+) -> (std::time::Duration, std::time::Duration) {
+    let Some((prev_bytes, prev_us)) = last else {
+        return Default::default();
+    };
+    let scale = (bytes as f64 / prev_bytes.max(1) as f64).max(1.0);
+    let per_iter_s = (prev_us.max(0.0) * scale / 1e6).min(86_400.0);
+    let secs = |iters: u32| {
+        let s = (per_iter_s * iters as f64 * BUDGET_MARGIN).clamp(0.0, 86_400.0);
+        std::time::Duration::try_from_secs_f64(s).unwrap_or_default()
+    };
+    (
+        secs(t.warmup.max(t.iters)),
+        secs(t.warmup.saturating_add(t.iters)),
+    )
+}
+
+/// How much slower than the size before it (scaled) a size may be before its deadline counts.
+const BUDGET_MARGIN: f64 = 3.0;
 
 /// Largest send and receive buffers any selected pattern needs over the sweep (and connect).
 fn buffer_sizes(

@@ -7,9 +7,9 @@
 //! broadcasts it with the first MPI collective; before that, each supervisor names only its own
 //! rank (and says whether it reached the first collective).
 
-use crate::error::Failure;
+use crate::error::{Failure, Who};
 use crate::progress::Event;
-use crate::report::results::RankRecord;
+use crate::report::results::{self, Blame, RankRecord};
 use crate::stage::{Stage, StageRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -18,14 +18,23 @@ use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How a supervisor's failure begins when the launcher stopped its rank.
-pub const STOPPED: &str = "stopped by the launcher";
+pub use crate::report::results::STOPPED;
 
 /// Whether `f` says only that the launcher stopped the rank (because another rank failed, or
 /// the job was cancelled): no failure of that rank's own.
 pub fn stopped(f: &Failure) -> bool {
-    f.error.starts_with(STOPPED)
+    results::blame(f) == Blame::Stopped
 }
+
+/// A gap this long between two turns of a supervisor's watch loop (which turns every 50 ms)
+/// means the supervisor itself was stopped: the others' silence meanwhile is not theirs.
+pub const SELF_STOPPED: Duration = Duration::from_millis(1000);
+
+/// How often a supervisor says it is alive over the status line (both ways).
+pub const ALIVE_EVERY: Duration = Duration::from_millis(100);
+/// A write on the status line that takes longer than this is given up: a stopped peer
+/// supervisor must not stop this one.
+const WRITE_LIMIT: Duration = Duration::from_millis(200);
 
 /// A rank's state in the results file's table, from how it ended: `finished`, `stopped` or
 /// `failed`.
@@ -61,6 +70,8 @@ pub struct RankView {
     pub lost: bool,
     /// Its stages, timed by its supervisor, once it ended.
     pub stages: Vec<StageRecord>,
+    /// Rank 0 named it for not answering (its supervisor is stopped, or its host is cut off).
+    pub unresponsive: bool,
 }
 
 /// Rank 0's view of the job.
@@ -70,6 +81,10 @@ pub struct JobView {
     pub ranks: BTreeMap<u32, RankView>,
     /// Failures reported by other ranks, in arrival order.
     pub failures: Vec<Failure>,
+    /// Rank 0's side of each rank's connection, to say goodbye on.
+    pub conns: Vec<TcpStream>,
+    /// Rank 0 has ended: the other ranks are told so, and no longer wait for it.
+    pub bye: bool,
 }
 
 impl JobView {
@@ -82,6 +97,7 @@ impl JobView {
             ended: None,
             lost: false,
             stages: Vec::new(),
+            unresponsive: false,
         });
         v.last_heard = Instant::now();
         match r.event {
@@ -104,7 +120,121 @@ impl JobView {
                 v.ended = Some((code, failure));
                 v.stages = stages;
             }
-            Event::Beat | Event::Results { .. } | Event::StatusAddr { .. } => {}
+            Event::Beat
+            | Event::Alive
+            | Event::Budget { .. }
+            | Event::Results { .. }
+            | Event::StatusAddr { .. } => {}
+        }
+    }
+
+    /// A rank's connection dropped without an end report: its supervisor was killed, or its
+    /// host went down. That is the rank's own failure, unless the job had already failed (then
+    /// the launcher is tearing it down).
+    pub fn lose(&mut self, rank: u32) {
+        let known_failure = !self.failures.is_empty();
+        let Some(v) = self.ranks.get_mut(&rank) else {
+            return;
+        };
+        if v.ended.is_some() || v.lost {
+            return;
+        }
+        v.lost = true;
+        if known_failure || self.bye {
+            return;
+        }
+        let stage = v.stage.unwrap_or(Stage::Launch);
+        let who = Who {
+            rank: Some(rank),
+            host: v.host.clone(),
+        };
+        self.failures.push(
+            Failure::new(
+                stage,
+                &who,
+                format!(
+                    "its supervisor is gone: its status connection closed without an end report \
+                     during the {stage} stage"
+                ),
+            )
+            .cause(
+                "the rank's supervisor was killed (SIGKILL, the OOM killer), or its host went down",
+            )
+            .hint(
+                "check the host's kernel log (dmesg) and the scheduler's events for that process",
+            ),
+        );
+    }
+
+    /// Rank 0: names the ranks whose supervisors have said nothing (not even that they are
+    /// alive) for longer than their stage's deadline (`limit`), once each. Returns whether any
+    /// was named now.
+    pub fn name_unresponsive(&mut self, limit: impl Fn(Stage) -> Duration) -> bool {
+        let mut named = Vec::new();
+        for (rank, v) in self.ranks.iter_mut() {
+            let stage = v.stage.unwrap_or(Stage::Launch);
+            if v.ended.is_some() || v.lost || v.unresponsive {
+                continue;
+            }
+            let quiet = v.last_heard.elapsed();
+            if quiet <= limit(stage) {
+                continue;
+            }
+            v.unresponsive = true;
+            let who = Who {
+                rank: Some(*rank),
+                host: v.host.clone(),
+            };
+            named.push(
+                Failure::new(
+                    stage,
+                    &who,
+                    format!(
+                        "its supervisor stopped answering: no status report for {:.1} s during \
+                         the {stage} stage (deadline {:.0} s)",
+                        quiet.as_secs_f64(),
+                        limit(stage).as_secs_f64()
+                    ),
+                )
+                .cause("the rank's supervisor process is stopped (SIGSTOP, a debugger), or its host is \
+                        overloaded or cut off from rank 0's")
+                .hint("look at that process's state on its host (ps -o stat,pid,cmd)"),
+            );
+        }
+        let any = !named.is_empty();
+        self.failures.extend(named);
+        any
+    }
+
+    /// Rank 0's supervisor was itself stopped for a while (see [`SELF_STOPPED`]): every rank's
+    /// silence starts over now.
+    pub fn forgive_gap(&mut self) {
+        let now = Instant::now();
+        for v in self.ranks.values_mut() {
+            v.last_heard = now;
+        }
+    }
+
+    /// Whether a rank that never ended is named for vanishing or not answering: the launcher
+    /// cannot tell, so rank 0 ends the job.
+    pub fn has_gone_rank(&self) -> bool {
+        self.ranks
+            .values()
+            .any(|v| v.ended.is_none() && (v.unresponsive || (v.lost && !self.failures.is_empty())))
+    }
+
+    /// Whether every other rank has connected to the status line (before that, a rank's
+    /// failure may not have reached rank 0).
+    pub fn all_connected(&self) -> bool {
+        (1..self.nranks).all(|r| self.ranks.contains_key(&r))
+    }
+
+    /// Rank 0 is ending: tells every rank so, so that none takes the closed line for rank 0's
+    /// death.
+    pub fn say_bye(&mut self) {
+        self.bye = true;
+        for c in &mut self.conns {
+            let _ = c.write_all(b"bye\n");
         }
     }
 
@@ -137,6 +267,7 @@ impl JobView {
             let (state, code) = match &v.ended {
                 Some((c, f)) => (end_state(*c, f.as_ref()), Some(*c)),
                 None if v.lost => ("lost", None),
+                None if v.unresponsive => ("unresponsive", None),
                 None => ("running", None),
             };
             out.push(RankRecord {
@@ -174,6 +305,11 @@ impl JobView {
                     v.stage.map(|s| s.name()).unwrap_or("launch"),
                     v.last_heard.elapsed().as_secs_f64()
                 ),
+                (None, false) if v.unresponsive => format!(
+                    "stopped answering during {}, last heard {:.0} s ago",
+                    v.stage.map(|s| s.name()).unwrap_or("launch"),
+                    v.last_heard.elapsed().as_secs_f64()
+                ),
                 (None, false) => format!(
                     "in {}{}, last heard {:.0} s ago",
                     v.stage.map(|s| s.name()).unwrap_or("launch"),
@@ -200,33 +336,83 @@ impl JobView {
     }
 }
 
-/// Rank 0's side: accepts reports into `view` until the process ends.
+/// Rank 0's side: accepts reports into `view` until the process ends, and tells each rank,
+/// every [`ALIVE_EVERY`], that rank 0's supervisor is alive (`alive`), that its end report
+/// arrived (`ack`), or, once, that rank 0 has ended (`bye`, from [`JobView::say_bye`]).
 pub fn serve(listener: TcpListener, view: Arc<Mutex<JobView>>) {
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(conn) = conn else { continue };
+            let _ = conn.set_write_timeout(Some(WRITE_LIMIT));
+            let rank = Arc::new(Mutex::new(None::<u32>));
+            if let (Ok(down), Ok(mut v)) = (conn.try_clone(), view.lock()) {
+                if let Ok(bye) = down.try_clone() {
+                    v.conns.push(bye);
+                }
+                drop(v);
+                answer(down, view.clone(), rank.clone());
+            }
             let view = view.clone();
             std::thread::spawn(move || {
-                let mut who = None;
                 for line in BufReader::new(conn).lines() {
                     let Ok(line) = line else { break };
                     let Ok(r) = serde_json::from_str::<Report>(&line) else {
                         continue;
                     };
-                    who = Some(r.rank);
+                    if let Ok(mut who) = rank.lock() {
+                        *who = Some(r.rank);
+                    }
                     if let Ok(mut v) = view.lock() {
                         v.apply(r);
                     }
                 }
-                if let (Some(rank), Ok(mut v)) = (who, view.lock())
-                    && let Some(rv) = v.ranks.get_mut(&rank)
-                    && rv.ended.is_none()
-                {
-                    rv.lost = true;
+                let who = rank.lock().ok().and_then(|r| *r);
+                if let (Some(rank), Ok(mut v)) = (who, view.lock()) {
+                    v.lose(rank);
                 }
             });
         }
     });
+}
+
+/// Rank 0's words down one rank's connection (see [`serve`]).
+fn answer(mut down: TcpStream, view: Arc<Mutex<JobView>>, rank: Arc<Mutex<Option<u32>>>) {
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(ALIVE_EVERY);
+            let who = rank.lock().ok().and_then(|r| *r);
+            let word: &[u8] = match view.lock() {
+                Ok(v) if v.bye => return,
+                Ok(v)
+                    if who
+                        .is_some_and(|r| v.ranks.get(&r).is_some_and(|rv| rv.ended.is_some())) =>
+                {
+                    b"ack\n"
+                }
+                Ok(_) => b"alive\n",
+                Err(_) => return,
+            };
+            if let Err(e) = down.write_all(word)
+                && e.kind() != std::io::ErrorKind::WouldBlock
+                && e.kind() != std::io::ErrorKind::TimedOut
+            {
+                return;
+            }
+        }
+    });
+}
+
+/// What a rank hears from rank 0's supervisor.
+#[derive(Debug)]
+pub struct Downlink {
+    /// When rank 0 last said anything.
+    pub last: Instant,
+    /// Rank 0 has this rank's end report.
+    pub acked: bool,
+    /// Rank 0 said it has ended.
+    pub bye: bool,
+    /// The connection closed.
+    pub closed: bool,
 }
 
 /// Another rank's side: the connection to rank 0's supervisor.
@@ -234,12 +420,24 @@ pub struct Uplink {
     stream: TcpStream,
     rank: u32,
     host: String,
+    /// Rank 0's host, as it named itself.
+    pub rank0_host: String,
+    /// What rank 0's supervisor says back.
+    pub down: Arc<Mutex<Downlink>>,
+    last_alive: Instant,
+    last_tick: Instant,
 }
 
 impl Uplink {
     /// Tries each address for up to two seconds in all.
     pub fn connect(addrs: &[String], rank: u32, host: &str) -> Option<Uplink> {
         let start = Instant::now();
+        // Rank 0 lists its host name last (see `share_status_address`).
+        let rank0_host = addrs
+            .last()
+            .and_then(|a| a.rsplit_once(':'))
+            .map(|(h, _)| h.to_string())
+            .unwrap_or_default();
         while start.elapsed() < Duration::from_secs(2) {
             for a in addrs {
                 let Ok(mut it) = a.to_socket_addrs() else {
@@ -249,10 +447,24 @@ impl Uplink {
                     && let Ok(stream) = TcpStream::connect_timeout(&sa, Duration::from_millis(500))
                 {
                     let _ = stream.set_nodelay(true);
+                    let _ = stream.set_write_timeout(Some(WRITE_LIMIT));
+                    let down = Arc::new(Mutex::new(Downlink {
+                        last: Instant::now(),
+                        acked: false,
+                        bye: false,
+                        closed: false,
+                    }));
+                    if let Ok(read) = stream.try_clone() {
+                        listen(read, down.clone());
+                    }
                     return Some(Uplink {
                         stream,
                         rank,
                         host: host.to_string(),
+                        rank0_host,
+                        down,
+                        last_alive: Instant::now(),
+                        last_tick: Instant::now(),
                     });
                 }
             }
@@ -273,6 +485,82 @@ impl Uplink {
             let _ = self.stream.write_all(line.as_bytes());
         }
     }
+
+    /// Says this supervisor is alive, at most every [`ALIVE_EVERY`]. Called from the watch
+    /// loop; a long gap between calls means this supervisor itself was stopped, and then rank
+    /// 0's silence meanwhile says nothing about rank 0.
+    pub fn keep_alive(&mut self) {
+        let now = Instant::now();
+        if now.duration_since(self.last_tick) > SELF_STOPPED
+            && let Ok(mut d) = self.down.lock()
+        {
+            d.last = now;
+        }
+        self.last_tick = now;
+        if self.last_alive.elapsed() >= ALIVE_EVERY {
+            self.last_alive = Instant::now();
+            self.send(&Event::Alive);
+        }
+    }
+
+    /// Whether rank 0's supervisor has gone without a goodbye (`Some(true)`: the line closed;
+    /// `Some(false)`: silent for longer than `limit`), or is there (`None`).
+    pub fn rank0_gone(&self, limit: Duration) -> Option<bool> {
+        let d = self.down.lock().ok()?;
+        if d.bye || d.acked {
+            None
+        } else if d.closed {
+            Some(true)
+        } else if d.last.elapsed() > limit {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// Waits up to `limit` for rank 0 to confirm this rank's end report. `Ok` when it did (or
+    /// has ended itself), else whether the line closed (`true`) or stayed silent (`false`).
+    pub fn await_ack(&self, limit: Duration) -> Result<(), bool> {
+        let start = Instant::now();
+        loop {
+            match self.down.lock() {
+                Ok(d) if d.acked || d.bye => return Ok(()),
+                Ok(d) if d.closed => return Err(true),
+                Ok(d) if d.last.elapsed() > limit || start.elapsed() > limit => {
+                    return Err(false);
+                }
+                Ok(_) => {}
+                Err(_) => return Ok(()),
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Uplink {
+    /// Closes the line for both directions (the listening thread holds a clone of it).
+    fn drop(&mut self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// Reads rank 0's words (see [`serve`]) into `down` until the line closes.
+fn listen(read: TcpStream, down: Arc<Mutex<Downlink>>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(read).lines() {
+            let Ok(line) = line else { break };
+            let Ok(mut d) = down.lock() else { return };
+            d.last = Instant::now();
+            match line.trim() {
+                "ack" => d.acked = true,
+                "bye" => d.bye = true,
+                _ => {}
+            }
+        }
+        if let Ok(mut d) = down.lock() {
+            d.closed = true;
+        }
+    });
 }
 
 #[cfg(test)]
@@ -360,6 +648,52 @@ mod tests {
         );
         assert_eq!(s[4], "# job: ranks never heard from after launch: 4");
         assert_eq!(v.failures, vec![f]);
+    }
+
+    #[test]
+    fn a_vanished_or_silent_supervisor_is_named_once_and_a_teardown_is_not() {
+        let mut v = JobView {
+            nranks: 4,
+            ..Default::default()
+        };
+        for rank in 1..4 {
+            v.apply(report(
+                rank,
+                Event::Stage {
+                    stage: Stage::Run,
+                    rank: Some(rank),
+                },
+            ));
+        }
+        v.lose(2);
+        assert_eq!(v.failures.len(), 1);
+        assert_eq!(v.failures[0].rank, Some(2));
+        assert!(v.failures[0].error.contains("its supervisor is gone"));
+        assert!(v.has_gone_rank());
+        v.lose(2);
+        // The job has failed: a rank lost now is the launcher's teardown, not a culprit.
+        v.lose(3);
+        assert_eq!(v.failures.len(), 1);
+        assert!(!v.name_unresponsive(|_| Duration::from_secs(3600)));
+        assert!(v.name_unresponsive(|_| Duration::ZERO));
+        assert_eq!(v.failures.len(), 2);
+        assert_eq!(v.failures[1].rank, Some(1));
+        assert!(v.failures[1].error.contains("stopped answering"));
+        assert!(!v.name_unresponsive(|_| Duration::ZERO), "named twice");
+        let states: Vec<String> = v
+            .records(RankRecord {
+                rank: 0,
+                host: "h0".into(),
+                state: "stopped".into(),
+                exit_code: None,
+                stage: None,
+                step: None,
+                stages: vec![],
+            })
+            .into_iter()
+            .map(|r| r.state)
+            .collect();
+        assert_eq!(states, ["stopped", "unresponsive", "lost", "lost"]);
     }
 
     #[test]

@@ -9,10 +9,10 @@ use super::RunArgs;
 use super::backend::{self, SIM_LINK_DIR_ENV};
 use super::status::{self, JobView, Uplink};
 use crate::bootstrap::launcher;
-use crate::error::{self, Failure, Who};
+use crate::error::{Failure, Who};
 use crate::ffi::os;
 use crate::progress::{Event, SOCKET_ENV};
-use crate::report::results::{self, RankRecord, Status, Verdict};
+use crate::report::results::{self, ENDED_BY_RANK0, RankRecord, Status, Verdict};
 use crate::stage::{Stage, StageRecord, exit};
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -24,6 +24,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
+/// One line on stderr; a closed stderr (the launcher went first) is no reason to stop, nor to
+/// panic as `eprintln!` would.
+macro_rules! say_err {
+    ($($arg:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 /// Set in the worker's environment.
 const WORKER_ENV: &str = "NCCL_SMOKE_WORKER";
 /// Where the worker finds the run folder (NCCL logs, socket).
@@ -31,12 +40,34 @@ pub const RUN_DIR_ENV: &str = "NCCL_SMOKE_RUN_DIR";
 /// The supervisor's own deadline trails the worker's, so that the worker, which can abort the
 /// communicator and say more, reports first when it can.
 const GRACE: Duration = Duration::from_millis(1000);
-/// In stages where a rank waits on the others, a little more: the rank that is stuck on its
-/// own (in its driver, say) then reports before the ranks that are only waiting for it.
-const WAITING_GRACE: Duration = Duration::from_millis(900);
+/// A wait on other ranks runs this much past the stage's deadline, so that a rank stuck on its
+/// own (a stopped worker, named at the deadline; one stuck in a library outside a wait on
+/// others, at deadline + `GRACE`) reports before the ranks that are only waiting for it. The
+/// worker's own waits use it (`run.rs`).
+pub const PEER_MARGIN: Duration = Duration::from_millis(1500);
+/// The supervisor's backstop for a rank waiting on others trails the worker's own wait by this
+/// much, so that the worker's verdict, in the library's words, comes first when it can; the
+/// total (deadline + 1.9 s) stays within deadline + 2 s.
+const WAITING_BACKSTOP: Duration = Duration::from_millis(400);
 
 /// How long rank 0 waits, after a pass, for the other ranks' end reports.
 const SETTLE: Duration = Duration::from_secs(2);
+/// How long a supervisor whose worker ended with a code not its own waits for the launcher's
+/// signal (Open MPI sends SIGCONT, then SIGTERM a second later).
+const LAUNCHER_SIGNAL_WAIT: Duration = Duration::from_millis(1500);
+
+/// Whether `code` is one nccl-smoke's worker exits with.
+fn ours(code: u8) -> bool {
+    code <= exit::WRITE_FAILED
+        || Stage::ALL.iter().any(|s| s.exit_code() == code)
+        || code == exit::CANCELLED
+}
+
+/// How long rank 0 of a cancelled job waits for the other ranks' ends.
+const CANCEL_SETTLE: Duration = Duration::from_millis(300);
+/// Whether this rank failed on its own (not stopped, not cancelled): its run folder is kept.
+static OWN_FAILURE: AtomicBool = AtomicBool::new(false);
+
 /// How long a rank whose worker failed stays before exiting (see `spawn_and_watch`).
 const LINGER: Duration = Duration::from_millis(700);
 
@@ -69,6 +100,10 @@ struct Watch {
     rank: Option<u32>,
     host: String,
     since: Instant,
+    /// The work under way is expected to take this long before the next beat.
+    budget: Duration,
+    /// Since when the worker has been seen stopped (SIGSTOP), if it is.
+    stopped_since: Option<Instant>,
     results: Option<PathBuf>,
     failed: Option<Failure>,
     /// Other ranks: the line to rank 0's supervisor, once its address is known.
@@ -78,6 +113,8 @@ struct Watch {
     /// Rank 0: how many of the other ranks' failures are printed, and in the results file.
     announced: usize,
     recorded: usize,
+    /// Rank 0: the verdict line printed last.
+    said: Option<String>,
     /// The stages left behind, timed, and when the current one was entered.
     history: Vec<StageRecord>,
     entered: Instant,
@@ -92,7 +129,7 @@ pub fn supervise(args: &RunArgs) -> u8 {
         && let Some(p) = &args.json
         && let Err(msg) = results::check_writable(p)
     {
-        eprintln!("nccl-smoke: {msg}");
+        say_err!("nccl-smoke: {msg}");
         return exit::USAGE;
     }
     // Pids are reused quickly; the time makes the folder this run's own.
@@ -113,11 +150,12 @@ pub fn supervise(args: &RunArgs) -> u8 {
         Ok(code) => code,
         Err(f) => say(f),
     };
-    // Keep NCCL's logs of a failed run for the operator; a clean run leaves nothing behind.
-    if code == exit::PASS {
+    // Keep NCCL's logs of this rank's own failure for the operator; a clean, cancelled or
+    // stopped rank leaves nothing behind.
+    if code == exit::PASS || !OWN_FAILURE.load(Ordering::SeqCst) {
         let _ = std::fs::remove_dir_all(&run_dir);
     } else if has_logs(&run_dir) {
-        eprintln!(
+        say_err!(
             "nccl-smoke: NCCL logs of this rank kept in {}",
             run_dir.display()
         );
@@ -266,6 +304,8 @@ fn watch(
     job: Option<Arc<Mutex<JobView>>>,
     term: &AtomicBool,
 ) -> u8 {
+    let launcher_pid = std::os::unix::process::parent_id();
+    let mut last_turn = Instant::now();
     let mut w = Watch {
         stage: Stage::Launch,
         step: None,
@@ -273,12 +313,15 @@ fn watch(
         rank: who.rank,
         host: who.host.clone(),
         since: Instant::now(),
+        budget: Duration::ZERO,
+        stopped_since: None,
         results: None,
         failed: None,
         uplink: None,
         job,
         announced: 0,
         recorded: 0,
+        said: None,
         history: Vec::new(),
         entered: Instant::now(),
     };
@@ -288,6 +331,31 @@ fn watch(
                 Msg::Event(ev) => apply(&mut w, ev),
                 Msg::Wake => break,
             }
+        }
+        if std::os::unix::process::parent_id() != launcher_pid {
+            // The launcher died without signalling (a second Ctrl-C makes mpirun exit at
+            // once): nothing will stop this rank but itself.
+            term.store(true, Ordering::SeqCst);
+        }
+        if term.load(Ordering::SeqCst)
+            && let Some(job) = &w.job
+            && let Ok(mut v) = job.lock()
+        {
+            // First of all, so that no rank takes rank 0's closing line for its death.
+            v.say_bye();
+        }
+        if let Some(u) = w.uplink.as_mut() {
+            u.keep_alive();
+        }
+        let gap = last_turn.elapsed();
+        last_turn = Instant::now();
+        if let Some(job) = &w.job
+            && let Ok(mut v) = job.lock()
+        {
+            if gap > status::SELF_STOPPED {
+                v.forgive_gap();
+            }
+            v.name_unresponsive(|s| args.deadline(s));
         }
         record_remote_failures(&mut w);
         match child.try_wait() {
@@ -300,7 +368,22 @@ fn watch(
                 }
                 if let Some(code) = status.code() {
                     let code = code.clamp(0, 255) as u8;
-                    return conclude(&mut w, None, code);
+                    if w.failed.is_none() && !ours(code) {
+                        // Not one of nccl-smoke's codes, and no verdict: the MPI library ends
+                        // the process this way when its launcher goes away (Open MPI: 195 after
+                        // Ctrl-C). The launcher's SIGTERM follows within a second or so.
+                        let start = Instant::now();
+                        while start.elapsed() < LAUNCHER_SIGNAL_WAIT && !term.load(Ordering::SeqCst)
+                        {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        if term.load(Ordering::SeqCst) {
+                            let f = stopped_by_launcher(&w, who);
+                            let code = f.exit_code();
+                            return conclude(args, &mut w, Some(f), code, term);
+                        }
+                    }
+                    return conclude(args, &mut w, None, code, term);
                 }
                 let sig = status.signal().unwrap_or(0);
                 let stopped = term.load(Ordering::SeqCst)
@@ -308,11 +391,11 @@ fn watch(
                     || sig == signal_hook::consts::SIGINT;
                 if !stopped && let Some(given) = w.failed.clone() {
                     // The worker gave its verdict, then died on its way out: the verdict stands.
-                    eprintln!(
+                    say_err!(
                         "nccl-smoke: the worker died of {} after reporting its failure",
                         os::signal_name(sig)
                     );
-                    return conclude(&mut w, None, given.exit_code());
+                    return conclude(args, &mut w, None, given.exit_code(), term);
                 }
                 let f = if stopped {
                     stopped_by_launcher(&w, who)
@@ -320,7 +403,7 @@ fn watch(
                     crashed(&w, who, sig)
                 };
                 let code = f.exit_code();
-                return conclude(&mut w, Some(f), code);
+                return conclude(args, &mut w, Some(f), code, term);
             }
             Ok(None) => {}
             Err(e) => {
@@ -330,33 +413,128 @@ fn watch(
                     format!("lost track of the worker: {e}"),
                 );
                 let code = f.exit_code();
-                return conclude(&mut w, Some(f), code);
+                return conclude(args, &mut w, Some(f), code, term);
             }
         }
         if term.load(Ordering::SeqCst) {
-            // The launcher gives a second or so before SIGKILL: record first, then stop the
-            // worker (which the launcher's signal did not reach: it has its own process group).
+            // The launcher gives a second or so before SIGKILL. The worker, which the
+            // launcher's signal did not reach (it has its own process group), is killed first
+            // (its results are on disk after every size, and nothing may outlive the job) and
+            // reaped after this rank's end is recorded.
+            let _ = child.kill();
             let f = stopped_by_launcher(&w, who);
             let code = f.exit_code();
-            let code = conclude(&mut w, Some(f), code);
-            let _ = child.kill();
+            let code = conclude(args, &mut w, Some(f), code, term);
             let _ = child.wait();
             return code;
         }
+        // Rank 0: a rank that vanished or stopped answering is one the launcher knows nothing
+        // about; rank 0 ends the job, so that it does not wait on that rank for ever.
+        if w.failed.is_none()
+            && let Some(job) = &w.job
+            && job.lock().map(|v| v.has_gone_rank()).unwrap_or(false)
+        {
+            stop_worker(&mut child);
+            let f = Failure::new(
+                w.stage,
+                &who_at(&w, who),
+                format!(
+                    "{ENDED_BY_RANK0} during the {} stage: another rank is gone",
+                    w.stage
+                ),
+            );
+            let code = f.exit_code();
+            return conclude(args, &mut w, Some(f), code, term);
+        }
+        // Another rank: rank 0's supervisor vanished or stopped answering, so nobody would
+        // record this job's verdict; this rank names it.
+        let limit = args.deadline(w.stage);
+        if let Some(gone) = w.uplink.as_ref().and_then(|u| u.rank0_gone(limit)) {
+            stop_worker(&mut child);
+            let f = rank0_gone(&w, who, gone, limit);
+            let code = f.exit_code();
+            return conclude(args, &mut w, Some(f), code, term);
+        }
+        let stopped_now = worker_stopped(child.id());
+        match (stopped_now, w.stopped_since) {
+            (true, None) => w.stopped_since = Some(Instant::now()),
+            (false, Some(_)) => w.stopped_since = None,
+            _ => {}
+        }
         let deadline = args.deadline(w.stage);
+        let quiet = deadline + w.budget;
+        // A stopped worker is the culprit, not a waiter: it is named at its own deadline, before
+        // the ranks waiting on it give up (their waits allow `PEER_MARGIN` more).
+        let stuck_stopped = w.stopped_since.is_some_and(|t| t.elapsed() > deadline)
+            || (stopped_now && w.since.elapsed() > quiet);
         let slack = if waits_on_others(w.stage) || w.waiting {
-            GRACE + WAITING_GRACE
+            PEER_MARGIN + WAITING_BACKSTOP
         } else {
             GRACE
         };
-        if w.failed.is_none() && w.since.elapsed() > deadline + slack {
-            let _ = child.kill();
-            let _ = child.wait();
-            let f = hung(&w, who, deadline);
+        if w.failed.is_none() && (stuck_stopped || w.since.elapsed() > quiet + slack) {
+            stop_worker(&mut child);
+            let f = hung(&w, who, deadline, stuck_stopped);
             let code = f.exit_code();
-            return conclude(&mut w, Some(f), code);
+            return conclude(args, &mut w, Some(f), code, term);
         }
     }
+}
+
+/// Kills the worker (also when it is stopped) and reaps it.
+fn stop_worker(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Whether the process `pid` is stopped (SIGSTOP, SIGTSTP, or held by a tracer): the state
+/// letter of `/proc/PID/stat`, `T` or `t`.
+fn worker_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next())
+        })
+        .is_some_and(|c| c == 'T' || c == 't')
+}
+
+fn rank0_gone(w: &Watch, who: &Who, closed: bool, limit: Duration) -> Failure {
+    let host = w
+        .uplink
+        .as_ref()
+        .map(|u| u.rank0_host.clone())
+        .unwrap_or_default();
+    let me = who_at(w, who).rank_label();
+    let rank0 = Who {
+        rank: Some(0),
+        host,
+    };
+    let f = if closed {
+        Failure::new(
+            w.stage,
+            &rank0,
+            format!(
+                "its supervisor is gone: the status line to it closed without a word during the {} \
+                 stage (seen by {me})",
+                w.stage
+            ),
+        )
+        .cause("rank 0's supervisor was killed (SIGKILL, the OOM killer), or its host went down")
+    } else {
+        Failure::new(
+            w.stage,
+            &rank0,
+            format!(
+                "its supervisor stopped answering: nothing from it for more than {:.0} s during the \
+                 {} stage (seen by {me})",
+                limit.as_secs_f64(),
+                w.stage
+            ),
+        )
+        .cause("rank 0's supervisor process is stopped (SIGSTOP, a debugger), or its host is overloaded or cut off")
+    };
+    f.hint("check rank 0's host: the process's state (ps -o stat,pid,cmd), the kernel log (dmesg)")
 }
 
 fn apply(w: &mut Watch, ev: Event) {
@@ -375,8 +553,17 @@ fn apply(w: &mut Watch, ev: Event) {
             w.waiting = false;
             w.rank = rank.or(w.rank);
             w.since = Instant::now();
+            w.budget = Duration::ZERO;
         }
-        Event::Beat => w.since = Instant::now(),
+        Event::Beat => {
+            w.since = Instant::now();
+            w.budget = Duration::ZERO;
+        }
+        Event::Budget { secs } => {
+            // Bounded: a day of expected work is no deadline at all.
+            w.budget = Duration::try_from_secs_f64(secs.clamp(0.0, 86_400.0)).unwrap_or_default();
+            return;
+        }
         Event::Step { what, waiting } => {
             w.step = Some(what.clone());
             w.waiting = *waiting;
@@ -398,7 +585,7 @@ fn apply(w: &mut Watch, ev: Event) {
             }
             return;
         }
-        Event::Ended { .. } => return,
+        Event::Ended { .. } | Event::Alive => return,
     }
     if let Some(u) = w.uplink.as_mut() {
         u.send(&ev);
@@ -417,6 +604,14 @@ fn stopped_by_launcher(w: &Watch, who: &Who) -> Failure {
     )
 }
 
+fn who_label(f: &Failure) -> String {
+    Who {
+        rank: f.rank,
+        host: f.host.clone(),
+    }
+    .rank_label()
+}
+
 fn who_at(w: &Watch, who: &Who) -> Who {
     Who {
         rank: w.rank,
@@ -424,12 +619,28 @@ fn who_at(w: &Watch, who: &Who) -> Who {
     }
 }
 
-fn hung(w: &Watch, who: &Who, deadline: Duration) -> Failure {
+fn hung(w: &Watch, who: &Who, deadline: Duration, stopped: bool) -> Failure {
+    let waited = if stopped {
+        ": the worker is stopped (SIGSTOP, SIGTSTP or a debugger holds it)".to_string()
+    } else if waits_on_others(w.stage) || w.waiting {
+        format!(" {}", results::WAITED_MARK)
+    } else {
+        String::new()
+    };
+    let budget = if w.budget.is_zero() || stopped {
+        String::new()
+    } else {
+        format!(
+            " + {:.1} s expected for the work under way",
+            w.budget.as_secs_f64()
+        )
+    };
     let f = Failure::new(
         w.stage,
         &who_at(w, who),
         format!(
-            "no progress for {:.0} s in the {} stage{} (deadline {:.0} s): it hung; the worker was killed",
+            "no progress for {:.1} s in the {} stage{}{waited} (deadline {:.0} s{budget}): it hung; the \
+             worker was killed",
             w.since.elapsed().as_secs_f64(),
             w.stage,
             w.step
@@ -439,6 +650,11 @@ fn hung(w: &Watch, who: &Who, deadline: Duration) -> Failure {
             deadline.as_secs_f64()
         ),
     );
+    if stopped {
+        return f
+            .cause("the worker process was stopped from outside nccl-smoke; the other ranks wait for it")
+            .hint("look for a debugger, a job-control stop (Ctrl-Z) or a scheduler that suspends processes");
+    }
     match w.stage {
         Stage::Launch => f
             .cause("the first MPI collective did not complete: a rank never arrived, or MPI's collective \
@@ -461,12 +677,7 @@ fn hung(w: &Watch, who: &Who, deadline: Duration) -> Failure {
 }
 
 fn crashed(w: &Watch, who: &Who, sig: i32) -> Failure {
-    let culprit = match w.stage {
-        Stage::Launch => "the MPI library",
-        Stage::Driver | Stage::Device | Stage::Alloc => "the CUDA driver",
-        _ => "libnccl or the CUDA driver",
-    };
-    Failure::new(
+    let f = Failure::new(
         w.stage,
         &who_at(w, who),
         format!(
@@ -474,15 +685,65 @@ fn crashed(w: &Watch, who: &Who, sig: i32) -> Failure {
             os::signal_name(sig),
             w.stage
         ),
-    )
-    .cause(format!("a crash inside {culprit}"))
-    .hint("a core dump (ulimit -c unlimited) and NCCL_DEBUG=INFO show where")
+    );
+    if sig == signal_hook::consts::SIGKILL {
+        // Nothing inside a library raises SIGKILL: it came from outside.
+        return f
+            .cause("the worker was killed from outside nccl-smoke: the kernel's OOM killer, an operator, or the scheduler")
+            .hint("dmesg shows an OOM kill; check the job's memory limit and the scheduler's events");
+    }
+    let culprit = match w.stage {
+        Stage::Launch => "the MPI library",
+        Stage::Driver | Stage::Device | Stage::Alloc => "the CUDA driver",
+        _ => "libnccl or the CUDA driver",
+    };
+    f.cause(format!("a crash inside {culprit}"))
+        .hint("a core dump (ulimit -c unlimited) and NCCL_DEBUG=INFO show where")
+}
+
+/// Whether the launcher's signal is a cancellation rather than a teardown after a failure:
+/// rank 0 knows every rank (all connected) and no failure anywhere.
+fn cancelled(w: &Watch, own: Option<&Failure>, term: &AtomicBool) -> bool {
+    term.load(Ordering::SeqCst)
+        && own.is_none_or(status::stopped)
+        && w.failed.is_none()
+        && w.job.as_ref().is_some_and(|j| {
+            j.lock()
+                .map(|v| v.all_connected() && v.failures.iter().all(status::stopped))
+                .unwrap_or(false)
+        })
 }
 
 /// The end of this rank: prints the supervisor's own verdict (`own`, when the worker could not
-/// give one), tells rank 0's supervisor, and on rank 0 prints the job's state and records every
-/// rank's failure in the results file. Returns the exit code.
-fn conclude(w: &mut Watch, own: Option<Failure>, code: u8) -> u8 {
+/// give one), tells rank 0's supervisor, and on rank 0 prints the job's state and verdict and
+/// records every rank's failure in the results file. Returns the exit code: on rank 0, the
+/// job's (its verdict's code, or CANCELLED).
+fn conclude(
+    args: &RunArgs,
+    w: &mut Watch,
+    mut own: Option<Failure>,
+    mut code: u8,
+    term: &AtomicBool,
+) -> u8 {
+    let cancel = w.job.is_some() && cancelled(w, own.as_ref(), term);
+    if cancel && let Some(job) = &w.job {
+        // The other ranks were signalled too: their ends, for the table, arrive at once (the
+        // launcher's SIGKILL follows its SIGTERM by a second or so).
+        let start = Instant::now();
+        while start.elapsed() < CANCEL_SETTLE && !job.lock().map(|v| v.all_ended()).unwrap_or(true)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    // Only this rank's own failure keeps its run folder (NCCL's logs) for the operator.
+    OWN_FAILURE.store(
+        !cancel
+            && own
+                .as_ref()
+                .or(w.failed.as_ref())
+                .is_some_and(|f| !status::stopped(f)),
+        Ordering::SeqCst,
+    );
     let failure = own.clone().or_else(|| w.failed.clone());
     let stages = walked(w, code == exit::PASS);
     if let Some(u) = w.uplink.as_mut() {
@@ -491,6 +752,23 @@ fn conclude(w: &mut Watch, own: Option<Failure>, code: u8) -> u8 {
             failure: failure.clone(),
             stages,
         });
+        // A pass is only a pass once rank 0 has it: a rank 0 that vanished or stopped
+        // answering would leave the job without a verdict.
+        if code == exit::PASS
+            && let Err(closed) = u.await_ack(args.deadline(Stage::Finalize))
+        {
+            let f = rank0_gone(
+                w,
+                &Who {
+                    rank: w.rank,
+                    host: w.host.clone(),
+                },
+                closed,
+                args.deadline(Stage::Finalize),
+            );
+            code = f.exit_code();
+            own = Some(f);
+        }
     }
     if code == exit::PASS
         && let Some(job) = &w.job
@@ -499,47 +777,115 @@ fn conclude(w: &mut Watch, own: Option<Failure>, code: u8) -> u8 {
         let start = Instant::now();
         while start.elapsed() < SETTLE && !job.lock().map(|v| v.all_ended()).unwrap_or(true) {
             std::thread::sleep(Duration::from_millis(20));
+            if let Ok(mut v) = job.lock() {
+                v.name_unresponsive(|s| args.deadline(s));
+            }
         }
     }
-    let (job_lines, remote): (Vec<String>, Vec<Failure>) = match (&w.job, code) {
-        (Some(job), c) if c != exit::PASS => job
+    let (job_lines, remote): (Vec<String>, Vec<Failure>) = match &w.job {
+        Some(job) => job
             .lock()
             .map(|v| {
-                (
-                    v.summary(Some((w.stage, w.step.as_deref()))),
-                    v.failures.clone(),
-                )
+                let lines = if code != exit::PASS {
+                    v.summary(Some((w.stage, w.step.as_deref())))
+                } else {
+                    Vec::new()
+                };
+                (lines, v.failures.clone())
             })
             .unwrap_or_default(),
-        _ => Default::default(),
+        None => Default::default(),
     };
+    let failure = own.clone().or(failure);
+    // The job's verdict, on rank 0: the culprit among every failure known.
+    let counted: Vec<Failure> = failure
+        .iter()
+        .filter(|f| !status::stopped(f) || remote.is_empty())
+        .chain(&remote)
+        .filter(|f| !(cancel && status::stopped(f)))
+        .cloned()
+        .collect();
+    let verdict = w.job.as_ref().and_then(|_| results::job_verdict(&counted));
+    let state = if cancel {
+        "cancelled"
+    } else {
+        status::end_state(code, failure.as_ref())
+    };
+    if cancel {
+        code = exit::CANCELLED;
+    } else if let Some(v) = &verdict {
+        code = v.exit_code;
+    }
     // The file first: a launcher tearing the job down may close this rank's output before
     // (and kill it soon after) it has printed.
+    let mut write_failed = false;
     if let Some(path) = &w.results {
-        let state = status::end_state(code, failure.as_ref());
         let table = rank_table(w, state, Some(code), code == exit::PASS);
-        record(path, own.as_ref(), &remote, table);
+        let remote: Vec<Failure> = remote
+            .iter()
+            .filter(|f| !(cancel && status::stopped(f)))
+            .cloned()
+            .collect();
+        if let Err(e) = record(path, own.as_ref(), &remote, table, cancel, w.stage) {
+            // The worker has said so already when its own writes failed.
+            if code != exit::WRITE_FAILED {
+                say_err!("nccl-smoke: cannot update the results file: {e}");
+            }
+            write_failed = true;
+        }
     }
-    if let Some(f) = &own {
-        say_line(&f.to_string());
+    match &own {
+        // Stopped because of another rank, or by the user: not this rank's failure.
+        Some(f) if status::stopped(f) => {
+            say_line(&format!("# {} (host {}) {}", who_label(f), f.host, f.error))
+        }
+        Some(f) => say_line(&f.to_string()),
+        None => {}
     }
     if job_lines.len() > 1 {
         job_lines.iter().for_each(|l| say_line(l));
     }
-    let stopped = own.as_ref().is_some_and(status::stopped);
-    let job_failures: Vec<Failure> = failure
-        .iter()
-        .filter(|_| !stopped)
-        .chain(&remote)
-        .cloned()
-        .collect();
-    for g in error::group(&job_failures)
-        .iter()
-        .filter(|g| g.ranks.len() > 1)
+    if cancel {
+        say_line(&format!(
+            "CANCELLED — the job was stopped by a signal during the {} stage before any rank failed{}",
+            w.stage,
+            w.results
+                .as_ref()
+                .map(|p| format!("; every size measured until then is in {}", p.display()))
+                .unwrap_or_default()
+        ));
+    } else if let Some(v) = &verdict {
+        say_verdict(w, v, true);
+    } else if w.rank.unwrap_or(0) != 0
+        && let Some(f) = own.as_ref().filter(|f| f.rank == Some(0))
     {
-        say_line(&format!("# job: {g}"));
+        // This rank names rank 0, which cannot.
+        say_line(&format!("VERDICT: {f}"));
+    }
+    if let Some(job) = &w.job
+        && let Ok(mut v) = job.lock()
+    {
+        v.say_bye();
+    }
+    if write_failed && code == exit::PASS {
+        code = exit::WRITE_FAILED;
     }
     code
+}
+
+/// Rank 0 prints the job's verdict when it is new or changed (`always`: also when unchanged,
+/// at the end), with the consequences under it.
+fn say_verdict(w: &mut Watch, v: &Verdict, always: bool) {
+    if !always && w.said.as_deref() == Some(v.line.as_str()) {
+        return;
+    }
+    if w.said.as_deref() != Some(v.line.as_str()) || always {
+        say_line(&format!("VERDICT: {}", v.line));
+        for c in &v.consequences {
+            say_line(&format!("#   consequence: {c}"));
+        }
+    }
+    w.said = Some(v.line.clone());
 }
 
 /// This rank's stages, the current one ending now (`ok`: it ended well).
@@ -571,52 +917,69 @@ fn rank_table(w: &Watch, state: &str, code: Option<u8>, ok: bool) -> Vec<RankRec
 }
 
 /// Adds this rank's failure (`own`) and the other ranks' (`remote`, rank 0 only) to the
-/// results file, sets its verdict from the job's first failure, and (rank 0) its per-rank
-/// table.
-fn record(path: &Path, own: Option<&Failure>, remote: &[Failure], table: Vec<RankRecord>) {
-    let _ = results::amend(path, |doc| {
+/// results file, sets its verdict (the job's culprit, see [`results::job_verdict`], or
+/// CANCELLED), and (rank 0) its per-rank table.
+fn record(
+    path: &Path,
+    own: Option<&Failure>,
+    remote: &[Failure],
+    table: Vec<RankRecord>,
+    cancel: bool,
+    stage: Stage,
+) -> Result<(), results::ReadError> {
+    results::amend(path, |doc| {
         if !table.is_empty() {
             doc.ranks = table;
         }
-        // Being stopped because another rank failed is no failure of this rank's own.
-        let own_counts = remote.is_empty() || !own.is_some_and(status::stopped);
+        // Being stopped because another rank failed is no failure of this rank's own; being
+        // stopped with no failure known anywhere is, unless the job was cancelled.
+        let own_counts = !cancel
+            && own.is_some_and(|f| {
+                !status::stopped(f) || (remote.is_empty() && doc.failures.is_empty())
+            });
         for f in own.iter().copied().filter(|_| own_counts).chain(remote) {
             if !doc.failures.contains(f) {
                 doc.failures.push(f.clone());
             }
         }
-        // The first failure of the job gives the verdict, unless this rank already gave one.
-        let first = remote.first().or(own);
-        if doc.verdict.status != Status::Fail
-            && let Some(f) = first
-        {
+        if let Some(v) = results::job_verdict(&doc.failures) {
+            doc.verdict = v;
+            results::agree(doc);
+        } else if cancel {
             doc.verdict = Verdict {
-                status: Status::Fail,
-                line: f.to_string(),
-                exit_code: f.exit_code(),
-                stage: Some(f.stage),
+                status: Status::Cancelled,
+                line: format!(
+                    "CANCELLED — stopped by a signal during the {stage} stage, before any rank failed; \
+                     {} measured size(s) kept",
+                    doc.results.len()
+                ),
+                exit_code: exit::CANCELLED,
+                stage: Some(stage),
+                consequences: Vec::new(),
+                ranks: Vec::new(),
             };
         }
-        // Ranks that failed alike are named in one verdict line.
-        if doc.verdict.status == Status::Fail
-            && let Some(g) = error::group(&doc.failures)
-                .into_iter()
-                .find(|g| Some(g.first.stage) == doc.verdict.stage)
-            && g.ranks.len() > 1
-        {
-            doc.verdict.line = g.to_string();
-        }
-    });
+    })
 }
 
 /// Rank 0: another rank's failure goes onto the screen and into the results file as soon as
 /// it arrives; when this rank is stopped a moment later, it may not get the chance.
 fn record_remote_failures(w: &mut Watch) {
     let Some(job) = &w.job else { return };
+    // A rank stopped by the launcher is no news: the launcher stops every rank at once (a
+    // cancel, or after the failure that will arrive). Such reports count only at the end.
     let all: Vec<Failure> = match job.lock() {
-        Ok(v) if v.failures.len() > w.announced.min(w.recorded) => v.failures.clone(),
+        Ok(v) if v.failures.len() > w.announced.min(w.recorded) => v
+            .failures
+            .iter()
+            .filter(|f| !status::stopped(f))
+            .cloned()
+            .collect(),
         _ => return,
     };
+    if all.len() <= w.announced.min(w.recorded) {
+        return;
+    }
     for f in &all[w.announced..] {
         let rank = f.rank.map(|r| r.to_string()).unwrap_or_else(|| "?".into());
         say_line(&format!(
@@ -627,8 +990,15 @@ fn record_remote_failures(w: &mut Watch) {
     w.announced = all.len();
     if let Some(path) = &w.results {
         let table = rank_table(w, "running", None, true);
-        record(path, None, &all[w.recorded..], table);
+        if let Err(e) = record(path, None, &all[w.recorded..], table, false, w.stage) {
+            say_err!("nccl-smoke: cannot update the results file: {e}");
+        }
         w.recorded = all.len();
+    }
+    let mut known = all;
+    known.extend(w.failed.clone());
+    if let Some(v) = results::job_verdict(&known) {
+        say_verdict(w, &v, false);
     }
 }
 

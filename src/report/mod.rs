@@ -2,6 +2,7 @@
 
 pub mod compare;
 pub mod fingerprint;
+pub mod output;
 pub mod plot;
 pub mod results;
 pub mod table;

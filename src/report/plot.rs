@@ -15,8 +15,16 @@ const COLOURS: [RGBColor; 6] = [
     RGBColor(23, 190, 207),
 ];
 
-/// Writes `c` to `path` as an SVG chart titled `title`.
+/// Writes `c` to `path` as an SVG chart titled `title`: drawn in memory, then written
+/// atomically, only over a regular file or a new path (see [`super::output`]).
 pub fn busbw_svg(c: &Comparison, title: &str, path: &Path) -> Result<(), String> {
+    let mut svg = String::new();
+    draw(c, title, &mut svg)?;
+    super::output::write_atomic(path, svg.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn draw(c: &Comparison, title: &str, svg: &mut String) -> Result<(), String> {
     let points: Vec<&compare::Row> = c.rows.iter().filter(|r| r.size_bytes > 0).collect();
     if points.is_empty() {
         return Err("nothing to plot: the runs share no measured size above 0 bytes".into());
@@ -29,8 +37,8 @@ pub fn busbw_svg(c: &Comparison, title: &str, path: &Path) -> Result<(), String>
         .fold(0.0, f64::max)
         .max(1e-9)
         * 1.1;
-    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
-    let err = |e: DrawingAreaErrorKind<_>| format!("cannot draw {}: {e}", path.display());
+    let root = SVGBackend::with_string(svg, (960, 600)).into_drawing_area();
+    let err = |e: DrawingAreaErrorKind<_>| format!("cannot draw the chart: {e}");
     root.fill(&WHITE).map_err(err)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 20))

@@ -19,6 +19,9 @@ pub enum Status {
     Fail,
     /// Still running, or killed before it could say.
     Incomplete,
+    /// Stopped by a signal to the launcher (Ctrl-C, SIGTERM) before any rank failed; every
+    /// size measured until then is kept.
+    Cancelled,
 }
 
 /// The run's verdict.
@@ -31,6 +34,109 @@ pub struct Verdict {
     pub exit_code: u8,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<Stage>,
+    /// Failures of other ranks that only followed from the verdict's (a peer that vanished,
+    /// a wait that ran out), one line each: `rank R (host H) at STAGE: error`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consequences: Vec<String>,
+    /// The ranks the verdict names (those that failed alike, first to fail first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<u32>,
+}
+
+/// How a supervisor's failure begins when the launcher stopped its rank.
+pub const STOPPED: &str = "stopped by the launcher";
+/// How rank 0's own failure begins when its supervisor ended the job because another rank
+/// vanished or stopped answering (the launcher cannot know).
+pub const ENDED_BY_RANK0: &str = "stopped by rank 0's supervisor";
+
+/// How much a failure says about its own rank, most causal first. The job's verdict names the
+/// failures of the most causal kind present, never the ranks that only saw their consequences.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Blame {
+    /// The rank failed on its own: an error of its own, a crash, a kill, a stopped process, a
+    /// supervisor that vanished or stopped answering.
+    Own,
+    /// A wait on other ranks ran out, with no sign of a peer leaving: one of them may be
+    /// stuck without saying so.
+    Waited,
+    /// A peer went away first (`ncclRemoteError`, connections closed by the remote peer): the
+    /// peer's own failure is the cause.
+    Peer,
+    /// The launcher stopped the rank (another rank failed, or the job was cancelled).
+    Stopped,
+}
+
+/// Classifies `f` by its words: the error texts that nccl-smoke's own layers and NCCL give for
+/// a peer that went first, and for a wait that ran out.
+pub fn blame(f: &Failure) -> Blame {
+    const CLOSED: &str = "Connection closed by remote peer";
+    if f.error.starts_with(STOPPED) || f.error.starts_with(ENDED_BY_RANK0) {
+        return Blame::Stopped;
+    }
+    if f.error.contains("ncclRemoteError")
+        || f.error.contains(CLOSED)
+        || f.error.contains("(see rank 0's verdict)")
+        || f.evidence.iter().any(|l| l.contains(CLOSED))
+    {
+        return Blame::Peer;
+    }
+    if f.error.contains("did not complete within") || f.error.contains(WAITED_MARK) {
+        return Blame::Waited;
+    }
+    Blame::Own
+}
+
+/// Words a supervisor puts in a hang report when its worker was waiting on other ranks.
+pub const WAITED_MARK: &str = "while waiting on other ranks";
+
+/// The job's verdict from every failure known, in arrival order: the failures of the most
+/// causal kind (see [`Blame`]), the first of them and the ranks that failed alike in one line,
+/// and every other failure listed as a consequence. `None` when there is none.
+pub fn job_verdict(failures: &[Failure]) -> Option<Verdict> {
+    let level = failures.iter().map(blame).min()?;
+    let culprits: Vec<Failure> = failures
+        .iter()
+        .filter(|f| blame(f) == level)
+        .cloned()
+        .collect();
+    let groups = crate::error::group(&culprits);
+    let g = groups.first()?;
+    let named = |f: &Failure| {
+        blame(f) == level && crate::error::group(&[g.first.clone(), f.clone()]).len() == 1
+    };
+    let mut consequences = Vec::new();
+    for f in failures.iter().filter(|f| !named(f)) {
+        let rank = f.rank.map(|r| r.to_string()).unwrap_or_else(|| "?".into());
+        let line = format!("rank {rank} (host {}) at {}: {}", f.host, f.stage, f.error);
+        if !consequences.contains(&line) {
+            consequences.push(line);
+        }
+    }
+    Some(Verdict {
+        status: Status::Fail,
+        line: g.to_string(),
+        exit_code: g.first.exit_code(),
+        stage: Some(g.first.stage),
+        consequences,
+        ranks: g.ranks.iter().flatten().copied().collect(),
+    })
+}
+
+/// Makes the rank table agree with the verdict: a rank that failed only as a consequence of
+/// the verdict's ranks is marked `consequence`, not `failed`.
+pub fn agree(doc: &mut ResultsDoc) {
+    if doc.verdict.status != Status::Fail || doc.verdict.ranks.is_empty() {
+        return;
+    }
+    for r in &mut doc.ranks {
+        let named = doc.verdict.ranks.contains(&r.rank);
+        if r.state == "failed" && !named {
+            r.state = "consequence".into();
+        } else if named && ["stopped", "running", "cancelled"].contains(&r.state.as_str()) {
+            // Named by another rank (it stopped answering), then stopped by the launcher.
+            r.state = "failed".into();
+        }
+    }
 }
 
 /// Sweep settings, as given.
@@ -59,9 +165,12 @@ pub use crate::stage::StageRecord;
 pub struct RankRecord {
     pub rank: u32,
     pub host: String,
-    /// `finished` (exit 0), `failed`, `stopped` (by the launcher, after another rank failed),
-    /// `running` (still going when rank 0 wrote this), `lost` (connection dropped without an
-    /// end report: the process or its host died) or `silent` (never reported).
+    /// `finished` (exit 0), `failed` (named by the verdict), `consequence` (failed only because
+    /// the verdict's ranks did: a peer vanished, a wait ran out), `stopped` (by the launcher,
+    /// after another rank failed), `cancelled` (rank 0 of a cancelled job), `running` (still
+    /// going when rank 0 wrote this), `lost` (connection dropped without an end report: the
+    /// supervisor or its host died), `unresponsive` (its supervisor stopped answering) or
+    /// `silent` (never reported).
     pub state: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<u8>,
@@ -123,6 +232,10 @@ impl ResultsFile {
         }
     }
 
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Writes the document, keeping the failures another writer (rank 0's supervisor, which
     /// hears of other ranks' failures) has added to the file meanwhile.
     pub fn save(&self) -> std::io::Result<()> {
@@ -140,20 +253,25 @@ impl ResultsFile {
 }
 
 /// Adds to `doc` the failures and rank table `other` (the file as it is now) has and it
-/// lacks. A failed verdict already in the file stands: it names the job's first failure, and
-/// a later one (a rank that saw its peer vanish) is only a consequence.
+/// lacks. The verdict is the job's, from every failure now known ([`job_verdict`]): a later
+/// failure of a peer that only saw the culprit vanish never takes it over, and a more causal
+/// one that arrives later does. A cancelled or failed verdict in the file stands over a
+/// verdict without failures.
 fn merge_failures(doc: &mut ResultsDoc, other: &ResultsDoc) {
     for f in &other.failures {
         if !doc.failures.contains(f) {
             doc.failures.push(f.clone());
         }
     }
-    if other.verdict.status == Status::Fail {
+    if let Some(v) = job_verdict(&doc.failures) {
+        doc.verdict = v;
+    } else if matches!(other.verdict.status, Status::Fail | Status::Cancelled) {
         doc.verdict = other.verdict.clone();
     }
     if doc.ranks.is_empty() {
         doc.ranks = other.ranks.clone();
     }
+    agree(doc);
 }
 
 /// Reads, changes and writes the file as one step with respect to [`ResultsFile::save`].
@@ -182,13 +300,11 @@ fn locked<T>(path: &Path, f: impl FnOnce() -> T) -> T {
     out
 }
 
-/// Writes `doc` to `path` atomically.
+/// Writes `doc` to `path` atomically, never replacing anything but a regular file (see
+/// [`super::output`]).
 pub fn save(path: &Path, doc: &ResultsDoc) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
     let text = serde_json::to_vec_pretty(doc).map_err(std::io::Error::other)?;
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
+    super::output::write_atomic(path, &text)
 }
 
 /// Why a results file could not be read.
@@ -218,7 +334,7 @@ fn format_error(path: &Path, detail: String) -> ReadError {
 
 /// Reads `path` as a JSON document whose `schema` is one of `schemas`.
 fn read_json(path: &Path, schemas: &[&str]) -> Result<serde_json::Value, ReadError> {
-    let text = std::fs::read(path).map_err(|source| ReadError::Io {
+    let text = read_bounded(path).map_err(|source| ReadError::Io {
         path: path.display().to_string(),
         source,
     })?;
@@ -240,18 +356,76 @@ fn read_json(path: &Path, schemas: &[&str]) -> Result<serde_json::Value, ReadErr
     }
 }
 
-/// Checks that `path` can be written, before any rank touches a GPU.
+/// Checks that `path` can be written, before any rank touches a GPU: a new path or a regular
+/// file, in a folder where nccl-smoke can create one.
 pub fn check_writable(path: &Path) -> Result<(), String> {
-    let existed = path.exists();
-    std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .map_err(|e| format!("--json {}: cannot write there: {e}", path.display()))?;
-    if !existed {
-        let _ = std::fs::remove_file(path);
+    super::output::check_target(path, "--json")
+}
+
+/// The largest results file read: a sweep of 100000 sizes (the most `run` makes) is far
+/// smaller.
+pub const MAX_READ: u64 = 256 << 20;
+/// How long reading one results file may take (a pipe whose writer stalls).
+pub const READ_TIME: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Reads `path` whole, bounded in size and time: a regular file up to [`MAX_READ`] bytes, or a
+/// pipe (`<(…)`) read without blocking until it ends, within [`READ_TIME`]. Devices, folders
+/// and sockets are refused without reading; a FIFO with no writer reads as empty.
+pub fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let m = std::fs::metadata(path)?;
+    let t = m.file_type();
+    if !(t.is_file() || t.is_fifo()) {
+        let what = if t.is_dir() {
+            "a folder"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else {
+            "not a regular file"
+        };
+        return Err(std::io::Error::other(format!("it is {what}")));
     }
-    Ok(())
+    if t.is_file() && m.len() > MAX_READ {
+        return Err(std::io::Error::other(format!(
+            "it is {} bytes, more than the {} MiB a results file can be",
+            m.len(),
+            MAX_READ >> 20
+        )));
+    }
+    // Non-blocking, so that neither opening a FIFO nor reading a stalled pipe can hang.
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let start = std::time::Instant::now();
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => {
+                out.extend_from_slice(&buf[..n]);
+                if out.len() as u64 > MAX_READ {
+                    return Err(std::io::Error::other(format!(
+                        "more than the {} MiB a results file can be",
+                        MAX_READ >> 20
+                    )));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        if start.elapsed() > READ_TIME {
+            return Err(std::io::Error::other(format!(
+                "still not at its end after {} s",
+                READ_TIME.as_secs()
+            )));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -292,6 +466,129 @@ pub(crate) mod tests {
         assert_eq!(back.verdict.status, Status::Fail);
     }
 
+    fn at(rank: u32, stage: Stage, error: &str) -> Failure {
+        let who = crate::error::Who {
+            rank: Some(rank),
+            host: format!("h{rank}"),
+        };
+        Failure::new(stage, &who, error)
+    }
+
+    const REMOTE: &str =
+        "ncclCommGetAsyncError returned ncclRemoteError (6): remote process exited";
+
+    #[test]
+    fn the_verdict_names_the_culprit_whatever_arrives_first() {
+        let culprit = at(
+            1,
+            Stage::Run,
+            "the worker died of SIGKILL (Killed) during the run stage",
+        );
+        let victims = [at(0, Stage::Run, REMOTE), at(2, Stage::Run, REMOTE)];
+        for order in [
+            vec![culprit.clone(), victims[0].clone(), victims[1].clone()],
+            vec![victims[0].clone(), victims[1].clone(), culprit.clone()],
+            vec![victims[1].clone(), culprit.clone(), victims[0].clone()],
+        ] {
+            let v = job_verdict(&order).unwrap();
+            assert!(
+                v.line
+                    .starts_with("FAIL at run on rank 1 (host h1): the worker died of SIGKILL"),
+                "{}",
+                v.line
+            );
+            assert_eq!(v.ranks, vec![1]);
+            assert_eq!(v.exit_code, Stage::Run.exit_code());
+            let mut named: Vec<&str> = v.consequences.iter().map(|c| &c[..6]).collect();
+            named.sort();
+            assert_eq!(named, vec!["rank 0", "rank 2"], "{:?}", v.consequences);
+        }
+    }
+
+    #[test]
+    fn a_stuck_rank_outranks_the_waits_that_ran_out_and_stopped_ranks_count_last() {
+        let waited = at(
+            0,
+            Stage::Run,
+            "timed iterations of all_reduce 8 bytes did not complete within 5.9 s",
+        );
+        let stuck = at(
+            2,
+            Stage::Run,
+            "no progress for 4.1 s in the run stage: the worker is stopped (SIGSTOP)",
+        );
+        let stopped = at(1, Stage::Run, &format!("{STOPPED} during the run stage"));
+        let v = job_verdict(&[stopped.clone(), waited.clone(), stuck.clone()]).unwrap();
+        assert_eq!(v.ranks, vec![2], "{}", v.line);
+        // With no failure of a rank's own, the waits are the verdict; with nothing else, the stop.
+        assert_eq!(
+            job_verdict(&[stopped.clone(), waited]).unwrap().ranks,
+            vec![0]
+        );
+        assert_eq!(
+            job_verdict(std::slice::from_ref(&stopped)).unwrap().ranks,
+            vec![1]
+        );
+        assert!(job_verdict(&[]).is_none());
+        let hung_waiting = at(
+            3,
+            Stage::Init,
+            &format!("no progress for 7 s in the init stage {WAITED_MARK}"),
+        );
+        assert_eq!(blame(&hung_waiting), Blame::Waited);
+    }
+
+    #[test]
+    fn ranks_failing_alike_share_the_verdict_and_the_table_agrees() {
+        let fs = [
+            at(2, Stage::ConnectProxy, "proxy connect failed on port 4711"),
+            at(0, Stage::ConnectProxy, REMOTE),
+            at(1, Stage::ConnectProxy, "proxy connect failed on port 4712"),
+        ];
+        let v = job_verdict(&fs).unwrap();
+        assert!(
+            v.line.starts_with("FAIL at connect:proxy on ranks 1, 2 "),
+            "{}",
+            v.line
+        );
+        assert_eq!(v.ranks, vec![2, 1]);
+        assert_eq!(v.consequences.len(), 1);
+        let mut doc = sample_doc();
+        doc.verdict = v;
+        doc.ranks = (0..3)
+            .map(|rank| RankRecord {
+                rank,
+                host: format!("h{rank}"),
+                state: "failed".into(),
+                exit_code: Some(19),
+                stage: Some(Stage::ConnectProxy),
+                step: None,
+                stages: vec![],
+            })
+            .collect();
+        agree(&mut doc);
+        let states: Vec<&str> = doc.ranks.iter().map(|r| r.state.as_str()).collect();
+        assert_eq!(states, ["consequence", "failed", "failed"]);
+    }
+
+    #[test]
+    fn a_later_save_lets_a_more_causal_failure_take_the_verdict() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.json");
+        let mine = ResultsFile::new(&path, sample_doc());
+        mine.save().unwrap();
+        amend(&path, |d| d.failures.push(at(0, Stage::Run, REMOTE))).unwrap();
+        amend(&path, |d| {
+            d.failures
+                .push(at(1, Stage::Run, "the worker died of SIGKILL"))
+        })
+        .unwrap();
+        mine.save().unwrap();
+        let back = load(&path).unwrap();
+        assert_eq!(back.verdict.status, Status::Fail);
+        assert_eq!(back.verdict.ranks, vec![1], "{}", back.verdict.line);
+    }
+
     pub(crate) fn sample_doc() -> ResultsDoc {
         ResultsDoc {
             schema: SCHEMA.into(),
@@ -324,6 +621,8 @@ pub(crate) mod tests {
                 line: "PASS".into(),
                 exit_code: 0,
                 stage: None,
+                consequences: vec![],
+                ranks: vec![],
             },
         }
     }

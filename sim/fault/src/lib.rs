@@ -16,6 +16,24 @@
 
 use std::fmt;
 
+/// The largest `slow=` factor: a thousand times slower is a link that is down, which `hang`
+/// says better (a guess at a useful bound; NCCL has no such knob).
+pub const MAX_SLOW: f64 = 1000.0;
+/// The largest rank a fault may name.
+pub const MAX_RANK: u32 = 1 << 20;
+/// The most entries a fault list may hold, and its longest text.
+pub const MAX_FAULTS: usize = 64;
+pub const MAX_SPEC_LEN: usize = 4096;
+
+/// `s` as an error message may quote it: control characters escaped, at most 60 characters.
+fn shown(s: &str) -> String {
+    let mut out: String = s.chars().take(60).flat_map(char::escape_debug).collect();
+    if s.chars().count() > 60 {
+        out.push('…');
+    }
+    out
+}
+
 /// Environment variable holding the fault list.
 pub const FAULT_ENV: &str = "NCCL_SMOKE_SIM_FAULT";
 /// Environment variable through which the harness tells the simulated driver its rank
@@ -155,9 +173,20 @@ pub struct FaultSet(pub Vec<Fault>);
 impl FaultSet {
     /// Parses a comma-separated list. Empty input means no faults.
     pub fn parse(spec: &str) -> Result<FaultSet, SpecError> {
+        if spec.len() > MAX_SPEC_LEN {
+            return Err(SpecError(format!(
+                "{} bytes long, more than the {MAX_SPEC_LEN} a fault list may be",
+                spec.len()
+            )));
+        }
         let mut out = Vec::new();
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             out.push(parse_one(part)?);
+            if out.len() > MAX_FAULTS {
+                return Err(SpecError(format!(
+                    "more than {MAX_FAULTS} faults in one list"
+                )));
+            }
         }
         Ok(FaultSet(out))
     }
@@ -198,11 +227,17 @@ fn parse_one(part: &str) -> Result<Fault, SpecError> {
     };
     let (name, rank) = match head.split_once('@') {
         Some((n, r)) => {
-            let rank = r.parse::<u32>().map_err(|_| {
-                SpecError(format!(
-                    "bad rank '{r}' in '{part}': expected a non-negative integer"
-                ))
-            })?;
+            let rank = r
+                .parse::<u32>()
+                .ok()
+                .filter(|r| *r <= MAX_RANK)
+                .ok_or_else(|| {
+                    SpecError(format!(
+                        "bad rank '{}' in '{}': expected an integer from 0 to {MAX_RANK}",
+                        shown(r),
+                        shown(part)
+                    ))
+                })?;
             (n, Some(rank))
         }
         None => (head, None),
@@ -210,7 +245,9 @@ fn parse_one(part: &str) -> Result<Fault, SpecError> {
     let at = Where::parse(name).ok_or_else(|| {
         let names: Vec<_> = Where::ALL.iter().map(|w| w.name()).collect();
         SpecError(format!(
-            "unknown fault location '{name}' in '{part}': expected one of {}",
+            "unknown fault location '{}' in '{}': expected one of {}",
+            shown(name),
+            shown(part),
             names.join(", ")
         ))
     })?;
@@ -225,13 +262,17 @@ fn parse_kind(k: &str, part: &str) -> Result<Kind, SpecError> {
         "corrupt" => Ok(Kind::Corrupt),
         _ => match k.strip_prefix("slow=") {
             Some(x) => match x.parse::<f64>() {
-                Ok(f) if f.is_finite() && f >= 1.0 => Ok(Kind::Slow(f)),
+                Ok(f) if f.is_finite() && (1.0..=MAX_SLOW).contains(&f) => Ok(Kind::Slow(f)),
                 _ => Err(SpecError(format!(
-                    "bad slow factor '{x}' in '{part}': expected a number >= 1"
+                    "bad slow factor '{}' in '{}': expected a number from 1 to {MAX_SLOW}",
+                    shown(x),
+                    shown(part)
                 ))),
             },
             None => Err(SpecError(format!(
-                "unknown fault kind '{k}' in '{part}': expected error, hang, crash, slow=<factor> or corrupt"
+                "unknown fault kind '{}' in '{}': expected error, hang, crash, slow=<factor> or corrupt",
+                shown(k),
+                shown(part)
             ))),
         },
     }
@@ -303,5 +344,42 @@ mod tests {
         assert!(e.contains("unknown fault kind 'explode'"), "{e}");
         let e = FaultSet::parse("run@-1").unwrap_err().to_string();
         assert!(e.contains("bad rank '-1'"), "{e}");
+    }
+
+    #[test]
+    fn numbers_have_ranges_and_messages_no_control_characters() {
+        for spec in [
+            "net:slow=1e308",
+            "net:slow=inf",
+            "net:slow=1001",
+            "run@99999999",
+        ] {
+            assert!(FaultSet::parse(spec).is_err(), "{spec}");
+        }
+        assert!(FaultSet::parse("net:slow=1000").is_ok());
+        let e = FaultSet::parse("run:\x1b[31mred").unwrap_err().to_string();
+        assert!(!e.chars().any(|c| c.is_control()), "{e:?}");
+        assert!(FaultSet::parse(&"run,".repeat(65)).is_err());
+        assert!(FaultSet::parse(&"x".repeat(5000)).is_err());
+    }
+
+    #[test]
+    fn any_text_parses_or_is_refused_without_a_panic() {
+        // A bounded, deterministic sweep over short strings from the grammar's alphabet and
+        // control characters (this crate has no dev-dependencies).
+        let alphabet: Vec<char> = "run@:=slow,1e3.-\x1b\n\u{7f}éx".chars().collect();
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 24) as usize;
+            let text: String = (0..len)
+                .map(|i| alphabet[((seed >> (i % 8 * 8)) as usize + i) % alphabet.len()])
+                .collect();
+            if let Err(e) = FaultSet::parse(&text) {
+                assert!(!e.to_string().chars().any(|c| c.is_control()), "{e:?}");
+            }
+        }
     }
 }
