@@ -38,6 +38,11 @@ pub struct Failure {
     /// Lines that support the diagnosis (library log lines, probe results).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<String>,
+    /// This rank's own NCCL log names a failure that only happens locally (file descriptors,
+    /// host or device memory, /dev/shm), so an error that looks like a peer's doing (a closed
+    /// connection) is this rank's own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own_evidence: bool,
 }
 
 impl Failure {
@@ -50,6 +55,7 @@ impl Failure {
             cause: None,
             hint: None,
             evidence: Vec::new(),
+            own_evidence: false,
         }
     }
 

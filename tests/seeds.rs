@@ -106,3 +106,34 @@ fn seed_004_dev_shm_too_small() {
     );
     assert!(v.contains("emptyDir"), "{v}");
 }
+
+/// 003 (its other face): a process out of file descriptors. Under `ulimit -n 12` the
+/// simulated bootstrap root's accept fails with EMFILE, as NCCL's does (`socketTryAccept`); the
+/// peers then see their connections close. The verdict names the rank that ran out and why,
+/// not the ranks that only saw it go.
+#[test]
+fn seed_003_open_files_exhausted() {
+    require_sim();
+    let dir = scratch("emfile");
+    let json = dir.join("run.json");
+    let script = format!(
+        "ulimit -n 12; exec {} launch -n 3 run --backend sim -e 1K --timeout 5 --json {}",
+        bin().display(),
+        json.display()
+    );
+    let mut cmd = std::process::Command::new("bash");
+    cmd.args(["-c", &script]);
+    let o = bounded(cmd, 90);
+    let t = text(&o);
+    assert_eq!(code(&o), Stage::Init.exit_code() as i32, "{t}");
+    let doc = nccl_smoke::report::results::load(&json).unwrap();
+    let v = &doc.verdict.line;
+    assert!(v.contains("EMFILE") && v.contains("ulimit -Hn"), "{v}\n{t}");
+    assert!(!v.contains("a peer rank closed its connections"), "{v}");
+    assert!(
+        doc.failures
+            .iter()
+            .any(|f| f.evidence.iter().any(|l| l.contains("Too many open files"))),
+        "{t}"
+    );
+}

@@ -575,6 +575,10 @@ impl Run<'_> {
             );
         }
         f.evidence = self.log_warnings();
+        // This rank's own log may show it failed first (out of file descriptors, say) while the
+        // call it made returned only what its peers did next.
+        f.own_evidence = classify::classify(f.evidence.iter().map(String::as_str))
+            .is_some_and(|x| x.severity == classify::Severity::Fail && x.category.is_local());
         let mut lines: Vec<&str> = vec![f.error.as_str()];
         lines.extend(f.evidence.iter().map(String::as_str));
         if consequential(&f) {

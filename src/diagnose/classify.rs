@@ -43,6 +43,8 @@ pub enum Category {
     Nvls,
     /// NCCL's proxy service.
     Proxy,
+    /// A process out of file descriptors (EMFILE).
+    OpenFiles,
     /// Socket network transport and NCCL's socket layer.
     NetSocket,
     /// InfiniBand / RoCE network transport.
@@ -60,6 +62,12 @@ pub enum Category {
 }
 
 impl Category {
+    /// Failures that only ever come from the rank's own node: a rank whose log shows one failed
+    /// on its own, even when the error its call returned blames a peer.
+    pub fn is_local(self) -> bool {
+        matches!(self, Category::OpenFiles | Category::Oom | Category::Shm)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Category::Mpi => "mpi",
@@ -72,6 +80,7 @@ impl Category {
             Category::Shm => "shm",
             Category::Nvls => "nvls",
             Category::Proxy => "proxy",
+            Category::OpenFiles => "open-files",
             Category::NetSocket => "net-socket",
             Category::NetIb => "net-ib",
             Category::Gdr => "gdr",
@@ -170,6 +179,24 @@ const HINT_DEBUG: &str = "rerun with NCCL_DEBUG=INFO (NCCL_DEBUG_FILE=nccl.%h.%p
 /// generic proxy phrases come after the transports they relay. A line is named by the first
 /// signature that matches it; a job by its most severe finding, then the earliest signature.
 const SIGNATURES: &[Signature] = &[
+    // ---------------------------------------------------------------- local resources
+    // Field report 003: first, since the socket WARNs that carry it would otherwise name the
+    // network.
+    Signature {
+        id: "open-files",
+        category: Category::OpenFiles,
+        stage: Stage::Init,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&["Too many open files"]),
+        source: "strerror(EMFILE) in the socket layer's WARNs: socketTryAccept ('Accept failed: %s'), \
+                 socketStartConnect, ncclSocketInit; src/misc/socket.cc v2.19.3-1 and v2.28.3-1",
+        releases: "2.16-2.30",
+        cause: "a process ran out of file descriptors (EMFILE): NCCL opens sockets per peer and per \
+                channel (its proxy more), and raises its soft open-files limit only as far as the hard one",
+        hint: "raise the hard open-files limit where the ranks run (ulimit -Hn; systemd LimitNOFILE; \
+               the container runtime's nofile ulimit), to 65536 or more; `nccl-smoke doctor` checks it",
+    },
     // ---------------------------------------------------------------- CUDA driver / runtime
     Signature {
         id: "cuda-driver-too-old",
@@ -1088,6 +1115,20 @@ mod tests {
     fn seed_003_proxy_failure() {
         let f = classify(["proxy.cc:1473 NCCL WARN [Service thread] Accept failed Resource temporarily unavailable"]).unwrap();
         assert_eq!(f.stage, Stage::ConnectProxy);
+    }
+
+    /// EMFILE in a socket WARN is the process's file descriptors, not the network; a closed
+    /// connection beside it is what the peers did next.
+    #[test]
+    fn out_of_file_descriptors_is_not_the_network() {
+        let f = classify([
+            "socketProgress: Connection closed by remote peer h<1234>",
+            "h:1:2 [0] misc/socket.cc:458 NCCL WARN socketTryAccept: Accept failed: Too many open files",
+        ])
+        .unwrap();
+        assert_eq!(f.category, Category::OpenFiles);
+        assert_eq!(f.severity, Severity::Fail);
+        assert!(f.category.is_local() && !Category::NetSocket.is_local());
     }
 
     #[test]

@@ -73,6 +73,9 @@ pub fn blame(f: &Failure) -> Blame {
     if f.error.starts_with(STOPPED) || f.error.starts_with(ENDED_BY_RANK0) {
         return Blame::Stopped;
     }
+    if f.own_evidence {
+        return Blame::Own;
+    }
     if f.error.contains("ncclRemoteError")
         || f.error.contains(CLOSED)
         || f.error.contains("(see rank 0's verdict)")

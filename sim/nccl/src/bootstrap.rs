@@ -102,7 +102,19 @@ fn root(l: TcpListener, nonce: u64, v: i32) {
                 }
             }
         };
-        let Ok((mut s, _)) = accepted else { return };
+        let mut s = match accepted {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // As NCCL's root does when accept fails (EMFILE under a low `ulimit -n`, say):
+                // it says why in its log, and the bootstrap ends there.
+                log::warn(
+                    0,
+                    &texts::accept_failed_site(v),
+                    &texts::accept_failed(&strerror(&e)),
+                );
+                return;
+            }
+        };
         let _ = s.set_nonblocking(false);
         let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
         let Ok(h) = read_hello(&mut s) else {

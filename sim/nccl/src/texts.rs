@@ -100,6 +100,15 @@ fn at(v: i32, old: &str, new: &str) -> String {
     if v < 22400 { old } else { new }.to_string()
 }
 
+/// `socketTryAccept`'s WARN (`src/misc/socket.cc`, v2.19.3-1 line 415, v2.28.3-1 line 458).
+pub fn accept_failed(err: &str) -> String {
+    format!("socketTryAccept: Accept failed: {err}")
+}
+
+pub fn accept_failed_site(v: i32) -> String {
+    at(v, "misc/socket.cc:415", "misc/socket.cc:458")
+}
+
 /// NCCL's `addr<port>` form of a socket address.
 pub fn sock(a: SocketAddrV4) -> String {
     format!("{}<{}>", a.ip(), a.port())
