@@ -40,6 +40,8 @@ struct Run<'a> {
     /// Whether a write of the results file failed (said once), and whether the last one did.
     write_said: std::cell::Cell<bool>,
     write_failed: std::cell::Cell<bool>,
+    /// What the preflight found short (/dev/shm, open files), kept with the run's warnings.
+    preflight_warnings: Vec<Failure>,
 }
 
 pub fn worker(args: &RunArgs) -> u8 {
@@ -60,6 +62,7 @@ pub fn worker(args: &RunArgs) -> u8 {
         hosts: 1,
         write_said: Default::default(),
         write_failed: Default::default(),
+        preflight_warnings: Vec::new(),
     };
     match run.go() {
         Ok(code) => code,
@@ -231,6 +234,7 @@ impl Run<'_> {
 
         self.enter(Stage::Alloc);
         let (send_max, recv_max) = buffer_sizes(&selected, sizes, &timing, nranks);
+        self.preflight(&device, &driver, send_max, recv_max, boot.local_size())?;
         let mut bufs = Buffers::new(send_max, recv_max, timing.iters).map_err(|e| {
             Failure::new(Stage::Alloc, &self.who, &e)
                 .cause(format!(
@@ -661,7 +665,7 @@ impl Run<'_> {
     /// keeps them.
     fn advisories(&mut self, boot: &dyn Bootstrap) {
         let lines = self.nccl_log_lines(|l| classify::advise([l]).is_some());
-        let mine: Vec<Failure> = classify::advise(lines.iter().map(String::as_str))
+        let mut mine: Vec<Failure> = classify::advise(lines.iter().map(String::as_str))
             .map(|found| {
                 let mut f = Failure::new(Stage::Run, &self.who, &found.evidence)
                     .cause(found.cause)
@@ -671,6 +675,7 @@ impl Run<'_> {
             })
             .into_iter()
             .collect();
+        mine.append(&mut self.preflight_warnings);
         let Some(all) = gather_json(boot, &mine) else {
             return;
         };
@@ -684,6 +689,52 @@ impl Run<'_> {
             r.doc.warnings = all.into_iter().flatten().collect();
         }
         self.save();
+    }
+
+    /// Before any buffer is allocated: a sweep that cannot fit this GPU or this node's host
+    /// memory is refused with the numbers; /dev/shm and the open-files limit are checked for the
+    /// local rank count as `doctor` checks them, and what falls short becomes a warning.
+    fn preflight(
+        &mut self,
+        device: &Device,
+        driver: &Driver,
+        send: usize,
+        recv: usize,
+        local_ranks: u32,
+    ) -> Result<(), Failure> {
+        use crate::diagnose::{doctor, preflight};
+        let need = preflight::Need {
+            send: send as u64,
+            recv: recv as u64,
+            staging: (send.min(bench::STAGING_BYTES) + recv.min(bench::STAGING_BYTES)) as u64,
+            device_in_host: driver.simulated.is_some(),
+            local_ranks,
+        };
+        let free = device.memory().ok().map(|(free, _)| free as u64);
+        need.check(free, preflight::host_available()).map_err(|why| {
+            Failure::new(Stage::Alloc, &self.who, why)
+                .cause("the sweep does not fit: it was refused before any memory was taken")
+                .hint("lower -e/--maxbytes, or run fewer ranks per node; nvidia-smi shows what else holds GPU memory")
+        })?;
+        let node = doctor::Node {
+            root: "/".into(),
+            env: Box::new(|k| std::env::var(k).ok()),
+            libs: (None, None),
+            local_ranks,
+        };
+        for c in node.resource_checks() {
+            if matches!(c.status, doctor::Status::Warn | doctor::Status::Fail) {
+                let f = Failure::new(
+                    Stage::Alloc,
+                    &self.who,
+                    format!("preflight {}: {}", c.id, c.evidence),
+                )
+                .hint(c.hint);
+                eprintln!("{}", f.warning_line());
+                self.preflight_warnings.push(f);
+            }
+        }
+        Ok(())
     }
 
     /// Facts of this node that bear on a finding: the versions for a buffer-import failure

@@ -4,4 +4,5 @@
 pub mod classify;
 pub mod doctor;
 pub mod explain;
+pub mod preflight;
 pub mod probe;

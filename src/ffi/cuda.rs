@@ -28,6 +28,7 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuDeviceGetUuid",
     "cuDeviceGetPCIBusId",
     "cuDeviceTotalMem_v2",
+    "cuMemGetInfo_v2",
     "cuDevicePrimaryCtxRetain",
     "cuDevicePrimaryCtxRelease_v2",
     "cuCtxSetCurrent",
@@ -277,6 +278,13 @@ impl Device {
         unsafe { result::ctx::set_current(ctx) }
             .map_err(|e| CudaError::call("cuCtxSetCurrent", e))?;
         Ok(Device { info, cu })
+    }
+}
+
+impl Device {
+    /// `cuMemGetInfo`: (free, total) bytes of this device, in its (current) context.
+    pub fn memory(&self) -> Result<(usize, usize)> {
+        result::mem_get_info().map_err(|e| CudaError::call("cuMemGetInfo_v2", e))
     }
 }
 

@@ -124,6 +124,15 @@ fn list_or_none(items: &[String]) -> String {
 }
 
 impl Node {
+    /// The checks of what this process may use on the node that a run needs before it starts
+    /// (`dev-shm` for its local ranks, `open-files`), without loading any library.
+    pub fn resource_checks(&self) -> Vec<Check> {
+        let mut out = Vec::new();
+        self.dev_shm(&mut out);
+        self.open_files(&mut out);
+        out
+    }
+
     fn path(&self, p: &str) -> PathBuf {
         self.root.join(p.trim_start_matches('/'))
     }
