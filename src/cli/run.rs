@@ -42,6 +42,7 @@ struct Run<'a> {
     write_failed: std::cell::Cell<bool>,
     /// What the preflight found short (/dev/shm, open files), kept with the run's warnings.
     preflight_warnings: Vec<Failure>,
+    local_rank: u32,
 }
 
 pub fn worker(args: &RunArgs) -> u8 {
@@ -63,6 +64,7 @@ pub fn worker(args: &RunArgs) -> u8 {
         write_said: Default::default(),
         write_failed: Default::default(),
         preflight_warnings: Vec::new(),
+        local_rank: 0,
     };
     match run.go() {
         Ok(code) => code,
@@ -234,6 +236,7 @@ impl Run<'_> {
 
         self.enter(Stage::Alloc);
         let (send_max, recv_max) = buffer_sizes(&selected, sizes, &timing, nranks);
+        self.local_rank = boot.local_rank();
         self.preflight(&device, &driver, send_max, recv_max, boot.local_size())?;
         let mut bufs = Buffers::new(send_max, recv_max, timing.iters).map_err(|e| {
             Failure::new(Stage::Alloc, &self.who, &e)
@@ -693,7 +696,7 @@ impl Run<'_> {
 
     /// Before any buffer is allocated: a sweep that cannot fit this GPU or this node's host
     /// memory is refused with the numbers; /dev/shm and the open-files limit are checked for the
-    /// local rank count as `doctor` checks them, and what falls short becomes a warning.
+    /// local rank count as `doctor` checks them, and what doctor would fail becomes a warning.
     fn preflight(
         &mut self,
         device: &Device,
@@ -722,15 +725,19 @@ impl Run<'_> {
             libs: (None, None),
             local_ranks,
         };
+        // What doctor fails (not what it only warns of, which is about larger jobs than most)
+        // is kept with the run's warnings, and said at once on the node's first rank.
         for c in node.resource_checks() {
-            if matches!(c.status, doctor::Status::Warn | doctor::Status::Fail) {
+            if c.status == doctor::Status::Fail {
                 let f = Failure::new(
                     Stage::Alloc,
                     &self.who,
                     format!("preflight {}: {}", c.id, c.evidence),
                 )
                 .hint(c.hint);
-                eprintln!("{}", f.warning_line());
+                if self.local_rank == 0 {
+                    eprintln!("{}", f.warning_line());
+                }
                 self.preflight_warnings.push(f);
             }
         }

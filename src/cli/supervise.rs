@@ -726,6 +726,12 @@ fn conclude(
     term: &AtomicBool,
 ) -> u8 {
     let cancel = w.job.is_some() && cancelled(w, own.as_ref(), term);
+    if cancel && let Some(path) = &w.results {
+        // The launcher's SIGKILL may follow its SIGTERM within the settle below (under load it
+        // did, 3 runs in 5): the file says CANCELLED first, and again with the table after.
+        let table = rank_table(w, "cancelled", Some(exit::CANCELLED), false);
+        let _ = record(path, own.as_ref(), &[], table, true, w.stage);
+    }
     if cancel && let Some(job) = &w.job {
         // The other ranks were signalled too: their ends, for the table, arrive at once (the
         // launcher's SIGKILL follows its SIGTERM by a second or so).
