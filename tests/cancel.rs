@@ -24,16 +24,26 @@ fn cancel_with(signal: &str) -> Result<(), String> {
     let dir = scratch(&format!("cancel-{signal}"));
     let json = dir.join("run.json");
     let shm_before = shm_entries();
-    let mut cmd = Command::new("mpirun");
-    cmd.args(["--oversubscribe", "--bind-to", "none", "-np", "3"])
-        .arg(bin())
-        .args(["run", "--backend", "sim", "--patterns", "all_reduce"])
-        .args(["-b", "64K", "-e", "64M", "-n", "20", "-w", "1", "--json"])
-        .arg(&json)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MCA_btl", "self,tcp")
-        .stdin(Stdio::null())
+    let json_s = json.to_str().unwrap();
+    let args = [
+        "run",
+        "--backend",
+        "sim",
+        "--patterns",
+        "all_reduce",
+        "-b",
+        "64K",
+        "-e",
+        "64M",
+        "-n",
+        "20",
+        "-w",
+        "1",
+        "--json",
+        json_s,
+    ];
+    let mut cmd = mpirun_command(3, &args, &[]);
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     use std::os::unix::process::CommandExt;

@@ -40,34 +40,28 @@ fn run_case(c: Case) -> Result<f64, String> {
     ));
     let json = dir.join("run.json");
     let json_s = json.to_str().unwrap().to_string();
-    let mut cmd = Command::new("mpirun");
-    cmd.args(["--oversubscribe", "--bind-to", "none", "-np"])
-        .arg(c.np.to_string())
-        .arg(bin())
-        .args([
-            "run",
-            "--backend",
-            "sim",
-            "--patterns",
-            "all_reduce",
-            "-b",
-            "64K",
-            "-e",
-            "64M",
-            "-n",
-            "20",
-            "-w",
-            "1",
-            "--timeout",
-            &DEADLINE_S.to_string(),
-            "--json",
-            &json_s,
-        ])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MCA_btl", "self,tcp")
-        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
-        .stdin(Stdio::null())
+    let deadline = DEADLINE_S.to_string();
+    let args = [
+        "run",
+        "--backend",
+        "sim",
+        "--patterns",
+        "all_reduce",
+        "-b",
+        "64K",
+        "-e",
+        "64M",
+        "-n",
+        "20",
+        "-w",
+        "1",
+        "--timeout",
+        &deadline,
+        "--json",
+        &json_s,
+    ];
+    let mut cmd = mpirun_command(c.np, &args, &[]);
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     use std::os::unix::process::CommandExt;

@@ -97,7 +97,13 @@ pub fn launcher_crashed(o: &Output) -> bool {
             .any(|l| l.contains("mpirun(+") || l.contains("libopen-rte.so"))
 }
 
-fn mpirun_once(np: u32, args: &[&str], env: &[(&str, &str)], limit_s: u32) -> Output {
+/// `mpirun` of the built binary on `np` local ranks, as root, over TCP (no shared-memory
+/// BTL: nothing of Open MPI's is left in /dev/shm), with `env` set and forwarded.
+pub fn mpirun_command<S: AsRef<std::ffi::OsStr>>(
+    np: u32,
+    args: &[S],
+    env: &[(&str, &str)],
+) -> Command {
     let mut cmd = Command::new("mpirun");
     cmd.arg("--oversubscribe")
         .arg("--bind-to")
@@ -115,7 +121,11 @@ fn mpirun_once(np: u32, args: &[&str], env: &[(&str, &str)], limit_s: u32) -> Ou
     for (k, v) in env {
         cmd.env(k, v);
     }
-    bounded(cmd, limit_s)
+    cmd
+}
+
+fn mpirun_once(np: u32, args: &[&str], env: &[(&str, &str)], limit_s: u32) -> Output {
+    bounded(mpirun_command(np, args, env), limit_s)
 }
 
 /// Runs `cmd` in its own process group; kills the group after `limit_s` seconds.
