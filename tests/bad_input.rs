@@ -51,14 +51,7 @@ fn unwritable_json_path() {
 fn json_refuses_anything_but_a_regular_file_or_a_new_path() {
     use std::os::unix::fs::FileTypeExt;
     let dir = scratch("json-targets");
-    let fifo = dir.join("fifo");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    let fifo = mkfifo(&dir);
     let kept = dir.join("kept.json");
     std::fs::write(&kept, "an earlier file").unwrap();
     let link = dir.join("link.json");
@@ -145,14 +138,7 @@ fn hostile_numbers_and_text() {
 #[test]
 fn compare_reads_are_bounded() {
     let dir = scratch("compare-bounded");
-    let fifo = dir.join("fifo");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    let fifo = mkfifo(&dir);
     for other in ["/dev/zero", fifo.to_str().unwrap(), dir.to_str().unwrap()] {
         let start = std::time::Instant::now();
         let o = run1(&["compare", other, other], &[]);
@@ -173,4 +159,17 @@ fn bad_fault_spec_under_sim() {
     let t = text(&o);
     assert_eq!(code(&o), 2, "{t}");
     assert!(t.contains("bad rank 'x'"), "{t}");
+}
+
+/// A FIFO named `fifo` in `dir`, with no writer.
+fn mkfifo(dir: &std::path::Path) -> std::path::PathBuf {
+    let fifo = dir.join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    fifo
 }

@@ -24,24 +24,7 @@ fn cancel_with(signal: &str) -> Result<(), String> {
     let dir = scratch(&format!("cancel-{signal}"));
     let json = dir.join("run.json");
     let shm_before = shm_entries();
-    let json_s = json.to_str().unwrap();
-    let args = [
-        "run",
-        "--backend",
-        "sim",
-        "--patterns",
-        "all_reduce",
-        "-b",
-        "64K",
-        "-e",
-        "64M",
-        "-n",
-        "20",
-        "-w",
-        "1",
-        "--json",
-        json_s,
-    ];
+    let args = long_sweep_args(json.to_str().unwrap());
     let mut cmd = mpirun_command(3, &args, &[]);
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -40,26 +40,8 @@ fn run_case(c: Case) -> Result<f64, String> {
     ));
     let json = dir.join("run.json");
     let json_s = json.to_str().unwrap().to_string();
-    let deadline = DEADLINE_S.to_string();
-    let args = [
-        "run",
-        "--backend",
-        "sim",
-        "--patterns",
-        "all_reduce",
-        "-b",
-        "64K",
-        "-e",
-        "64M",
-        "-n",
-        "20",
-        "-w",
-        "1",
-        "--timeout",
-        &deadline,
-        "--json",
-        &json_s,
-    ];
+    let mut args = long_sweep_args(&json_s);
+    args.extend(["--timeout".to_string(), DEADLINE_S.to_string()]);
     let mut cmd = mpirun_command(c.np, &args, &[]);
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())

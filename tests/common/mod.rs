@@ -124,6 +124,30 @@ pub fn mpirun_command<S: AsRef<std::ffi::OsStr>>(
     cmd
 }
 
+/// `run` arguments for a simulated all_reduce sweep long enough to be interrupted while it is
+/// under way (64 KiB to 64 MiB), writing `json`.
+pub fn long_sweep_args(json: &str) -> Vec<String> {
+    [
+        "run",
+        "--backend",
+        "sim",
+        "--patterns",
+        "all_reduce",
+        "-b",
+        "64K",
+        "-e",
+        "64M",
+        "-n",
+        "20",
+        "-w",
+        "1",
+        "--json",
+        json,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 fn mpirun_once(np: u32, args: &[&str], env: &[(&str, &str)], limit_s: u32) -> Output {
     bounded(mpirun_command(np, args, env), limit_s)
 }

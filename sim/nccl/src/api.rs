@@ -278,14 +278,8 @@ pub unsafe extern "C" fn ncclCommFinalize(comm: *mut c_void) -> u32 {
             return rc;
         }
         c.set_in_progress();
-        let spawned = std::thread::Builder::new()
-            .name("nccl-sim-finalize".into())
-            .spawn(move || {
-                let rc = work();
-                c.launch_done(rc);
-            });
-        match spawned {
-            Ok(_) => INPROGRESS,
+        match comm::async_job("nccl-sim-finalize", vec![c], work) {
+            Ok(()) => INPROGRESS,
             Err(_) => INTERNAL_ERROR,
         }
     })

@@ -111,7 +111,26 @@ impl Comm {
     pub fn launch_done(&self, code: u32) {
         self.init_done(code);
     }
+}
 
+/// Work the library does on a thread of its own while the communicators' state says
+/// `ncclInProgress` (NCCL's `ncclAsyncLaunch` / group job): `work`'s result ends that state on
+/// each of `comms`.
+pub fn async_job(
+    name: &str,
+    comms: Vec<Arc<Comm>>,
+    work: impl FnOnce() -> u32 + Send + 'static,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let rc = work();
+            comms.iter().for_each(|c| c.launch_done(rc));
+        })
+        .map(|_| ())
+}
+
+impl Comm {
     /// The address C knows this communicator by.
     pub fn addr(&self) -> usize {
         self as *const Comm as usize

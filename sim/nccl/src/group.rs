@@ -160,14 +160,8 @@ fn launch(ops: Vec<Pending>) -> u32 {
     }
     let comms: Vec<Arc<Comm>> = batches.iter().map(|b| b.comm.clone()).collect();
     comms.iter().for_each(|c| c.set_in_progress());
-    let spawned = std::thread::Builder::new()
-        .name("nccl-sim-group".into())
-        .spawn(move || {
-            let rc = queue(batches);
-            comms.iter().for_each(|c| c.launch_done(rc));
-        });
-    match spawned {
-        Ok(_) => crate::INPROGRESS,
+    match crate::comm::async_job("nccl-sim-group", comms, move || queue(batches)) {
+        Ok(()) => crate::INPROGRESS,
         Err(_) => crate::SYSTEM_ERROR,
     }
 }

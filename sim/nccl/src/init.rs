@@ -257,14 +257,8 @@ pub unsafe fn init(
         }
         return rc;
     }
-    let spawned = std::thread::Builder::new()
-        .name("nccl-sim-init".into())
-        .spawn(move || {
-            let rc = work();
-            comm.init_done(rc);
-        });
-    match spawned {
-        Ok(_) => INPROGRESS,
+    match comm::async_job("nccl-sim-init", vec![comm], work) {
+        Ok(()) => INPROGRESS,
         Err(e) => {
             if let Some(c) = comm::unregister(handle) {
                 c.quiesce();
