@@ -39,6 +39,13 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the patterns across all ranks of the job: verify, measure, and name what fails.
+    ///
+    /// Numbers are computed as nccl-tests computes them (time: mean over ranks; its size and
+    /// count columns; its `# Out of bounds values` and `# Avg bus bandwidth` footer). The
+    /// communicator is blocking, as nccl-tests makes it; NCCL_COMM_BLOCKING=0 makes it
+    /// non-blocking (every call is then waited out of ncclInProgress, and a hung init is ended
+    /// with ncclCommAbort at its deadline). A sweep that cannot fit the GPU's free memory or the node's
+    /// host memory is refused before any memory is taken.
     Run(RunArgs),
     /// Diagnose NCCL logs from any job (PyTorch, nccl-tests, …) offline: which step failed,
     /// on which host and process, the likely cause, and what to try. Exit code: 0 when nothing
