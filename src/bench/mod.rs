@@ -124,6 +124,7 @@ pub fn connect(
     sizes: &[usize],
 ) -> Result<(), CommError> {
     let (elem, n) = (t.dtype.size(), comm.nranks);
+    comm.set_settle_deadline(t.deadline);
     let mut last_count = None;
     // First a message of 16 bytes per peer: the smallest every pattern sends at every rank
     // count (all-to-all rounds each peer's chunk down to 16 bytes).
@@ -222,6 +223,7 @@ pub fn measure(
             layout.bytes(t.dtype)
         )
     };
+    comm.set_settle_deadline(t.deadline);
     upload(comm, bufs, layout, t, epoch, &what("upload"))?;
     bufs.recv.fill(0xff, &comm.stream)?;
     let launch = |c: &Communicator, send: &DeviceBuffer, recv: &DeviceBuffer| {

@@ -177,7 +177,8 @@ impl<'n> Communicator<'n> {
         Ok(comm)
     }
 
-    /// How long later calls that return `ncclInProgress` may take to settle.
+    /// How long later calls that return `ncclInProgress` may take to settle (each stage sets
+    /// its own).
     pub fn set_settle_deadline(&self, deadline: Duration) {
         self.settle_deadline.set(deadline);
     }
@@ -336,6 +337,7 @@ impl<'n> Communicator<'n> {
     /// `ncclCommFinalize` (where the library has it, polled to completion) and
     /// `ncclCommDestroy`, within `deadline`.
     pub fn finalize(self, deadline: Duration) -> Result<()> {
+        self.set_settle_deadline(deadline);
         self.wait_idle(deadline, "work queued before finalize", Poll::Relaxed)?;
         if self.nccl.caps.finalize {
             match self.nccl.comm_finalize(self.handle) {
