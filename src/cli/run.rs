@@ -187,8 +187,7 @@ impl Run<'_> {
             table::nccl_lines(&NcclInfo::from(&nccl))
                 .iter()
                 .for_each(|l| println!("{l}"));
-            let blocking =
-                !nccl.caps.init_rank_config || crate::comm::blocking_override() != Some(false);
+            let blocking = crate::comm::makes_blocking(&nccl);
             println!("{}", table::comm_mode_line(blocking));
         }
 

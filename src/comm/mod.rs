@@ -103,8 +103,6 @@ pub struct Communicator<'n> {
     pub stream: Stream,
     pub rank: u32,
     pub nranks: u32,
-    /// Whether NCCL completes each call before returning (see the type's notes).
-    pub blocking: bool,
     live: Cell<bool>,
     /// How long a call that returned `ncclInProgress` may take to settle.
     settle_deadline: Cell<Duration>,
@@ -149,6 +147,12 @@ pub fn blocking_override() -> Option<bool> {
     }
 }
 
+/// Whether the communicator [`Communicator::init`] makes with `nccl` is blocking: always
+/// without the config API (< 2.14), else unless `NCCL_COMM_BLOCKING=0` overrides the request.
+pub fn makes_blocking(nccl: &Nccl) -> bool {
+    !nccl.caps.init_rank_config || blocking_override() != Some(false)
+}
+
 impl<'n> Communicator<'n> {
     /// `ncclCommInitRank[Config]` asking for a blocking communicator; a non-blocking one (the
     /// user's `NCCL_COMM_BLOCKING=0`) is polled to completion within `deadline`.
@@ -160,16 +164,13 @@ impl<'n> Communicator<'n> {
         deadline: Duration,
     ) -> Result<Communicator<'n>> {
         let stream = Stream::new()?;
-        let (handle, issued) = nccl.comm_init_rank(nranks as i32, id, rank as i32, true)?;
-        let blocking = issued == Issued::Done
-            && (!nccl.caps.init_rank_config || blocking_override() != Some(false));
+        let (handle, _) = nccl.comm_init_rank(nranks as i32, id, rank as i32, true)?;
         let comm = Communicator {
             nccl,
             handle,
             stream,
             rank,
             nranks,
-            blocking,
             live: Cell::new(true),
             settle_deadline: Cell::new(deadline),
         };
