@@ -4,3 +4,4 @@
 pub mod cuda;
 pub mod nccl;
 pub mod os;
+pub mod wheel;
