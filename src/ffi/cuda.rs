@@ -427,7 +427,7 @@ impl DeviceBuffer {
             .map_err(|e| CudaError::call("cuMemcpyHtoDAsync", e))
     }
 
-    /// Queues a copy of the buffer from byte `offset` into `dst` (see [`copy_from_host`]).
+    /// Queues a copy of the buffer from byte `offset` into `dst` (see [`Self::copy_from_host`]).
     pub fn copy_to_host(&self, offset: usize, dst: &mut [u8], stream: &Stream) -> Result<()> {
         assert!(
             offset

@@ -61,7 +61,7 @@ fn pythons(lib: &Path) -> Vec<PathBuf> {
             Some((minor, e.path()))
         })
         .collect();
-    dirs.sort_by(|a, b| b.0.cmp(&a.0));
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.0));
     dirs.into_iter().map(|(_, p)| p).collect()
 }
 
@@ -113,7 +113,10 @@ mod tests {
     #[test]
     fn nothing_there_is_nothing_found() {
         let root = tempfile::tempdir().unwrap();
-        put(root.path(), "usr/lib/python3.11/site-packages/nvidia/cu13/lib/libcublas.so.13");
+        put(
+            root.path(),
+            "usr/lib/python3.11/site-packages/nvidia/cu13/lib/libcublas.so.13",
+        );
         assert!(nccl_candidates(root.path(), &|_| None).is_empty());
     }
 }

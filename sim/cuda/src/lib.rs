@@ -6,6 +6,8 @@
 //!
 //! Every export has the exact CUDA 12 driver signature; the `# Safety` contract of each is that of
 //! the CUDA driver API function of the same name.
+// This crate implements the CUDA driver C ABI: unsafe is its job (the workspace denies it elsewhere).
+#![allow(unsafe_code)]
 #![allow(clippy::missing_safety_doc)]
 
 mod config;

@@ -13,7 +13,11 @@
 //! * [`faults`]: when injected faults strike; [`texts`]: what the real library says then.
 //!   [`log`]: NCCL_DEBUG and friends. [`cuda`]: the driver calls. [`version`]: the release
 //!   this library speaks as.
+// This crate implements the NCCL C ABI: unsafe is its job (the workspace denies it elsewhere).
+#![allow(unsafe_code)]
 #![allow(clippy::missing_safety_doc)]
+// The map above is of this crate's own (private) modules: `cargo doc --document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod api;
 mod bootstrap;

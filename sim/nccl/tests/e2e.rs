@@ -4,6 +4,8 @@
 //!
 //! Scenarios that need their own environment (faults, log settings, another release) run in
 //! a child process: this test binary again, with `SIM_NCCL_E2E_CHILD` naming the scenario.
+// This test calls the simulation through its C ABI, as a dlopen caller does: unsafe is its job (the workspace denies it elsewhere).
+#![allow(unsafe_code)]
 
 use half::{bf16, f16};
 use std::ffi::{CStr, c_char, c_int, c_void};
