@@ -4,7 +4,6 @@
 use crate::device::{CUdevice, check_device, platform};
 use crate::error::*;
 use crate::fault;
-use crate::stream;
 use nccl_smoke_fault::Where;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -234,19 +233,11 @@ pub unsafe extern "C" fn cuCtxPopCurrent_v2(pctx: *mut CUcontext) -> CUresult {
     })
 }
 
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
-    ffi(|| {
-        let dev = current_device()?;
-        stream::synchronize_device(dev);
-        Ok(())
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::device::init_for_tests;
+    use crate::stream::cuCtxSynchronize;
     use std::ptr::null_mut;
 
     #[test]

@@ -151,6 +151,16 @@ pub fn synchronize_device(dev: CUdevice) {
     }
 }
 
+/// Lives with the streams it waits for (the context only names the device).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
+    ffi(|| {
+        let dev = current_device()?;
+        synchronize_device(dev);
+        Ok(())
+    })
+}
+
 fn create_stream(ph: *mut CUstream, flags: c_uint) -> CuResult {
     non_null(ph)?;
     let dev = current_device()?;

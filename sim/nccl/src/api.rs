@@ -1,19 +1,19 @@
 //! The exported NCCL API (`nccl.h`'s prototypes). Every export's `# Safety` contract is that
 //! of the NCCL function of the same name; none lets a panic unwind into C.
 
+use crate::call::{fail, fault_set, lookup};
 use crate::comm::{self, Comm};
 use crate::enqueue::{Call, submit};
 use crate::init::{bootstrap_iface, init};
 use crate::log::{self, sys};
-use crate::texts::{self, Report};
+use crate::texts;
 use crate::{
     INPROGRESS, INTERNAL_ERROR, INVALID_ARGUMENT, SUCCESS, bootstrap, cuda, group, ids, reduce,
     version,
 };
-use nccl_smoke_fault::{FaultSet, Kind, Where};
+use nccl_smoke_fault::{Kind, Where};
 use std::ffi::{c_char, c_int, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
 
 const MARKER: &str = concat!(
     "nccl-smoke simulated NCCL ",
@@ -31,16 +31,6 @@ pub struct UniqueId {
 /// Runs an API body without letting a panic unwind into C.
 fn guard(body: impl FnOnce() -> u32) -> u32 {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or(INTERNAL_ERROR)
-}
-
-/// Logs `r` on the calling thread's device and returns its code.
-pub fn fail(r: Report) -> u32 {
-    r.emit(cuda::current_device().unwrap_or(0));
-    r.code
-}
-
-pub fn fault_set() -> Result<FaultSet, u32> {
-    FaultSet::from_env().map_err(|e| fail(texts::bad_fault_spec(&e.to_string())))
 }
 
 /// `const char *ncclSmokeSimulation(void)`: identifies the simulation.
@@ -143,14 +133,6 @@ pub unsafe extern "C" fn ncclCommInitRankConfig(
 ) -> u32 {
     // SAFETY: forwarded contract; config is NULL or an ncclConfig_t.
     guard(|| unsafe { init(comm, nranks, id.internal, rank, Some(config as *const u8)) })
-}
-
-/// The communicator behind a handle, or the failure NCCL reports for a bad one.
-pub fn lookup(h: *mut c_void, op: &str) -> Result<Arc<Comm>, Report> {
-    if h.is_null() {
-        return Err(texts::null_arg(op, "comm"));
-    }
-    comm::get(h).ok_or_else(texts::corrupted)
 }
 
 #[unsafe(no_mangle)]

@@ -1,7 +1,7 @@
 //! An operation call: NCCL's enqueue checks (communicator ready, peer, type, operation,
 //! buffers), its COLL line, then the group machinery.
 
-use crate::api::{fail, lookup};
+use crate::call::{fail, lookup};
 use crate::comm::Comm;
 use crate::log::{self, sys};
 use crate::ops::{Op, Ptr};

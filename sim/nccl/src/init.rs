@@ -1,7 +1,7 @@
 //! Communicator creation: ncclCommInitRank[Config]'s checks, the bootstrap on the caller's
 //! thread or (non-blocking) on a thread of its own, and the INIT lines NCCL prints.
 
-use crate::api::{fail, fault_set};
+use crate::call::{fail, fault_set};
 use crate::comm::{self, Comm, Identity};
 use crate::ids::{self, Iface};
 use crate::log::{self, sys};

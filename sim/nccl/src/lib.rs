@@ -21,6 +21,7 @@
 
 pub mod api;
 mod bootstrap;
+mod call;
 mod comm;
 mod cuda;
 mod enqueue;
