@@ -1,0 +1,308 @@
+//! Classifying lines: the kind of a line, the phrase automata, and the finding that names a line
+//! or a rank's lines.
+
+use super::finding::{Category, Finding, Severity};
+use super::signature::{Match, SIGNATURES, Scope, Signature};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use std::sync::OnceLock;
+
+/// What kind of line a classifier sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineKind {
+    /// `… NCCL INFO …` / `… NCCL TRACE …`.
+    Info,
+    /// `… NCCL WARN …`, or error text a wrapper printed after "Last error:".
+    Warn,
+    /// Anything else (wrapper, launcher, application output).
+    Other,
+}
+
+impl LineKind {
+    /// The kind of one line by NCCL's level word.
+    pub fn of(line: &str) -> LineKind {
+        static NCCL: OnceLock<memchr::memmem::Finder<'static>> = OnceLock::new();
+        let finder = NCCL.get_or_init(|| memchr::memmem::Finder::new(b" NCCL "));
+        let Some(at) = finder.find(line.as_bytes()) else {
+            return LineKind::Other;
+        };
+        let rest = &line.as_bytes()[at + 6..];
+        if rest.starts_with(b"INFO") || rest.starts_with(b"TRACE") || rest.starts_with(b"CALL") {
+            LineKind::Info
+        } else if rest.starts_with(b"WARN") {
+            LineKind::Warn
+        } else {
+            LineKind::Other
+        }
+    }
+}
+
+struct Matcher {
+    ac: AhoCorasick,
+    /// For each pattern of `ac`, the signature it belongs to.
+    owner: Vec<usize>,
+}
+
+/// The phrases of every signature (for WARN and other lines), or of the signatures that
+/// also read INFO lines (most lines of an INFO log: a much smaller automaton).
+fn matcher(info_only: bool) -> &'static Matcher {
+    static ALL: OnceLock<Matcher> = OnceLock::new();
+    static INFO: OnceLock<Matcher> = OnceLock::new();
+    let cell = if info_only { &INFO } else { &ALL };
+    cell.get_or_init(|| {
+        let mut patterns = Vec::new();
+        let mut owner = Vec::new();
+        for (i, sig) in SIGNATURES.iter().enumerate() {
+            if info_only && sig.scope != Scope::Info {
+                continue;
+            }
+            if let Match::Phrases(ps) = sig.what {
+                for p in ps {
+                    patterns.push(*p);
+                    owner.push(i);
+                }
+            }
+        }
+        let ac = AhoCorasickBuilder::new()
+            // INFO lines are NCCL's own text, in NCCL's own case: exact matching lets the
+            // automaton skip ahead with a fast prefilter.
+            .ascii_case_insensitive(!info_only)
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(&patterns)
+            .expect("the signature phrases form a valid automaton");
+        Matcher { ac, owner }
+    })
+}
+
+/// The source file NCCL printed before its level word: `transport/p2p.cc:275 NCCL WARN` or
+/// `transport/p2p.cc:275 (func) NCCL WARN` (2.28+).
+fn warn_location(line: &str) -> Option<&str> {
+    let at = line.find(" NCCL WARN")?;
+    line[..at]
+        .split_whitespace()
+        .rev()
+        .take(3)
+        .find(|w| w.contains(':') && (w.contains(".c") || w.contains(".h")))
+}
+
+fn applies(sig: &Signature, kind: LineKind) -> bool {
+    match (sig.scope, kind) {
+        (Scope::Info, _) => true,
+        (_, LineKind::Info) => false,
+        (Scope::Any, _) => true,
+        (Scope::Warn, k) => k == LineKind::Warn,
+    }
+}
+
+/// Phrases so general that the source file of a WARN line says more.
+const WEAK: &[&str] = &["cuda-failure", "wrapper-nccl-error"];
+
+/// The signature that names one line, if any (the first in table order).
+pub fn classify_line(line: &str, kind: LineKind) -> Option<Finding> {
+    let m = matcher(kind == LineKind::Info);
+    let mut best: Option<usize> = None;
+    for hit in m.ac.find_iter(line) {
+        let i = m.owner[hit.pattern().as_usize()];
+        if best.is_some_and(|b| b <= i) {
+            continue;
+        }
+        if applies(SIGNATURES[i], kind) {
+            best = Some(i);
+        }
+    }
+    // A WARN line's source file names its transport more precisely than a generic phrase
+    // ("Cuda failure" in transport/p2p.cc is a P2P failure), but never overrides a specific
+    // phrase, a consequence or a benign note.
+    let weak = best.is_none_or(|b| WEAK.contains(&SIGNATURES[b].id));
+    if kind == LineKind::Warn
+        && weak
+        && let Some(loc) = warn_location(line)
+    {
+        let loc_hit = SIGNATURES.iter().position(|s| match s.what {
+            Match::Location(paths) => paths.iter().any(|p| loc.contains(p)),
+            Match::Phrases(_) => false,
+        });
+        if let Some(i) = loc_hit
+            && (best.is_none() || SIGNATURES[i].category != Category::Init)
+        {
+            best = Some(i);
+        }
+    }
+    best.map(|i| finding(SIGNATURES[i], line))
+}
+
+fn finding(sig: &Signature, line: &str) -> Finding {
+    Finding {
+        stage: sig.stage,
+        cause: sig.cause,
+        hint: sig.hint,
+        evidence: line.trim().to_string(),
+        category: sig.category,
+        severity: sig.severity,
+        signature: sig.id,
+    }
+}
+
+/// Priority of a finding among others: more severe first, then earlier in the table.
+pub fn rank_key(f: &Finding) -> (std::cmp::Reverse<Severity>, usize) {
+    let idx = SIGNATURES
+        .iter()
+        .position(|s| s.id == f.signature)
+        .unwrap_or(usize::MAX);
+    (std::cmp::Reverse(f.severity), idx)
+}
+
+/// The first advisory (a cause of slowness, not a failure) among `lines`.
+pub fn advise<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<Finding> {
+    lines
+        .into_iter()
+        .find_map(|l| classify_line(l, LineKind::of(l)).filter(|f| f.severity == Severity::Advice))
+}
+
+/// The most telling failure among `lines` (an error text and the WARN lines of one rank):
+/// failures before consequences, then the table's order. NCCL's INFO and TRACE lines describe
+/// healthy progress ("NET/IB : Using mlx5_0"), so they never count as failure evidence; every
+/// other line is read as error text.
+pub fn classify<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<Finding> {
+    lines
+        .into_iter()
+        .filter(|l| LineKind::of(l) != LineKind::Info)
+        .filter_map(|l| classify_line(l, LineKind::Warn))
+        .filter(|f| f.severity >= Severity::Consequence)
+        .min_by_key(rank_key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stage::Stage;
+
+    #[test]
+    fn seed_000_import_failure() {
+        let f = classify([
+            "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] via P2P/CUMEM",
+            "host:1:2 [0] transport/p2p.cc:275 NCCL WARN Cuda failure 101 'invalid device ordinal'",
+        ])
+        .unwrap();
+        assert_eq!(f.stage, Stage::ConnectImport);
+        assert!(f.evidence.contains("invalid device ordinal"));
+    }
+
+    #[test]
+    fn seed_003_proxy_failure() {
+        let f = classify(["proxy.cc:1473 NCCL WARN [Service thread] Accept failed Resource temporarily unavailable"]).unwrap();
+        assert_eq!(f.stage, Stage::ConnectProxy);
+    }
+
+    /// EMFILE in a socket WARN is the process's file descriptors, not the network; a closed
+    /// connection beside it is what the peers did next.
+    #[test]
+    fn out_of_file_descriptors_is_not_the_network() {
+        let f = classify([
+            "socketProgress: Connection closed by remote peer h<1234>",
+            "h:1:2 [0] misc/socket.cc:458 NCCL WARN socketTryAccept: Accept failed: Too many open files",
+        ])
+        .unwrap();
+        assert_eq!(f.category, Category::OpenFiles);
+        assert_eq!(f.severity, Severity::Fail);
+        assert!(f.category.is_local() && !Category::NetSocket.is_local());
+    }
+
+    #[test]
+    fn seed_004_shm_failure() {
+        let f = classify([
+            "unhandled system error",
+            "shm.cc:114 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-Zr3l1 (size 9637888)",
+        ])
+        .unwrap();
+        assert_eq!(f.stage, Stage::ConnectShm);
+        assert!(f.evidence.starts_with("shm.cc"));
+    }
+
+    #[test]
+    fn seed_002_gdr_disabled_is_advice_not_failure() {
+        let line = "n1:7:7 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'";
+        assert_eq!(classify([line]), None);
+        let a = advise([line]).unwrap();
+        assert_eq!(a.stage, Stage::Run);
+        assert!(a.hint.contains("nvidia_peermem"));
+        assert_eq!(
+            advise(["NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'"]),
+            None
+        );
+    }
+
+    #[test]
+    fn healthy_lines_give_nothing() {
+        assert_eq!(
+            classify([
+                "host:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.0.2<0>",
+                "host:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>",
+                "host:1:1 [0] NCCL INFO comm 0x5 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE",
+            ]),
+            None
+        );
+    }
+
+    #[test]
+    fn the_issue_examples_are_named() {
+        for (line, cat, stage) in [
+            (
+                "h:1:2 [0] transport/p2p.cu:548 NCCL WARN failed to open CUDA IPC handle : 64 peer access is not supported between these two devices",
+                Category::BufferImport,
+                Stage::ConnectImport,
+            ),
+            (
+                "h:1:2 [0] misc/cudawrap.cc:182 NCCL WARN Cuda failure 'CUDA driver version is insufficient for CUDA runtime version'",
+                Category::Cuda,
+                Stage::Driver,
+            ),
+            (
+                "h:1:2 [0] bootstrap.cc:37 NCCL WARN Bootstrap : no socket interface found",
+                Category::Bootstrap,
+                Stage::Init,
+            ),
+        ] {
+            let f = classify_line(line, LineKind::of(line)).unwrap();
+            assert_eq!((f.category, f.stage), (cat, stage), "{line}");
+            assert_eq!(f.severity, Severity::Fail);
+        }
+    }
+
+    #[test]
+    fn generic_phrases_need_a_warn_line() {
+        let app = "requests.exceptions.ConnectionError: Connection refused";
+        assert_eq!(classify_line(app, LineKind::of(app)), None);
+        let warn = "h:1:1 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<1> failed : Connection refused";
+        assert_eq!(
+            classify_line(warn, LineKind::of(warn)).unwrap().category,
+            Category::NetSocket
+        );
+    }
+
+    #[test]
+    fn an_unnamed_warn_is_placed_by_its_source_file() {
+        let l = "h:1:1 [0] transport/net_ib/connect.cc:99 (ncclIbConnect) NCCL WARN NET/IB : something new";
+        let f = classify_line(l, LineKind::of(l)).unwrap();
+        assert_eq!((f.signature, f.category), ("loc-net-ib", Category::NetIb));
+    }
+
+    #[test]
+    fn failures_outrank_consequences() {
+        let f = classify([
+            "a:1:1 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer b<1>",
+            "a:1:1 [0] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'",
+        ])
+        .unwrap();
+        assert_eq!(f.category, Category::Oom);
+        let c = classify(["a:1:1 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer b<1>"]).unwrap();
+        assert_eq!(c.severity, Severity::Consequence);
+    }
+
+    #[test]
+    fn benign_warns_are_notes() {
+        let l = "h:1:1 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]";
+        let f = classify_line(l, LineKind::of(l)).unwrap();
+        assert_eq!(f.severity, Severity::Note);
+        assert_eq!(classify([l]), None);
+    }
+}

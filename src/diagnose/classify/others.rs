@@ -1,0 +1,161 @@
+//! The last part of the signature table: wrappers' words, hangs, consequences, generic proxy and
+//! CUDA phrases, advice and benign notes.
+
+use super::finding::{Category, Severity};
+use super::signature::{Match, Scope, Signature};
+use crate::stage::Stage;
+
+pub(super) const SIGNATURES: &[Signature] = &[
+    // ---------------------------------------------------------------- wrappers' words
+    Signature {
+        id: "wrapper-nccl-error",
+        category: Category::NcclError,
+        stage: Stage::Run,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "unhandled system error",
+            "unhandled cuda error",
+            "internal error - please report this issue",
+            "ncclInternalError",
+            "ncclInvalidUsage",
+            "ncclInvalidArgument",
+            "ncclUnhandledCudaError",
+            "ncclSystemError",
+            "Test NCCL failure",
+            "Test CUDA failure",
+            "NCCL failure common.cu",
+        ]),
+        source: "NVIDIA/nccl v2.19.3-1 src/init.cc ncclGetErrorString (\"unhandled system error\", \"unhandled cuda error\", \
+                 \"internal error\"); PyTorch torch/csrc/distributed/c10d NCCLUtils (\"NCCL error in: …\", guess: from public \
+                 logs); nccl-tests src/common.cu (\"Test NCCL failure %s:%d '%s'\", guess: from public logs)",
+        releases: "2.16-2.30 (error strings)",
+        cause: "NCCL returned an error to the program around it, and no line in this log names its cause",
+        hint: "rerun with NCCL_DEBUG=WARN (or INFO) in every rank's environment: NCCL then prints the WARN line that \
+               names the cause, which `nccl-smoke explain` recognises",
+    },
+    // ---------------------------------------------------------------- hangs
+    Signature {
+        id: "hang-watchdog",
+        category: Category::Hang,
+        stage: Stage::Run,
+        severity: Severity::Hang,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "Watchdog caught collective operation timeout",
+            "ProcessGroupNCCL's watchdog got stuck",
+            "Test timeout",
+            "NCCL timeout",
+            "timed out after",
+        ]),
+        source: "PyTorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (\"Watchdog caught collective operation timeout: \
+                 WorkNCCL(SeqNum=…, OpType=…) ran for N milliseconds before timing out\", guess: from public logs); \
+                 nccl-tests (\"Test timeout\", guess)",
+        releases: "not NCCL: PyTorch 1.x-2.x",
+        cause: "a collective did not complete: some rank never joined it (stuck in other code, crashed, or behind on \
+                an earlier operation) or a link stopped moving data",
+        hint: "the ranks that fell silent first are the suspects: look at their last operation and at their host \
+               (GPU errors in dmesg/nvidia-smi, Xid); NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=COLL logs each operation",
+    },
+    // ---------------------------------------------------------------- consequences
+    Signature {
+        id: "remote-error",
+        category: Category::RemoteError,
+        stage: Stage::Run,
+        severity: Severity::Consequence,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "remote process exited or there was a network error",
+            "ncclRemoteError",
+            "Connection closed by remote peer",
+            "Connection reset by peer",
+            "Broken pipe",
+            "Socket recv failed while polling",
+            "Failed to execute operation",
+            "Error encountered progressing operation",
+            "commReclaim: cleanup comm",
+            "Comm %p is in abort state",
+            "is in abort state",
+            "peer closed",
+            "MPI_ABORT was invoked",
+            "An MPI communication peer process has unexpectedly disconnected",
+            "exited with non-zero status",
+        ]),
+        source: "NVIDIA/nccl v2.19.3-1 src/misc/socket.cc (\"socketProgress: Connection closed by remote peer %s\"), \
+                 src/proxy.cc (\"[Proxy Service %d] Failed to execute operation %s from rank %d, retcode %d\", \"Socket recv \
+                 failed while polling for opId=%p\"), src/init.cc ncclGetErrorString (ncclRemoteError)",
+        releases: "2.16-2.30 (ncclRemoteError since 2.13)",
+        cause: "a peer rank failed or exited first (or the network between them broke); this rank reports the \
+                consequence, not the cause",
+        hint: "read the log of the peer this rank names (or the first rank that failed): its own finding is the cause",
+    },
+    // ---------------------------------------------------------------- generic proxy / CUDA
+    Signature {
+        id: "loc-proxy",
+        category: Category::Proxy,
+        stage: Stage::ConnectProxy,
+        severity: Severity::Fail,
+        scope: Scope::Warn,
+        what: Match::Location(&["proxy.c"]),
+        source: "NVIDIA/nccl v2.19.3-1, v2.30.7-1 src/proxy.cc",
+        releases: "2.16-2.30",
+        cause: "an operation of NCCL's proxy service failed",
+        hint: "set each rank's device before communicator init; make every send match a receive; \
+               rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,PROXY for the step before",
+    },
+    Signature {
+        id: "cuda-failure",
+        category: Category::Cuda,
+        stage: Stage::Driver,
+        severity: Severity::Fail,
+        scope: Scope::Warn,
+        what: Match::Phrases(&["Cuda failure", "CUDA error:", "CUDA failure"]),
+        source: "NVIDIA/nccl v2.19.3-1 src/include/checks.h (\"Cuda failure '%s'\"), src/include/cudawrap.h (\"Cuda failure %d '%s'\")",
+        releases: "2.16-2.30",
+        cause: "a CUDA call inside NCCL failed (the CUDA error string says which)",
+        hint: "check dmesg for Xid errors and nvidia-smi on that host; a sticky error (e.g. 'an illegal memory access') \
+               usually comes from the application's own kernels",
+    },
+    // ---------------------------------------------------------------- advice (seed 002)
+    // GPUDirect RDMA off, so inter-node traffic bounces through host memory.
+    Signature {
+        id: "gdr-disabled",
+        category: Category::Gdr,
+        stage: Stage::Run,
+        severity: Severity::Advice,
+        scope: Scope::Info,
+        what: Match::Phrases(&["GPU Direct RDMA Disabled"]),
+        source: "NVIDIA/nccl v2.19.3-1 src/transport/net_ib.cc (\"NET/IB : GPU Direct RDMA Disabled for HCA %d '%s' (%s)\", INFO)",
+        releases: "2.16-2.30",
+        cause: "NCCL moves network data without GPUDirect RDMA (through host memory), so inter-node bandwidth \
+                is low; NCCL before 2.23.4 only looks for the legacy peer-memory paths \
+                (/sys/kernel/mm/memory_peers/nv_mem*/version) and misses the nvidia_peermem module",
+        hint: "load nvidia_peermem (modprobe nvidia_peermem) and use NCCL >= 2.23.4; check NCCL_NET_GDR_LEVEL, \
+               NCCL_IB_DISABLE=0 and NCCL_IB_HCA",
+    },
+    // ---------------------------------------------------------------- benign notes
+    Signature {
+        id: "note-no-ibverbs",
+        category: Category::NetIb,
+        stage: Stage::ConnectNet,
+        severity: Severity::Note,
+        scope: Scope::Info,
+        what: Match::Phrases(&[
+            "Failed to open libibverbs",
+            "NET/IB : No device found",
+            "Plugin load returned",
+            "Plugin load (libnccl-net.so) returned",
+            "No plugin found",
+            "failed to IPC register userbuff",
+            "Cannot get incoming CPU",
+            "Maximum retry reached for",
+            "couldn't load driver",
+        ]),
+        source: "NVIDIA/nccl v2.19.3-1 src/misc/ibvwrap.cc (\"Failed to open libibverbs.so[.1]\"), src/transport/net_ib.cc \
+                 (\"NET/IB : No device found.\"), src/nccl_net / plugin loading messages",
+        releases: "2.16-2.30",
+        cause: "NCCL looked for an optional library or device and did without it (no InfiniBand on this node, no net \
+                plugin): harmless unless you expected InfiniBand",
+        hint: "ignore unless the job should use InfiniBand/RoCE; then install rdma-core (libibverbs) in the image",
+    },
+];

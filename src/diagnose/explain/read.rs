@@ -1,0 +1,431 @@
+//! Reading one log: bounded line reads, the binary check, and the per-line state that turns
+//! NCCL's lines into findings and last operations.
+
+use super::prefix::{nccl_version, number_after, parse_prefix, word_after, wrapper_rank};
+use super::summary::{LastOp, Limits, Located, LogSummary, Who, clean};
+use crate::diagnose::classify::{self, Category, Finding, LineKind};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::time::Instant;
+
+/// Longest line kept; the rest of a longer line is skipped.
+const MAX_LINE: usize = 64 * 1024;
+/// How much of a file's start is checked for binary content.
+const SNIFF: usize = 8 * 1024;
+
+/// Reads one log with no caps but the line length (for tests and small inputs).
+pub fn explain_reader(file: &str, input: impl Read) -> std::io::Result<LogSummary> {
+    explain_reader_limited(file, input, Limits::default())
+}
+
+/// Reads one log and classifies each NCCL WARN line and error line; one finding per distinct
+/// (signature family, process) so a log that repeats itself does not drown the report.
+/// Binary input is an error (`InvalidData`); the size and time caps stop reading and say so in
+/// [`LogSummary::stopped`].
+pub fn explain_reader_limited(
+    file: &str,
+    input: impl Read,
+    limits: Limits,
+) -> std::io::Result<LogSummary> {
+    let mut reader = BufReader::with_capacity(256 * 1024, input);
+    let file = clean(file);
+    {
+        let head = reader.fill_buf()?;
+        if looks_binary(&head[..head.len().min(SNIFF)]) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "not a text log: its first bytes are binary (NUL or control characters)",
+            ));
+        }
+    }
+    let mut st = State {
+        summary: LogSummary {
+            file: file.clone(),
+            ..LogSummary::default()
+        },
+        ..State::default()
+    };
+    let mut buf = Vec::new();
+    let mut bytes: u64 = 0;
+    loop {
+        buf.clear();
+        let n = read_capped_line(&mut reader, &mut buf, &mut st.summary.truncated_lines)?;
+        if n == 0 {
+            break;
+        }
+        bytes += n as u64;
+        st.summary.lines += 1;
+        let line = match std::str::from_utf8(&buf) {
+            Ok(s) => std::borrow::Cow::Borrowed(s),
+            Err(_) => String::from_utf8_lossy(&buf),
+        };
+        st.line(line.trim_end());
+        if bytes >= limits.max_bytes {
+            st.summary.stopped = Some(format!("stopped after {bytes} bytes (size cap)"));
+            break;
+        }
+        if st.summary.lines.is_multiple_of(4096)
+            && let Some(d) = limits.deadline
+            && Instant::now() >= d
+        {
+            st.summary.stopped = Some(format!(
+                "stopped after {bytes} bytes, {} lines (time cap)",
+                st.summary.lines
+            ));
+            break;
+        }
+    }
+    Ok(st.finish())
+}
+
+/// Whether the start of a file is not text: a NUL byte, or many control bytes other than
+/// tab, newline, carriage return, form feed and escape (colored logs).
+fn looks_binary(head: &[u8]) -> bool {
+    if head.is_empty() {
+        return false;
+    }
+    if head.contains(&0) {
+        return true;
+    }
+    let odd = head
+        .iter()
+        .filter(|&&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c | 0x1b))
+        .count();
+    odd * 10 > head.len()
+}
+
+/// A process by what NCCL's prefix and a wrapper's tag say: host, pid, rank.
+type ProcKey = (Option<String>, Option<u32>, Option<u32>);
+
+#[derive(Default)]
+struct State {
+    summary: LogSummary,
+    /// host:pid → rank, from NCCL's init lines.
+    ranks: HashMap<(Option<String>, u32), u32>,
+    /// Processes by key, in order of appearance.
+    procs: Vec<LastOp>,
+    proc_index: HashMap<ProcKey, usize>,
+    /// `host:pid` prefix text → index in `procs` (the opCount fast path).
+    by_prefix: HashMap<String, usize>,
+    /// The previous line ended in "Last error:": this one is NCCL's error text.
+    after_last_error: bool,
+    /// (category, host, pid, rank) already reported.
+    seen: std::collections::HashSet<(Category, ProcKey)>,
+}
+
+impl State {
+    fn proc_mut(
+        &mut self,
+        host: Option<String>,
+        pid: Option<u32>,
+        rank: Option<u32>,
+    ) -> &mut LastOp {
+        let key = (host.clone(), pid, rank);
+        let i = match self.proc_index.get(&key) {
+            Some(&i) => i,
+            None => {
+                self.procs.push(LastOp {
+                    who: Who {
+                        file: self.summary.file.clone(),
+                        host,
+                        pid,
+                        rank,
+                    },
+                    ..LastOp::default()
+                });
+                self.proc_index.insert(key, self.procs.len() - 1);
+                self.procs.len() - 1
+            }
+        };
+        &mut self.procs[i]
+    }
+
+    fn line(&mut self, line: &str) {
+        let mut kind = LineKind::of(line);
+        if kind != LineKind::Other {
+            self.summary.nccl_lines += 1;
+        }
+        if kind == LineKind::Other && self.after_last_error {
+            kind = LineKind::Warn;
+        }
+        self.after_last_error = line.ends_with("Last error:");
+        if kind == LineKind::Info {
+            self.info(line);
+        } else if has!(line, "NCCL version ") {
+            self.version(line);
+        }
+        if kind != LineKind::Info {
+            self.wrapper_progress(line);
+        }
+        if let Some(f) = classify::classify_line(line, kind) {
+            self.add(f, line);
+        }
+    }
+
+    /// INFO lines: version, communicator membership, NCCL's own operation counter.
+    fn info(&mut self, line: &str) {
+        if has!(line, "NCCL version ") {
+            self.version(line);
+        } else if has!(line, " nranks ")
+            && (has!(line, "Init COMPLETE") || has!(line, "Init START"))
+        {
+            let (host, pid, _) = parse_prefix(line);
+            if let (Some(pid), Some(rank)) = (pid, number_after(line, " rank ")) {
+                let rank = rank as u32;
+                self.ranks.entry((host.clone(), pid)).or_insert(rank);
+                self.proc_mut(host, Some(pid), None);
+            }
+            if let Some(n) = number_after(line, " nranks ") {
+                let n = n as u32;
+                self.summary.nranks = Some(self.summary.nranks.map_or(n, |m| m.max(n)));
+            }
+        } else if has!(line, ": opCount ")
+            && let Some(at) = line.find(": opCount ")
+        {
+            let hex = line[at + 10..].split_whitespace().next().unwrap_or("");
+            if let Ok(count) = u64::from_str_radix(hex, 16) {
+                // The same process prints most of these lines: find it by its prefix's text
+                // before parsing the prefix.
+                let word = line
+                    .split_whitespace()
+                    .find(|w| w.matches(':').count() >= 2);
+                let key = word.and_then(|w| w.rsplit_once(':')).map(|(hp, _)| hp);
+                let idx = match key.and_then(|k| self.by_prefix.get(k)) {
+                    Some(&i) => i,
+                    None => {
+                        let (host, pid, _) = parse_prefix(line);
+                        self.proc_mut(host.clone(), pid, None);
+                        let i = self.proc_index[&(host, pid, None)];
+                        if let Some(k) = key {
+                            self.by_prefix.insert(k.to_string(), i);
+                        }
+                        i
+                    }
+                };
+                let p = &mut self.procs[idx];
+                p.nccl_op_count = Some(count);
+                let op = line[..at].rsplit(' ').next().unwrap_or("");
+                if !op.is_empty() && p.op.as_deref() != Some(op) {
+                    p.op = Some(op.to_string());
+                }
+            }
+        }
+    }
+
+    fn version(&mut self, line: &str) {
+        if let Some(v) = nccl_version(line) {
+            let (host, pid, _) = parse_prefix(line);
+            let who = Who {
+                file: self.summary.file.clone(),
+                host,
+                pid,
+                rank: wrapper_rank(line),
+            };
+            self.summary
+                .versions
+                .entry(v.to_string())
+                .or_default()
+                .insert(who);
+        }
+    }
+
+    /// PyTorch's watchdog and work-status lines: the sequence number each rank is stuck on.
+    fn wrapper_progress(&mut self, line: &str) {
+        let timeout = has!(line, "Watchdog caught collective operation timeout");
+        let status = has!(line, "last enqueued") || has!(line, "last completed");
+        if !(timeout || status) {
+            return;
+        }
+        let Some(rank) = wrapper_rank(line) else {
+            return;
+        };
+        let p = self.proc_mut(None, None, Some(rank));
+        if timeout {
+            if let Some(seq) = number_after(line, "SeqNum=") {
+                p.timed_out_seq = Some(p.timed_out_seq.map_or(seq, |s| s.min(seq)));
+            }
+            if let Some(op) = word_after(line, "OpType=") {
+                p.op = Some(clean(op));
+            }
+        }
+        if let Some(n) = number_after(line, "last enqueued NCCL work:")
+            .or_else(|| number_after(line, "last enqueued work:"))
+        {
+            p.last_enqueued = Some(p.last_enqueued.map_or(n, |m| m.max(n)));
+        }
+        if let Some(n) = number_after(line, "last completed NCCL work:")
+            .or_else(|| number_after(line, "last completed work:"))
+        {
+            p.last_completed = Some(p.last_completed.map_or(n, |m| m.max(n)));
+        }
+    }
+
+    fn add(&mut self, f: Finding, line: &str) {
+        let (host, pid, device) = parse_prefix(line);
+        let rank = wrapper_rank(line);
+        if !self.seen.insert((f.category, (host.clone(), pid, rank))) {
+            return;
+        }
+        let line_no = self.summary.lines;
+        self.summary.findings.push(Located {
+            file: self.summary.file.clone(),
+            line: line_no,
+            host,
+            pid,
+            device,
+            rank,
+            stage: f.stage.name().to_string(),
+            category: f.category,
+            severity: f.severity,
+            signature: f.signature.to_string(),
+            cause: f.cause.to_string(),
+            hint: f.hint.to_string(),
+            evidence: clean(&f.evidence),
+            exit_code: f.stage.exit_code(),
+        });
+    }
+
+    fn finish(mut self) -> LogSummary {
+        let rank_of = |host: &Option<String>, pid: Option<u32>| {
+            pid.and_then(|p| self.ranks.get(&(host.clone(), p)).copied())
+        };
+        for f in &mut self.summary.findings {
+            if f.rank.is_none() {
+                f.rank = rank_of(&f.host, f.pid);
+            }
+        }
+        for p in &mut self.procs {
+            if p.who.rank.is_none() {
+                p.who.rank = rank_of(&p.who.host, p.who.pid);
+            }
+        }
+        let versions = std::mem::take(&mut self.summary.versions);
+        self.summary.versions = versions
+            .into_iter()
+            .map(|(v, whos)| {
+                let whos = whos
+                    .into_iter()
+                    .map(|mut w| {
+                        if w.rank.is_none() {
+                            w.rank = rank_of(&w.host, w.pid);
+                        }
+                        w
+                    })
+                    .collect();
+                (v, whos)
+            })
+            .collect();
+        self.summary.processes = self.procs;
+        self.summary
+    }
+}
+
+/// Reads up to a newline; keeps at most [`MAX_LINE`] bytes of it. Returns bytes consumed.
+fn read_capped_line(
+    r: &mut impl BufRead,
+    out: &mut Vec<u8>,
+    truncated: &mut u64,
+) -> std::io::Result<usize> {
+    let mut consumed = 0;
+    let mut cut = false;
+    loop {
+        let chunk = r.fill_buf()?;
+        if chunk.is_empty() {
+            if cut {
+                *truncated += 1;
+            }
+            return Ok(consumed);
+        }
+        let (take, done) = match memchr::memchr(b'\n', chunk) {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let room = MAX_LINE.saturating_sub(out.len());
+        if take > room {
+            cut = true;
+        }
+        out.extend_from_slice(&chunk[..take.min(room)]);
+        r.consume(take);
+        consumed += take;
+        if done {
+            if cut {
+                *truncated += 1;
+            }
+            return Ok(consumed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn one_finding_per_family_and_process() {
+        let log = "a:1:1 [0] NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size 9637888)\n\
+                   a:1:1 [0] NCCL WARN Error while creating shared memory segment /dev/shm/nccl-y (size 9637888)\n\
+                   b:2:2 [1] NCCL WARN Error while creating shared memory segment /dev/shm/nccl-z (size 9637888)\n";
+        let s = explain_reader("x.log", log.as_bytes()).unwrap();
+        assert_eq!(s.lines, 3);
+        assert_eq!(s.nccl_lines, 3);
+        assert_eq!(s.findings.len(), 2);
+        assert_eq!(s.findings[0].stage, "connect:shm");
+        assert_eq!(s.findings[1].host.as_deref(), Some("b"));
+        assert_eq!(s.findings[1].line, 3);
+    }
+
+    #[test]
+    fn huge_lines_are_cut_not_kept() {
+        let mut log = vec![b'x'; MAX_LINE * 3];
+        log.extend_from_slice(
+            b"\nh:1:1 [0] NCCL WARN NET/IB : Got completion from peer 1.2.3.4<5> with error 12\n",
+        );
+        let s = explain_reader("big.log", &log[..]).unwrap();
+        assert_eq!((s.lines, s.truncated_lines), (2, 1));
+        assert_eq!(s.findings[0].stage, "connect:net");
+    }
+
+    #[test]
+    fn binary_is_refused_and_escapes_are_cleaned() {
+        let e = explain_reader("bin", &[0u8, 1, 2, 3, 0, 0][..]).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        let s = explain_reader(
+            "esc",
+            "h:1:1 [0] NCCL WARN Bootstrap : no socket interface found \x1b[31mred\x1b[0m\x07\n"
+                .as_bytes(),
+        )
+        .unwrap();
+        assert!(
+            !s.findings[0].evidence.contains('\x1b'),
+            "{:?}",
+            s.findings[0].evidence
+        );
+        assert!(!s.findings[0].evidence.contains('\x07'));
+    }
+
+    #[test]
+    fn the_size_cap_stops_reading() {
+        let log = "h:1:1 [0] NCCL INFO x\n".repeat(1000);
+        let s = explain_reader_limited(
+            "capped",
+            log.as_bytes(),
+            Limits {
+                max_bytes: 100,
+                deadline: None,
+            },
+        )
+        .unwrap();
+        assert!(s.lines < 10 && s.stopped.is_some(), "{s:?}");
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_give_a_result_or_a_clear_error(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
+            match explain_reader("fuzz", &bytes[..]) {
+                Ok(s) => prop_assert!(s.lines <= bytes.len() as u64 + 1),
+                Err(e) => prop_assert_eq!(e.kind(), std::io::ErrorKind::InvalidData),
+            }
+        }
+    }
+}

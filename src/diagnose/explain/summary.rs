@@ -1,0 +1,155 @@
+//! What reading a log yields: the processes it shows, the findings located in it, and the caps
+//! on what one log may cost.
+
+use crate::diagnose::classify::{Category, Severity};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+/// Bounds on what one log may cost.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Stop after this many bytes.
+    pub max_bytes: u64,
+    /// Stop at this instant (checked between lines).
+    pub deadline: Option<Instant>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_bytes: u64::MAX,
+            deadline: None,
+        }
+    }
+}
+
+/// Who printed a line: NCCL's `host:pid:tid [dev]` prefix, a wrapper's rank tag, the file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Who {
+    pub file: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+}
+
+impl Who {
+    /// "rank 3 (host a, pid 7)", "host a, pid 7", or the file.
+    pub fn describe(&self) -> String {
+        let mut at = Vec::new();
+        if let Some(h) = &self.host {
+            at.push(format!("host {h}"));
+        }
+        if let Some(p) = self.pid {
+            at.push(format!("pid {p}"));
+        }
+        match (self.rank, at.is_empty()) {
+            (Some(r), true) => format!("rank {r} ({})", self.file),
+            (Some(r), false) => format!("rank {r} ({})", at.join(", ")),
+            (None, false) => at.join(", "),
+            (None, true) => self.file.clone(),
+        }
+    }
+
+    /// The same process, whatever file it came from: rank where known, else host and pid.
+    pub(super) fn process_key(&self) -> (Option<u32>, Option<String>, Option<u32>, String) {
+        if self.rank.is_some() {
+            (self.rank, None, None, String::new())
+        } else if self.pid.is_some() {
+            (None, self.host.clone(), self.pid, String::new())
+        } else {
+            (None, None, None, self.file.clone())
+        }
+    }
+}
+
+/// A finding located in a log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Located {
+    pub file: String,
+    /// 1-based line number.
+    pub line: u64,
+    /// Host, pid and CUDA device from NCCL's line prefix (`host:pid:tid [dev] NCCL …`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<u32>,
+    /// The rank, from NCCL's init lines for this host:pid or from a wrapper's rank tag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    pub stage: String,
+    pub category: Category,
+    pub severity: Severity,
+    pub signature: String,
+    pub cause: String,
+    pub hint: String,
+    pub evidence: String,
+    #[serde(skip)]
+    pub exit_code: u8,
+}
+
+impl Located {
+    pub fn who(&self) -> Who {
+        Who {
+            file: self.file.clone(),
+            host: self.host.clone(),
+            pid: self.pid,
+            rank: self.rank,
+        }
+    }
+}
+
+/// The last collective operation one process was seen in.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LastOp {
+    #[serde(flatten)]
+    pub who: Who,
+    /// PyTorch's sequence number of the operation the watchdog timed out on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timed_out_seq: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    /// PyTorch's "last enqueued work" / "last completed work".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_enqueued: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_completed: Option<u64>,
+    /// NCCL's own opCount from NCCL_DEBUG_SUBSYS=COLL lines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl_op_count: Option<u64>,
+}
+
+/// What one log gave.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LogSummary {
+    pub file: String,
+    pub lines: u64,
+    /// Lines that looked like NCCL's (`NCCL INFO|WARN|…`).
+    pub nccl_lines: u64,
+    /// Lines cut at the length cap.
+    pub truncated_lines: u64,
+    pub findings: Vec<Located>,
+    /// NCCL version per process (from NCCL's own version line).
+    pub versions: BTreeMap<String, BTreeSet<Who>>,
+    /// The largest communicator size seen (`nranks N`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nranks: Option<u32>,
+    /// Every process the log shows, with its last operation where one was seen.
+    pub processes: Vec<LastOp>,
+    /// Why reading stopped early (size or time cap), if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+}
+
+/// Replaces control characters (terminal escapes included) with '?', so that what a log
+/// contains can be printed safely.
+pub fn clean(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() && c != '\t' { '?' } else { c })
+        .collect()
+}

@@ -1,0 +1,382 @@
+//! One verdict for a job's logs: the root cause and the ranks that share it, the ranks that only
+//! report consequences, and for hangs the ranks that fell silent first.
+
+use super::summary::{LastOp, Located, LogSummary, Who};
+use crate::diagnose::classify::{self, Category, LineKind, Severity};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A hang: the operation the waiting ranks timed out on and the ranks that fell silent first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HangReport {
+    /// Ranks that reported a timeout, with the operation they waited on.
+    pub waiting: Vec<LastOp>,
+    /// Ranks that fell silent first: behind the others, or never reporting while others did.
+    pub silent_first: Vec<Who>,
+    /// In words.
+    pub summary: String,
+}
+
+/// One verdict for a job's logs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct JobVerdict {
+    /// "fail", "hang", "consequences-only", "advice" or "ok".
+    pub status: String,
+    /// The finding that names the cause (the most severe, then the table's order).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root_cause: Option<Located>,
+    /// Processes that report the root cause's family themselves (for a hang: the silent ones).
+    pub culprits: Vec<Who>,
+    /// Processes that only report consequences (a peer closed, ncclRemoteError, timeouts).
+    pub consequences_only: Vec<Who>,
+    /// Failures of another family elsewhere in the job (a second problem, or a later step).
+    pub other_failures: Vec<Located>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hang: Option<HangReport>,
+    /// NCCL version → the processes that report it.
+    pub versions: BTreeMap<String, Vec<Who>>,
+    pub version_mismatch: bool,
+    /// Benign notes and advice.
+    pub notes: Vec<Located>,
+    /// The exit code `explain` ends with.
+    pub exit_code: u8,
+}
+
+/// Joins the logs of one job (one per rank, or one for all) into one verdict.
+pub fn job_verdict(summaries: &[LogSummary]) -> JobVerdict {
+    let all: Vec<&Located> = summaries.iter().flat_map(|s| &s.findings).collect();
+    let mut v = JobVerdict::default();
+
+    // Versions across processes.
+    for s in summaries {
+        for (ver, whos) in &s.versions {
+            v.versions
+                .entry(ver.clone())
+                .or_default()
+                .extend(whos.iter().cloned());
+        }
+    }
+    v.version_mismatch = v.versions.len() > 1;
+
+    let mut failures: Vec<Located> = all
+        .iter()
+        .filter(|f| f.severity >= Severity::Consequence)
+        .map(|f| (*f).clone())
+        .collect();
+    if v.version_mismatch {
+        failures.push(version_finding(&v.versions));
+    }
+    v.notes = all
+        .iter()
+        .filter(|f| f.severity < Severity::Consequence)
+        .map(|f| (*f).clone())
+        .collect();
+
+    let root = failures
+        .iter()
+        .min_by_key(|f| (key_of(f), f.file.clone(), f.line))
+        .cloned();
+    let hang = hang_report(summaries);
+
+    match root {
+        Some(root) => {
+            let root_family = (root.category, root.severity);
+            let mut culprits: BTreeSet<Who> = BTreeSet::new();
+            let mut others: BTreeMap<(Category, Who), Located> = BTreeMap::new();
+            for f in &failures {
+                if (f.category, f.severity) == root_family {
+                    culprits.insert(f.who());
+                } else if f.severity == Severity::Fail {
+                    others
+                        .entry((f.category, f.who()))
+                        .or_insert_with(|| f.clone());
+                }
+            }
+            let culprit_keys: BTreeSet<_> = culprits.iter().map(Who::process_key).collect();
+            let failing_keys: BTreeSet<_> = failures
+                .iter()
+                .filter(|f| f.severity == Severity::Fail)
+                .map(|f| f.who().process_key())
+                .collect();
+            let consequences: BTreeSet<Who> = failures
+                .iter()
+                .filter(|f| f.severity < Severity::Fail)
+                .map(Located::who)
+                .filter(|w| {
+                    !culprit_keys.contains(&w.process_key())
+                        && !failing_keys.contains(&w.process_key())
+                })
+                .collect();
+            v.consequences_only = consequences.into_iter().collect();
+            v.other_failures = others.into_values().collect();
+            v.status = match root.severity {
+                Severity::Fail => "fail",
+                Severity::Hang => "hang",
+                _ => "consequences-only",
+            }
+            .to_string();
+            if root.severity == Severity::Hang {
+                let h = hang.unwrap_or_default();
+                // The waiting ranks are victims; the culprits are the ones that went quiet.
+                v.culprits = h.silent_first.clone();
+                v.hang = Some(h);
+            } else {
+                v.culprits = culprits.into_iter().collect();
+                if let Some(h) = hang {
+                    v.hang = Some(h);
+                }
+            }
+            v.exit_code = root.exit_code;
+            v.root_cause = Some(root);
+        }
+        None => {
+            if let Some(h) = hang.filter(|h| !h.silent_first.is_empty()) {
+                // No error line at all, but the ranks stopped at different operations.
+                v.status = "hang".into();
+                v.culprits = h.silent_first.clone();
+                v.exit_code = crate::stage::Stage::Run.exit_code();
+                v.hang = Some(h);
+            } else if let Some(a) = v.notes.iter().find(|n| n.severity == Severity::Advice) {
+                v.status = "advice".into();
+                v.exit_code = a.exit_code;
+            } else {
+                v.status = "ok".into();
+                v.exit_code = crate::stage::exit::PASS;
+            }
+        }
+    }
+    v
+}
+
+fn key_of(f: &Located) -> (std::cmp::Reverse<Severity>, usize) {
+    let ids: Vec<&str> = classify::signature_ids().collect();
+    (
+        std::cmp::Reverse(f.severity),
+        ids.iter()
+            .position(|i| *i == f.signature)
+            .unwrap_or(usize::MAX),
+    )
+}
+
+fn version_finding(versions: &BTreeMap<String, Vec<Who>>) -> Located {
+    let listing: Vec<String> = versions
+        .iter()
+        .map(|(ver, whos)| {
+            let mut names: Vec<String> = whos.iter().map(Who::describe).collect();
+            names.dedup();
+            let more = names.len().saturating_sub(4);
+            names.truncate(4);
+            let tail = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            format!("{ver} on {}{tail}", names.join("; "))
+        })
+        .collect();
+    let line = "h:0:0 [0] NCCL WARN Mismatched NCCL version detected";
+    let f = classify::classify_line(line, LineKind::Warn)
+        .expect("the version-mismatch signature names its own words");
+    Located {
+        file: String::new(),
+        line: 0,
+        host: None,
+        pid: None,
+        device: None,
+        rank: None,
+        stage: f.stage.name().to_string(),
+        category: f.category,
+        severity: f.severity,
+        signature: f.signature.to_string(),
+        cause: f.cause.to_string(),
+        hint: f.hint.to_string(),
+        evidence: format!(
+            "ranks report different NCCL versions: {}",
+            listing.join(" | ")
+        ),
+        exit_code: f.stage.exit_code(),
+    }
+}
+
+/// The ranks that fell silent first, from PyTorch's watchdog lines or NCCL's opCount.
+fn hang_report(summaries: &[LogSummary]) -> Option<HangReport> {
+    // One entry per process across files (the same rank may appear in several).
+    let mut procs: BTreeMap<_, LastOp> = BTreeMap::new();
+    for s in summaries {
+        for p in &s.processes {
+            let e = procs
+                .entry(p.who.process_key())
+                .or_insert_with(|| p.clone());
+            if e.timed_out_seq.is_none() {
+                e.timed_out_seq = p.timed_out_seq;
+            }
+            e.last_enqueued = e.last_enqueued.max(p.last_enqueued);
+            e.last_completed = e.last_completed.max(p.last_completed);
+            e.nccl_op_count = e.nccl_op_count.max(p.nccl_op_count);
+            if e.op.is_none() {
+                e.op = p.op.clone();
+            }
+        }
+    }
+    let waiting: Vec<LastOp> = procs
+        .values()
+        .filter(|p| p.timed_out_seq.is_some())
+        .cloned()
+        .collect();
+    if !waiting.is_empty() {
+        let top = waiting.iter().filter_map(|p| p.timed_out_seq).max()?;
+        // Behind: timed out on an older operation, or never enqueued the one others wait on.
+        let mut silent: Vec<Who> = waiting
+            .iter()
+            .filter(|p| {
+                p.timed_out_seq.is_some_and(|s| s < top) || p.last_enqueued.is_some_and(|e| e < top)
+            })
+            .map(|p| p.who.clone())
+            .collect();
+        // Ranks the logs show but that never reported a timeout while others did.
+        let reported: BTreeSet<Option<u32>> = waiting.iter().map(|p| p.who.rank).collect();
+        let mut quiet: BTreeSet<u32> = procs
+            .values()
+            .filter(|p| p.timed_out_seq.is_none())
+            .filter_map(|p| p.who.rank)
+            .filter(|r| !reported.contains(&Some(*r)))
+            .collect();
+        let nranks = summaries.iter().filter_map(|s| s.nranks).max();
+        if let Some(n) = nranks
+            && reported.iter().all(Option::is_some)
+            && n <= 4096
+        {
+            quiet.extend((0..n).filter(|r| !reported.contains(&Some(*r))));
+        }
+        for r in quiet {
+            if !silent.iter().any(|w| w.rank == Some(r)) {
+                silent.push(Who {
+                    rank: Some(r),
+                    ..Who::default()
+                });
+            }
+        }
+        let op = waiting
+            .iter()
+            .find(|p| p.timed_out_seq == Some(top))
+            .and_then(|p| p.op.clone())
+            .unwrap_or_else(|| "an operation".into());
+        let summary = if silent.is_empty() {
+            format!(
+                "{} rank(s) timed out waiting on SeqNum={top} ({op}); no rank that reported is behind the others, \
+                 so the rank(s) missing from these logs, or the link between them, are the suspects",
+                waiting.len()
+            )
+        } else {
+            format!(
+                "{} rank(s) timed out waiting on SeqNum={top} ({op}); fell silent first: {}",
+                waiting.len(),
+                silent
+                    .iter()
+                    .map(Who::describe)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        return Some(HangReport {
+            waiting,
+            silent_first: silent,
+            summary,
+        });
+    }
+    // NCCL's own opCount (NCCL_DEBUG_SUBSYS=COLL): ranks that stopped at an earlier operation.
+    let counted: Vec<&LastOp> = procs
+        .values()
+        .filter(|p| p.nccl_op_count.is_some())
+        .collect();
+    let max = counted.iter().filter_map(|p| p.nccl_op_count).max()?;
+    let min = counted.iter().filter_map(|p| p.nccl_op_count).min()?;
+    if counted.len() < 2 || min == max {
+        return None;
+    }
+    let silent: Vec<Who> = counted
+        .iter()
+        .filter(|p| p.nccl_op_count == Some(min))
+        .map(|p| p.who.clone())
+        .collect();
+    Some(HangReport {
+        summary: format!(
+            "ranks stopped at different NCCL operations (opCount {min:#x} to {max:#x}); fell silent first: {}",
+            silent
+                .iter()
+                .map(Who::describe)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        waiting: counted
+            .iter()
+            .filter(|p| p.nccl_op_count == Some(max))
+            .map(|p| (*p).clone())
+            .collect(),
+        silent_first: silent,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::explain::read::explain_reader;
+
+    #[test]
+    fn ranks_versions_and_watchdog_across_files() {
+        let a = "a:10:10 [0] NCCL INFO NCCL version 2.19.3+cuda12.3\n\
+                 a:10:20 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 3 cudaDev 0 nvmlDev 0 busId 1000 commId 0x5 - Init COMPLETE\n\
+                 [rank0]:[E1 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600013 milliseconds before timing out.\n";
+        let b = "b:11:11 [0] NCCL INFO NCCL version 2.19.3+cuda12.3\n\
+                 b:11:21 [0] NCCL INFO ncclCommInitRank comm 0x2 rank 1 nranks 3 cudaDev 0 nvmlDev 0 busId 1000 commId 0x5 - Init COMPLETE\n\
+                 [rank1]:[E1 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600013 milliseconds before timing out.\n";
+        let c = "c:12:12 [0] NCCL INFO NCCL version 2.18.1+cuda12.1\n\
+                 c:12:22 [0] NCCL INFO ncclCommInitRank comm 0x3 rank 2 nranks 3 cudaDev 0 nvmlDev 0 busId 1000 commId 0x5 - Init COMPLETE\n";
+        let s: Vec<LogSummary> = [("a", a), ("b", b), ("c", c)]
+            .iter()
+            .map(|(n, l)| explain_reader(n, l.as_bytes()).unwrap())
+            .collect();
+        let v = job_verdict(&s);
+        assert!(v.version_mismatch);
+        // A version mismatch is a failure and outranks the hang it may cause.
+        assert_eq!(v.status, "fail");
+        assert_eq!(
+            v.root_cause.as_ref().unwrap().category,
+            Category::VersionMismatch
+        );
+        let h = v.hang.as_ref().unwrap();
+        assert_eq!(h.silent_first.len(), 1, "{h:?}");
+        assert_eq!(h.silent_first[0].rank, Some(2));
+
+        // Same versions: the hang is the verdict and rank 2, silent, is the culprit.
+        let c2 = c.replace("2.18.1+cuda12.1", "2.19.3+cuda12.3");
+        let s2 = vec![
+            s[0].clone(),
+            s[1].clone(),
+            explain_reader("c", c2.as_bytes()).unwrap(),
+        ];
+        let v2 = job_verdict(&s2);
+        assert_eq!(v2.status, "hang");
+        assert_eq!(v2.culprits.len(), 1);
+        assert_eq!(v2.culprits[0].rank, Some(2));
+    }
+
+    #[test]
+    fn the_culprit_not_the_victims() {
+        let a = "a:1:1 [0] NCCL INFO ncclCommInitRank comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1 - Init START\n\
+                 a:1:2 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer b<4242>\n";
+        let b = "b:2:2 [0] NCCL INFO ncclCommInitRank comm 0x2 rank 1 nranks 2 cudaDev 0 busId 1 - Init START\n\
+                 b:2:3 [0] misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-x to 9637892 bytes, error: No space left on device (28)\n";
+        let s: Vec<LogSummary> = [("a", a), ("b", b)]
+            .iter()
+            .map(|(n, l)| explain_reader(n, l.as_bytes()).unwrap())
+            .collect();
+        let v = job_verdict(&s);
+        assert_eq!(v.status, "fail");
+        assert_eq!(v.root_cause.as_ref().unwrap().category, Category::Shm);
+        assert_eq!(v.culprits.len(), 1);
+        assert_eq!(v.culprits[0].rank, Some(1));
+        assert_eq!(v.consequences_only.len(), 1);
+        assert_eq!(v.consequences_only[0].rank, Some(0));
+    }
+}
