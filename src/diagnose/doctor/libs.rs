@@ -23,7 +23,7 @@ impl Node {
                     "nccl",
                     Status::Fail,
                     e.to_string(),
-                    "install NCCL or point --nccl-lib at libnccl.so.2",
+                    "install NCCL (or `pip install nvidia-nccl-cu12`, found in site-packages/nvidia/nccl/lib), or point --nccl-lib / NCCL_SMOKE_NCCL_LIB at a libnccl.so.2",
                 ));
                 None
             }
@@ -184,13 +184,19 @@ impl Node {
 fn nccl_verdict(n: &Nccl) -> Check {
     let c = n.caps;
     let evidence = format!(
-        "NCCL {} at {}{}; non-blocking init {}, ncclGetLastError {}, finalize {}, native AlltoAll {}",
+        "NCCL {} at {}{}{}; non-blocking init {}, ncclGetLastError {}, finalize {}, native AlltoAll {}",
         n.version(),
         n.path,
         n.simulated
             .as_deref()
             .map(|s| format!(" [{s}]"))
             .unwrap_or_default(),
+        if n.from_pip_wheel {
+            " (a pip wheel's copy, where PyTorch finds it; the dynamic linker alone finds none, so \
+             nccl-tests needs LD_LIBRARY_PATH to name this folder)"
+        } else {
+            ""
+        },
         c.init_rank_config,
         c.last_error,
         c.finalize,

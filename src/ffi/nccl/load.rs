@@ -4,18 +4,58 @@
 use super::error::{NcclError, Result, ResultCode};
 use super::sys::{NcclSys, ncclResult_t};
 use super::{Capabilities, CommHandle, Issued, NCCL_SONAME, Nccl, newer, version_string};
-use crate::ffi::os;
+use crate::ffi::{os, wheel};
 use std::ffi::{CStr, c_char};
+use std::path::Path;
 
 impl Nccl {
-    /// Loads `path` (or [`NCCL_SONAME`] through the dynamic linker) and reads its version and
-    /// capabilities.
+    /// Loads `path` (or [`NCCL_SONAME`] through the dynamic linker, else the copy a pip wheel
+    /// unpacked, see [`crate::ffi::wheel`]) and reads its version and capabilities.
     pub fn load(path: Option<&str>) -> Result<Nccl> {
         let asked = path.unwrap_or(NCCL_SONAME).to_string();
-        let lib = os::Library::open_global(&asked).map_err(|detail| NcclError::NotFound {
-            path: asked.clone(),
-            detail,
-        })?;
+        let mut from_pip_wheel = false;
+        let lib = match os::Library::open_global(&asked) {
+            Ok(lib) => lib,
+            Err(detail) if path.is_none() => {
+                let env = |k: &str| std::env::var(k).ok();
+                let wheels = wheel::nccl_candidates(Path::new("/"), &env);
+                let found = wheels
+                    .iter()
+                    .find_map(|w| os::Library::open_global(&w.display().to_string()).ok());
+                match found {
+                    Some(lib) => {
+                        from_pip_wheel = true;
+                        lib
+                    }
+                    None => {
+                        let also = if wheels.is_empty() {
+                            "; no pip wheel copy (site-packages/nvidia/nccl/lib) in the active \
+                             virtual or conda environment or the user and system site folders"
+                                .to_string()
+                        } else {
+                            format!(
+                                "; the pip wheel copies found do not load either: {}",
+                                wheels
+                                    .iter()
+                                    .map(|w| w.display().to_string())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )
+                        };
+                        return Err(NcclError::NotFound {
+                            path: asked,
+                            detail: detail + &also,
+                        });
+                    }
+                }
+            }
+            Err(detail) => {
+                return Err(NcclError::NotFound {
+                    path: asked,
+                    detail,
+                });
+            }
+        };
         let resolved = lib.path_of("ncclGetVersion").unwrap_or(asked.clone());
         let simulated = lib.marker("ncclSmokeSimulation");
         let alltoall = newer::alltoall(&lib);
@@ -32,6 +72,7 @@ impl Nccl {
             version_code: 0,
             caps: Capabilities::default(),
             simulated,
+            from_pip_wheel,
         };
         let mut v = 0;
         call!(nccl, ncclGetVersion(&mut v))?;

@@ -111,6 +111,9 @@ pub struct Nccl {
     pub caps: Capabilities,
     /// The library's marker when it is nccl-smoke's simulation, else `None`.
     pub simulated: Option<String>,
+    /// Found in a pip wheel's folder (`site-packages/nvidia/nccl/lib`) after the dynamic
+    /// linker found no `libnccl.so.2`, rather than asked for or found by the linker.
+    pub from_pip_wheel: bool,
 }
 
 #[cfg(test)]
