@@ -148,6 +148,12 @@ impl<'de> Deserialize<'de> for Stage {
     }
 }
 
+/// A wait on other ranks runs this much past the stage's deadline, so that a rank stuck on its
+/// own (a stopped worker, named at the deadline; one stuck in a library outside a wait on
+/// others, at deadline + the supervisor's grace) reports before the ranks that are only
+/// waiting for it.
+pub const PEER_MARGIN: std::time::Duration = std::time::Duration::from_millis(1500);
+
 /// Exit codes that do not come from a stage.
 pub mod exit {
     /// Everything passed.

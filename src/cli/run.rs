@@ -6,17 +6,15 @@ use super::{Backend, RunArgs};
 use crate::bench::{self, Buffers, SizeResult, Timing};
 use crate::bootstrap::{self, Bootstrap};
 use crate::comm::{CommError, Communicator};
-use crate::diagnose::{classify, probe};
-use crate::error::{AtStage, Failure, Who};
+use crate::diagnose::{causes, classify, probe};
+use crate::error::{self, AtStage, Failure, Who};
 use crate::ffi::cuda::{self, CudaError, Device, Driver};
 use crate::ffi::nccl::{self, Nccl, NcclError};
 use crate::ffi::os;
 use crate::patterns::{self, Pattern};
 use crate::progress::{self, Event};
 use crate::report::fingerprint::{self, DriverInfo, Fingerprint, NcclInfo, RankInfo};
-use crate::report::results::{
-    self, ResultsDoc, ResultsFile, RunConfig, StageRecord, Status, Verdict,
-};
+use crate::report::results::{ResultsDoc, ResultsFile, RunConfig, StageRecord, Status, Verdict};
 use crate::report::table;
 use crate::stage::{Stage, exit};
 use nccl_smoke_fault::{FaultSet, Kind, Where};
@@ -78,14 +76,7 @@ pub fn worker(args: &RunArgs) -> u8 {
     }
 }
 
-/// A failure caused by a peer going away first (its sockets closed; a wait that ran out while
-/// a peer closed its connections): that peer's own verdict names the cause, so this rank lets
-/// it land first.
-fn consequential(f: &Failure) -> bool {
-    results::blame(f) == results::Blame::Peer
-}
-
-/// How long a rank whose failure is [`consequential`] waits before reporting and exiting.
+/// How long a rank whose failure is [`causes::peer_first`] waits before reporting and exiting.
 const PEER_FIRST: std::time::Duration = std::time::Duration::from_millis(1500);
 
 impl Run<'_> {
@@ -131,7 +122,7 @@ impl Run<'_> {
 
     /// Reports a failure of this rank: verdict line, results file, supervisor.
     fn fail(&mut self, f: Failure) -> u8 {
-        if consequential(&f) {
+        if causes::peer_first(&f) {
             std::thread::sleep(PEER_FIRST);
         }
         self.stage = f.stage;
@@ -179,7 +170,8 @@ impl Run<'_> {
 
         self.enter(Stage::NcclLoad);
         let libs = backend::libraries(self.args).at(Stage::NcclLoad, &self.who)?;
-        let nccl = Nccl::load(libs.nccl.as_deref()).map_err(|e| self.nccl_load_failure(e))?;
+        let nccl = Nccl::load(libs.nccl.as_deref())
+            .map_err(|e| causes::nccl_load_failure(&self.who, &e))?;
         self.simulated |= nccl.simulated.is_some();
         self.versions.1 = Some(nccl.version());
         if rank == 0 {
@@ -194,7 +186,7 @@ impl Run<'_> {
         self.enter(Stage::Driver);
         let driver = Driver::load(libs.cuda.as_deref()).map_err(|e| {
             let missing = matches!(e, CudaError::NotFound { .. });
-            let mut f = self.driver_failure(e);
+            let mut f = causes::driver_failure(&self.who, &e);
             if missing {
                 self.corroborate_missing_driver(&nccl, &mut f);
             }
@@ -278,7 +270,7 @@ impl Run<'_> {
         self.advisories(boot);
 
         self.enter(Stage::Verify);
-        if let Some(f) = self.verify_failure(&rows) {
+        if let Some(f) = causes::verify_failure(&rows, &self.who, |rank| self.host_of(rank)) {
             // Tear down cleanly anyway: a data error is no reason to leave a hung peer.
             let _ = comm.finalize(self.waiting_deadline(Stage::Finalize));
             return Err(f);
@@ -337,44 +329,6 @@ impl Run<'_> {
         }
     }
 
-    fn nccl_load_failure(&self, e: NcclError) -> Failure {
-        let f = Failure::new(Stage::NcclLoad, &self.who, &e);
-        match e {
-            NcclError::NotFound { .. } => f
-                .cause("libnccl could not be loaded from that path or the library search path")
-                .hint("install NCCL (e.g. the nvidia-nccl-cu12 wheel), or point --nccl-lib / NCCL_SMOKE_NCCL_LIB at libnccl.so.2"),
-            NcclError::MissingSymbol { .. } => f
-                .cause("this libnccl is older than nccl-smoke supports")
-                .hint("use NCCL 2.7.3 or newer (--nccl-lib)"),
-            NcclError::Call { .. } => f,
-        }
-    }
-
-    fn driver_failure(&self, e: CudaError) -> Failure {
-        let f = Failure::new(Stage::Driver, &self.who, &e);
-        if matches!(e, CudaError::TwoDrivers { .. }) {
-            return f
-                .cause("cudarc bound a different CUDA driver library from the one nccl-smoke and NCCL use")
-                .hint("remove the CUDA toolkit's stubs/ folder (or the second driver) from LD_LIBRARY_PATH: the driver libcuda.so.1 of the node's NVIDIA install must be the only one found");
-        }
-        match e.code_name() {
-            None => f
-                .cause(format!(
-                    "no usable NVIDIA driver library ({}) on this node or in this container",
-                    cuda::DRIVER_SONAME
-                ))
-                .hint("install the NVIDIA driver; in a container, run with the NVIDIA container toolkit \
-                       (--gpus all / runtimeClassName: nvidia) so the driver library is mounted"),
-            Some("CUDA_ERROR_NO_DEVICE") => f
-                .cause("the driver sees no GPU")
-                .hint("check CUDA_VISIBLE_DEVICES and that the container/pod was given GPUs (nvidia-smi -L)"),
-            Some("CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE" | "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH") => f
-                .cause("the user-space driver library does not match the kernel module")
-                .hint("make the container's libcuda match the host driver (NVIDIA container toolkit), or reboot after a driver upgrade"),
-            Some(_) => f.hint("nvidia-smi and dmesg show the driver's state"),
-        }
-    }
-
     /// A second opinion from libnccl itself: a one-rank communicator needs the driver, so its
     /// failure, in NCCL's words, confirms (or contradicts) that the driver is missing.
     fn corroborate_missing_driver(&self, nccl: &Nccl, f: &mut Failure) {
@@ -426,7 +380,7 @@ impl Run<'_> {
     /// at the deadline) reports before the ranks that are only waiting for it; still inside the
     /// supervisor's backstop.
     fn waiting_deadline(&self, stage: Stage) -> std::time::Duration {
-        self.args.deadline(stage) + super::supervise::PEER_MARGIN
+        self.args.deadline(stage) + crate::stage::PEER_MARGIN
     }
 
     /// Rank 0 opens the results file as soon as the launch stage is done, so that a failure
@@ -548,7 +502,8 @@ impl Run<'_> {
                 Stage::UniqueId,
                 &self.who,
                 "rank 0 could not create the NCCL unique id (see rank 0's verdict)",
-            )),
+            )
+            .kind(error::Kind::PeerGone)),
             _ => {
                 let mut id = [0u8; nccl::NCCL_UNIQUE_ID_BYTES as usize];
                 id.copy_from_slice(&msg[1..]);
@@ -563,76 +518,33 @@ impl Run<'_> {
         f
     }
 
-    /// A communicator failure, with "connect" split by NCCL's own words.
+    /// A communicator failure (see [`causes::comm_failure`]), with the probes that repeat the
+    /// failed step: a /dev/shm segment, a TCP reach to the peers and rank 0's host.
     fn comm_failure(&self, stage: Stage, e: CommError) -> Failure {
-        let mut f = Failure::new(stage, &self.who, &e);
-        if let CommError::Timeout { what, after_s } = &e {
-            // The user set the deadline; say how the wait's limit was made of it.
-            let deadline = self.args.deadline(stage).as_secs_f64();
-            f.error = format!(
-                "{what} did not complete within {after_s:.1} s (the {stage} deadline of {deadline} s, \
-                 + {:.1} s for a stuck peer to report first{}); the communicator was aborted",
-                super::supervise::PEER_MARGIN.as_secs_f64(),
-                if *after_s > deadline + super::supervise::PEER_MARGIN.as_secs_f64() + 0.05 {
-                    ", + the time this size's iterations are expected to take"
-                } else {
-                    ""
-                }
-            );
+        let node = causes::NodeFacts::here(self.versions.0.clone(), self.versions.1.clone());
+        let log = self.log_warnings();
+        let mut f =
+            causes::comm_failure(&self.who, stage, &e, self.args.deadline(stage), log, &node);
+        if causes::peer_first(&f) {
+            return f;
         }
-        f.evidence = self.log_warnings();
-        // This rank's own log may show it failed first (out of file descriptors, say) while the
-        // call it made returned only what its peers did next.
-        f.own_evidence = classify::classify(f.evidence.iter().map(String::as_str))
-            .is_some_and(|x| x.severity == classify::Severity::Fail && x.category.is_local());
-        let mut lines: Vec<&str> = vec![f.error.as_str()];
-        lines.extend(f.evidence.iter().map(String::as_str));
-        if consequential(&f) {
-            return f
-                .cause("a peer rank closed its connections: it failed or exited first, and its own verdict names why")
-                .hint("look for the first FAIL line of another rank");
-        }
-        if let Some(found) = classify::classify(lines.iter().copied()) {
-            // "connect" is split by the transport that failed; other stages keep their name.
-            if stage == Stage::Connect
-                && matches!(
-                    found.stage,
-                    Stage::ConnectImport
-                        | Stage::ConnectProxy
-                        | Stage::ConnectShm
-                        | Stage::ConnectNet
-                )
-            {
-                f.stage = found.stage;
-            }
-            if !f.evidence.contains(&found.evidence) && found.evidence != f.error {
-                f.evidence.insert(0, found.evidence.clone());
-            }
-            let cause = format!("{}{}", found.cause, self.context_for(f.stage));
-            f = f.cause(cause).hint(found.hint);
-            if f.stage == Stage::ConnectShm {
-                f.evidence.push(probe::shm_segment(
-                    std::path::Path::new("/dev/shm"),
-                    probe::NCCL_SHM_SEGMENT,
-                ));
-            }
-        } else if let CommError::Timeout { .. } = e {
-            f = f
-                .cause("an operation did not complete: a peer stopped, or a link hangs")
-                .hint("rerun with NCCL_DEBUG=INFO; the ranks that did not report are the suspects");
-        } else if e
-            .nccl()
-            .and_then(NcclError::last_error)
-            .is_some_and(|l| l.contains("driver version is insufficient"))
-        {
-            f = f
-                .cause("the CUDA driver is older than the CUDA runtime this libnccl was built for")
-                .hint("upgrade the driver, or use an NCCL build for the driver's CUDA version");
+        if f.stage == Stage::ConnectShm {
+            f.evidence.push(probe::shm_segment(
+                std::path::Path::new("/dev/shm"),
+                probe::NCCL_SHM_SEGMENT,
+            ));
         }
         if matches!(f.stage, Stage::Init | Stage::ConnectNet) {
             f.evidence.extend(self.reach_probe(&f));
         }
         f
+    }
+
+    /// The host of `rank`, from the fingerprint (rank 0).
+    fn host_of(&self, rank: u32) -> Option<String> {
+        let r = self.results.as_ref()?;
+        let info = r.doc.fingerprint.ranks.iter().find(|i| i.rank == rank)?;
+        Some(info.host.clone())
     }
 
     /// Can this rank reach, over TCP, the peers NCCL named and rank 0's host, from the
@@ -743,27 +655,6 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Facts of this node that bear on a finding: the versions for a buffer-import failure
-    /// (a driver bug), the size of /dev/shm for a shared-memory one.
-    fn context_for(&self, stage: Stage) -> String {
-        match stage {
-            Stage::ConnectImport => format!(
-                " [this node: CUDA driver {}, NCCL {}]",
-                self.versions.0.as_deref().unwrap_or("unknown"),
-                self.versions.1.as_deref().unwrap_or("unknown")
-            ),
-            Stage::ConnectShm => match os::fs_space("/dev/shm") {
-                Some((total, free)) => format!(
-                    " [this node: /dev/shm {} MiB, {} MiB free]",
-                    total >> 20,
-                    free >> 20
-                ),
-                None => " [this node: /dev/shm is missing]".into(),
-            },
-            _ => String::new(),
-        }
-    }
-
     /// WARN lines this process's NCCL wrote to its debug file, when the supervisor set one up.
     fn log_warnings(&self) -> Vec<String> {
         self.nccl_log_lines(|l| l.contains(" NCCL WARN "))
@@ -861,66 +752,6 @@ impl Run<'_> {
             rows.extend(pattern_rows);
         }
         Ok(rows)
-    }
-
-    /// Wrong data, pinned on the rank that sent it where the pattern tells (point-to-point and
-    /// all-to-all), else on the rank that received it.
-    fn verify_failure(&self, rows: &[SizeResult]) -> Option<Failure> {
-        let bad: Vec<&SizeResult> = rows.iter().filter(|r| r.wrong > 0).collect();
-        if bad.is_empty() {
-            return None;
-        }
-        let total: u64 = bad.iter().map(|r| r.wrong).sum();
-        let wrongs = bad
-            .iter()
-            .filter_map(|r| r.first_wrong.as_ref().map(|w| (*r, w)));
-        let blamed = wrongs
-            .clone()
-            .find(|(_, (_, w))| w.sender.is_some())
-            .or(wrongs.clone().next());
-        let (detail, culprit) = match blamed {
-            Some((row, (receiver, w))) => {
-                let from = w
-                    .sender
-                    .map(|s| format!(", sent by rank {s}"))
-                    .unwrap_or_default();
-                let detail = format!(
-                    "; e.g. {} {} B: element {} received by rank {receiver} is {} instead of {}{from}",
-                    row.pattern, row.size_bytes, w.index, w.got, w.expected
-                );
-                (detail, w.sender.unwrap_or(*receiver))
-            }
-            None => (String::new(), self.who.rank.unwrap_or(0)),
-        };
-        let sizes: Vec<String> = bad
-            .iter()
-            .map(|r| format!("{} {} B", r.pattern, r.size_bytes))
-            .collect();
-        let host = self
-            .results
-            .as_ref()
-            .and_then(|r| {
-                r.doc
-                    .fingerprint
-                    .ranks
-                    .iter()
-                    .find(|i| i.rank == culprit)
-                    .map(|i| i.host.clone())
-            })
-            .unwrap_or_else(|| self.who.host.clone());
-        let who = Who {
-            rank: Some(culprit),
-            host,
-        };
-        Some(
-            Failure::new(
-                Stage::Verify,
-                &who,
-                format!("{total} wrong elements in {}{detail}", sizes.join(", ")),
-            )
-            .cause("data was corrupted between ranks: a faulty link (NVLink/PCIe/network), GPU memory, or a library bug")
-            .hint("rerun the failing pattern alone; check ECC and link errors (nvidia-smi -q -d ECC, nvidia-smi nvlink -e, dmesg)"),
-        )
     }
 
     fn pass(&mut self, selected: &[&dyn Pattern], sizes: &[usize], nranks: u32) -> u8 {
@@ -1098,34 +929,4 @@ fn mpi_or_single() -> Result<Box<dyn Bootstrap>, String> {
 #[cfg(not(feature = "mpi"))]
 fn mpi_or_single() -> Result<Box<dyn Bootstrap>, String> {
     Ok(Box::new(bootstrap::single::Single))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_timeout_while_a_peer_closed_its_connections_is_a_consequence() {
-        let who = Who {
-            rank: Some(3),
-            host: "h".into(),
-        };
-        let timeout = Failure::new(
-            Stage::Connect,
-            &who,
-            "first all_reduce (connect) did not complete within 5 s (deadline); the communicator was aborted",
-        );
-        assert!(!consequential(&timeout));
-        let mut after_peer = timeout.clone();
-        after_peer.evidence.push(
-            "h:1:2 [3] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer h<4>".into(),
-        );
-        assert!(consequential(&after_peer));
-        let remote = Failure::new(
-            Stage::Run,
-            &who,
-            "ncclGroupEnd returned ncclRemoteError (6)",
-        );
-        assert!(consequential(&remote));
-    }
 }

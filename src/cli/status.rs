@@ -9,7 +9,7 @@
 
 use crate::error::{Failure, Who};
 use crate::progress::Event;
-use crate::report::results::{self, Blame, RankRecord};
+use crate::report::results::{RankRecord, RankState};
 use crate::stage::{Stage, StageRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -17,14 +17,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-pub use crate::report::results::STOPPED;
-
-/// Whether `f` says only that the launcher stopped the rank (because another rank failed, or
-/// the job was cancelled): no failure of that rank's own.
-pub fn stopped(f: &Failure) -> bool {
-    results::blame(f) == Blame::Stopped
-}
 
 /// A gap this long between two turns of a supervisor's watch loop (which turns every 50 ms)
 /// means the supervisor itself was stopped: the others' silence meanwhile is not theirs.
@@ -35,16 +27,6 @@ pub const ALIVE_EVERY: Duration = Duration::from_millis(100);
 /// A write on the status line that takes longer than this is given up: a stopped peer
 /// supervisor must not stop this one.
 const WRITE_LIMIT: Duration = Duration::from_millis(200);
-
-/// A rank's state in the results file's table, from how it ended: `finished`, `stopped` or
-/// `failed`.
-pub fn end_state(code: u8, failure: Option<&Failure>) -> &'static str {
-    match (code, failure) {
-        (0, _) => "finished",
-        (_, Some(f)) if stopped(f) => "stopped",
-        _ => "failed",
-    }
-}
 
 /// The port of this rank's supervisor's status listener, for its worker.
 pub const PORT_ENV: &str = "NCCL_SMOKE_STATUS_PORT";
@@ -256,7 +238,7 @@ impl JobView {
                 out.push(RankRecord {
                     rank,
                     host: String::new(),
-                    state: "silent".into(),
+                    state: RankState::Silent,
                     exit_code: None,
                     stage: None,
                     step: None,
@@ -265,15 +247,15 @@ impl JobView {
                 continue;
             };
             let (state, code) = match &v.ended {
-                Some((c, f)) => (end_state(*c, f.as_ref()), Some(*c)),
-                None if v.lost => ("lost", None),
-                None if v.unresponsive => ("unresponsive", None),
-                None => ("running", None),
+                Some((c, f)) => (RankState::ended(*c, f.as_ref()), Some(*c)),
+                None if v.lost => (RankState::Lost, None),
+                None if v.unresponsive => (RankState::Unresponsive, None),
+                None => (RankState::Running, None),
             };
             out.push(RankRecord {
                 rank,
                 host: v.host.clone(),
-                state: state.into(),
+                state,
                 exit_code: code,
                 stage: v.stage,
                 step: v.step.clone(),
@@ -613,7 +595,7 @@ mod tests {
         let me = RankRecord {
             rank: 0,
             host: "h0".into(),
-            state: "failed".into(),
+            state: RankState::Failed,
             exit_code: Some(16),
             stage: Some(Stage::Init),
             step: None,
@@ -622,7 +604,7 @@ mod tests {
         let table: Vec<(u32, String, Option<Stage>)> = v
             .records(me)
             .into_iter()
-            .map(|r| (r.rank, r.state, r.stage))
+            .map(|r| (r.rank, r.state.to_string(), r.stage))
             .collect();
         assert_eq!(
             table,
@@ -684,14 +666,14 @@ mod tests {
             .records(RankRecord {
                 rank: 0,
                 host: "h0".into(),
-                state: "stopped".into(),
+                state: RankState::Stopped,
                 exit_code: None,
                 stage: None,
                 step: None,
                 stages: vec![],
             })
             .into_iter()
-            .map(|r| r.state)
+            .map(|r| r.state.to_string())
             .collect();
         assert_eq!(states, ["stopped", "unresponsive", "lost", "lost"]);
     }

@@ -9,10 +9,11 @@ use super::RunArgs;
 use super::backend::{self, SIM_LINK_DIR_ENV};
 use super::status::{self, JobView, Uplink};
 use crate::bootstrap::launcher;
+use crate::diagnose::causes;
 use crate::error::{Failure, Who};
 use crate::ffi::os;
 use crate::progress::{Event, SOCKET_ENV};
-use crate::report::results::{self, ENDED_BY_RANK0, RankRecord, Status, Verdict};
+use crate::report::results::{self, RankRecord, RankState, Status, Verdict};
 use crate::stage::{Stage, StageRecord, exit};
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -44,7 +45,7 @@ const GRACE: Duration = Duration::from_millis(1000);
 /// own (a stopped worker, named at the deadline; one stuck in a library outside a wait on
 /// others, at deadline + `GRACE`) reports before the ranks that are only waiting for it. The
 /// worker's own waits use it (`run.rs`).
-pub const PEER_MARGIN: Duration = Duration::from_millis(1500);
+pub use crate::stage::PEER_MARGIN;
 /// The supervisor's backstop for a rank waiting on others trails the worker's own wait by this
 /// much, so that the worker's verdict, in the library's words, comes first when it can; the
 /// total (deadline + 1.9 s) stays within deadline + 2 s.
@@ -400,7 +401,7 @@ fn watch(
                 let f = if stopped {
                     stopped_by_launcher(&w, who)
                 } else {
-                    crashed(&w, who, sig)
+                    causes::crashed(&who_at(&w, who), w.stage, sig)
                 };
                 let code = f.exit_code();
                 return conclude(args, &mut w, Some(f), code, term);
@@ -435,14 +436,7 @@ fn watch(
             && job.lock().map(|v| v.has_gone_rank()).unwrap_or(false)
         {
             stop_worker(&mut child);
-            let f = Failure::new(
-                w.stage,
-                &who_at(&w, who),
-                format!(
-                    "{ENDED_BY_RANK0} during the {} stage: another rank is gone",
-                    w.stage
-                ),
-            );
+            let f = causes::ended_by_rank0(&who_at(&w, who), w.stage);
             let code = f.exit_code();
             return conclude(args, &mut w, Some(f), code, term);
         }
@@ -497,44 +491,6 @@ fn worker_stopped(pid: u32) -> bool {
                 .and_then(|(_, rest)| rest.trim_start().chars().next())
         })
         .is_some_and(|c| c == 'T' || c == 't')
-}
-
-fn rank0_gone(w: &Watch, who: &Who, closed: bool, limit: Duration) -> Failure {
-    let host = w
-        .uplink
-        .as_ref()
-        .map(|u| u.rank0_host.clone())
-        .unwrap_or_default();
-    let me = who_at(w, who).rank_label();
-    let rank0 = Who {
-        rank: Some(0),
-        host,
-    };
-    let f = if closed {
-        Failure::new(
-            w.stage,
-            &rank0,
-            format!(
-                "its supervisor is gone: the status line to it closed without a word during the {} \
-                 stage (seen by {me})",
-                w.stage
-            ),
-        )
-        .cause("rank 0's supervisor was killed (SIGKILL, the OOM killer), or its host went down")
-    } else {
-        Failure::new(
-            w.stage,
-            &rank0,
-            format!(
-                "its supervisor stopped answering: nothing from it for more than {:.0} s during the \
-                 {} stage (seen by {me})",
-                limit.as_secs_f64(),
-                w.stage
-            ),
-        )
-        .cause("rank 0's supervisor process is stopped (SIGSTOP, a debugger), or its host is overloaded or cut off")
-    };
-    f.hint("check rank 0's host: the process's state (ps -o stat,pid,cmd), the kernel log (dmesg)")
 }
 
 fn apply(w: &mut Watch, ev: Event) {
@@ -592,18 +548,6 @@ fn apply(w: &mut Watch, ev: Event) {
     }
 }
 
-fn stopped_by_launcher(w: &Watch, who: &Who) -> Failure {
-    Failure::new(
-        w.stage,
-        &who_at(w, who),
-        format!(
-            "{} during the {} stage (another rank failed, or the job was cancelled)",
-            status::STOPPED,
-            w.stage
-        ),
-    )
-}
-
 fn who_label(f: &Failure) -> String {
     Who {
         rank: f.rank,
@@ -619,97 +563,15 @@ fn who_at(w: &Watch, who: &Who) -> Who {
     }
 }
 
-fn hung(w: &Watch, who: &Who, deadline: Duration, stopped: bool) -> Failure {
-    let waited = if stopped {
-        ": the worker is stopped (SIGSTOP, SIGTSTP or a debugger holds it)".to_string()
-    } else if waits_on_others(w.stage) || w.waiting {
-        format!(" {}", results::WAITED_MARK)
-    } else {
-        String::new()
-    };
-    let budget = if w.budget.is_zero() || stopped {
-        String::new()
-    } else {
-        format!(
-            " + {:.1} s expected for the work under way",
-            w.budget.as_secs_f64()
-        )
-    };
-    let f = Failure::new(
-        w.stage,
-        &who_at(w, who),
-        format!(
-            "no progress for {:.1} s in the {} stage{}{waited} (deadline {:.0} s{budget}): it hung; the \
-             worker was killed",
-            w.since.elapsed().as_secs_f64(),
-            w.stage,
-            w.step
-                .as_deref()
-                .map(|s| format!(", {s}"))
-                .unwrap_or_default(),
-            deadline.as_secs_f64()
-        ),
-    );
-    if stopped {
-        return f
-            .cause("the worker process was stopped from outside nccl-smoke; the other ranks wait for it")
-            .hint("look for a debugger, a job-control stop (Ctrl-Z) or a scheduler that suspends processes");
-    }
-    match w.stage {
-        Stage::Launch => f
-            .cause("the first MPI collective did not complete: a rank never arrived, or MPI's collective \
-                    layer hangs (Open MPI HCOLL over container RDMA is a known case)")
-            .hint("mpirun -mca coll_hcoll_enable 0 -mca btl tcp,self; check UCX_NET_DEVICES, \
-                   NCCL_SOCKET_IFNAME and NCCL_IB_HCA name devices that exist in the pod"),
-        Stage::Init | Stage::UniqueId => f
-            .cause("not every rank joined the communicator: a rank is missing, or the bootstrap network \
-                    between hosts is unreachable")
-            .hint("check that NCCL_SOCKET_IFNAME names an interface that reaches every host; look for a rank \
-                   that failed earlier"),
-        Stage::Connect | Stage::ConnectImport | Stage::ConnectProxy | Stage::ConnectShm | Stage::ConnectNet => f
-            .cause("transport setup between ranks never completed")
-            .hint("rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P,SHM,NET and look at the last lines per rank"),
-        Stage::Finalize => f
-            .cause("communicator teardown hung")
-            .hint("a peer may have died or never finalized; NCCL_DEBUG=INFO shows which"),
-        _ => f.hint("rerun with NCCL_DEBUG=INFO to see where the library stopped"),
-    }
-}
-
-fn crashed(w: &Watch, who: &Who, sig: i32) -> Failure {
-    let f = Failure::new(
-        w.stage,
-        &who_at(w, who),
-        format!(
-            "the worker died of {} during the {} stage",
-            os::signal_name(sig),
-            w.stage
-        ),
-    );
-    if sig == signal_hook::consts::SIGKILL {
-        // Nothing inside a library raises SIGKILL: it came from outside.
-        return f
-            .cause("the worker was killed from outside nccl-smoke: the kernel's OOM killer, an operator, or the scheduler")
-            .hint("dmesg shows an OOM kill; check the job's memory limit and the scheduler's events");
-    }
-    let culprit = match w.stage {
-        Stage::Launch => "the MPI library",
-        Stage::Driver | Stage::Device | Stage::Alloc => "the CUDA driver",
-        _ => "libnccl or the CUDA driver",
-    };
-    f.cause(format!("a crash inside {culprit}"))
-        .hint("a core dump (ulimit -c unlimited) and NCCL_DEBUG=INFO show where")
-}
-
 /// Whether the launcher's signal is a cancellation rather than a teardown after a failure:
 /// rank 0 knows every rank (all connected) and no failure anywhere.
 fn cancelled(w: &Watch, own: Option<&Failure>, term: &AtomicBool) -> bool {
     term.load(Ordering::SeqCst)
-        && own.is_none_or(status::stopped)
+        && own.is_none_or(Failure::is_stopped)
         && w.failed.is_none()
         && w.job.as_ref().is_some_and(|j| {
             j.lock()
-                .map(|v| v.all_connected() && v.failures.iter().all(status::stopped))
+                .map(|v| v.all_connected() && v.failures.iter().all(Failure::is_stopped))
                 .unwrap_or(false)
         })
 }
@@ -729,7 +591,7 @@ fn conclude(
     if cancel && let Some(path) = &w.results {
         // The launcher's SIGKILL may follow its SIGTERM within the settle below (under load it
         // did, 3 runs in 5): the file says CANCELLED first, and again with the table after.
-        let table = rank_table(w, "cancelled", Some(exit::CANCELLED), false);
+        let table = rank_table(w, RankState::Cancelled, Some(exit::CANCELLED), false);
         let _ = record(path, own.as_ref(), &[], table, true, w.stage);
     }
     if cancel && let Some(job) = &w.job {
@@ -747,7 +609,7 @@ fn conclude(
             && own
                 .as_ref()
                 .or(w.failed.as_ref())
-                .is_some_and(|f| !status::stopped(f)),
+                .is_some_and(|f| !f.is_stopped()),
         Ordering::SeqCst,
     );
     let failure = own.clone().or_else(|| w.failed.clone());
@@ -806,16 +668,16 @@ fn conclude(
     // The job's verdict, on rank 0: the culprit among every failure known.
     let counted: Vec<Failure> = failure
         .iter()
-        .filter(|f| !status::stopped(f) || remote.is_empty())
+        .filter(|f| !f.is_stopped() || remote.is_empty())
         .chain(&remote)
-        .filter(|f| !(cancel && status::stopped(f)))
+        .filter(|f| !(cancel && f.is_stopped()))
         .cloned()
         .collect();
     let verdict = w.job.as_ref().and_then(|_| results::job_verdict(&counted));
     let state = if cancel {
-        "cancelled"
+        RankState::Cancelled
     } else {
-        status::end_state(code, failure.as_ref())
+        RankState::ended(code, failure.as_ref())
     };
     if cancel {
         code = exit::CANCELLED;
@@ -829,7 +691,7 @@ fn conclude(
         let table = rank_table(w, state, Some(code), code == exit::PASS);
         let remote: Vec<Failure> = remote
             .iter()
-            .filter(|f| !(cancel && status::stopped(f)))
+            .filter(|f| !(cancel && f.is_stopped()))
             .cloned()
             .collect();
         if let Err(e) = record(path, own.as_ref(), &remote, table, cancel, w.stage) {
@@ -842,7 +704,7 @@ fn conclude(
     }
     match &own {
         // Stopped because of another rank, or by the user: not this rank's failure.
-        Some(f) if status::stopped(f) => {
+        Some(f) if f.is_stopped() => {
             say_line(&format!("# {} (host {}) {}", who_label(f), f.host, f.error))
         }
         Some(f) => say_line(&f.to_string()),
@@ -906,14 +768,14 @@ fn walked(w: &Watch, ok: bool) -> Vec<StageRecord> {
 }
 
 /// Rank 0: the results file's per-rank table, this rank in `state` first; empty elsewhere.
-fn rank_table(w: &Watch, state: &str, code: Option<u8>, ok: bool) -> Vec<RankRecord> {
+fn rank_table(w: &Watch, state: RankState, code: Option<u8>, ok: bool) -> Vec<RankRecord> {
     let Some(job) = &w.job else {
         return Vec::new();
     };
     let me = RankRecord {
         rank: w.rank.unwrap_or(0),
         host: w.host.clone(),
-        state: state.into(),
+        state,
         exit_code: code,
         stage: Some(w.stage),
         step: w.step.clone(),
@@ -940,9 +802,8 @@ fn record(
         // Being stopped because another rank failed is no failure of this rank's own; being
         // stopped with no failure known anywhere is, unless the job was cancelled.
         let own_counts = !cancel
-            && own.is_some_and(|f| {
-                !status::stopped(f) || (remote.is_empty() && doc.failures.is_empty())
-            });
+            && own
+                .is_some_and(|f| !f.is_stopped() || (remote.is_empty() && doc.failures.is_empty()));
         for f in own.iter().copied().filter(|_| own_counts).chain(remote) {
             if !doc.failures.contains(f) {
                 doc.failures.push(f.clone());
@@ -978,7 +839,7 @@ fn record_remote_failures(w: &mut Watch) {
         Ok(v) if v.failures.len() > w.announced.min(w.recorded) => v
             .failures
             .iter()
-            .filter(|f| !status::stopped(f))
+            .filter(|f| !f.is_stopped())
             .cloned()
             .collect(),
         _ => return,
@@ -995,7 +856,7 @@ fn record_remote_failures(w: &mut Watch) {
     }
     w.announced = all.len();
     if let Some(path) = &w.results {
-        let table = rank_table(w, "running", None, true);
+        let table = rank_table(w, RankState::Running, None, true);
         if let Err(e) = record(path, None, &all[w.recorded..], table, false, w.stage) {
             say_err!("nccl-smoke: cannot update the results file: {e}");
         }
@@ -1012,4 +873,30 @@ fn record_remote_failures(w: &mut Watch) {
 fn say_line(line: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stdout().lock(), "{line}");
+}
+
+fn rank0_gone(w: &Watch, who: &Who, closed: bool, limit: Duration) -> Failure {
+    let host = w
+        .uplink
+        .as_ref()
+        .map(|u| u.rank0_host.clone())
+        .unwrap_or_default();
+    causes::rank0_gone(host, &who_at(w, who).rank_label(), w.stage, closed, limit)
+}
+
+fn stopped_by_launcher(w: &Watch, who: &Who) -> Failure {
+    causes::stopped_by_launcher(&who_at(w, who), w.stage)
+}
+
+fn hung(w: &Watch, who: &Who, deadline: Duration, stopped: bool) -> Failure {
+    causes::hung(&causes::Hang {
+        who: who_at(w, who),
+        stage: w.stage,
+        step: w.step.as_deref(),
+        waiting: waits_on_others(w.stage) || w.waiting,
+        quiet: w.since.elapsed(),
+        deadline,
+        budget: w.budget,
+        stopped,
+    })
 }
