@@ -19,4 +19,5 @@ pub mod ffi;
 pub mod patterns;
 pub mod progress;
 pub mod report;
+pub mod run;
 pub mod stage;

@@ -1,8 +1,5 @@
 //! The worker side of `nccl-smoke run`: walk the stages, measure, and say how it ended.
 
-use super::backend;
-use super::supervise::RUN_DIR_ENV;
-use super::{Backend, RunArgs};
 use crate::bench::{self, Buffers, SizeResult, Timing};
 use crate::bootstrap::{self, Bootstrap};
 use crate::comm::{CommError, Communicator};
@@ -14,8 +11,9 @@ use crate::ffi::os;
 use crate::patterns::{self, Pattern};
 use crate::progress::{self, Event};
 use crate::report::fingerprint::{self, DriverInfo, Fingerprint, NcclInfo, RankInfo};
-use crate::report::results::{ResultsDoc, ResultsFile, RunConfig, StageRecord, Status, Verdict};
+use crate::report::results::{ResultsDoc, ResultsFile, StageRecord, Status, Verdict};
 use crate::report::table;
+use crate::run::{Plan, env, libs};
 use crate::stage::{Stage, exit};
 use nccl_smoke_fault::{FaultSet, Kind, Where};
 use std::io::IsTerminal;
@@ -23,7 +21,7 @@ use std::time::{Instant, SystemTime};
 
 /// One rank's run: where it is, and what rank 0 keeps.
 struct Run<'a> {
-    args: &'a RunArgs,
+    plan: &'a Plan,
     who: Who,
     stage: Stage,
     stage_start: Instant,
@@ -43,20 +41,20 @@ struct Run<'a> {
     local_rank: u32,
 }
 
-pub fn worker(args: &RunArgs) -> u8 {
+pub fn worker(plan: &Plan) -> u8 {
     os::die_with_parent();
     let who = Who {
         rank: bootstrap::launcher::from_env().and_then(|v| v.rank),
         host: os::hostname(),
     };
     let mut run = Run {
-        args,
+        plan,
         who,
         stage: Stage::Launch,
         stage_start: Instant::now(),
         results: None,
         stages: Vec::new(),
-        simulated: args.libs.backend == Backend::Sim,
+        simulated: plan.libs.sim,
         versions: (None, None),
         hosts: 1,
         write_said: Default::default(),
@@ -148,10 +146,7 @@ impl Run<'_> {
     }
 
     fn go(&mut self) -> Result<u8, Failure> {
-        let sizes = self
-            .args
-            .validate()
-            .map_err(|e| Failure::new(Stage::Launch, &self.who, e))?;
+        let sizes = self.plan.sizes.clone();
         let boot = self.launch()?;
         if boot.rank() == 0 {
             self.open_results(boot.as_ref());
@@ -169,7 +164,7 @@ impl Run<'_> {
         let (rank, nranks) = (boot.rank(), boot.size());
 
         self.enter(Stage::NcclLoad);
-        let libs = backend::libraries(self.args).at(Stage::NcclLoad, &self.who)?;
+        let libs = libs::for_worker(&self.plan.libs).at(Stage::NcclLoad, &self.who)?;
         let nccl = Nccl::load(libs.nccl.as_deref())
             .map_err(|e| causes::nccl_load_failure(&self.who, &e))?;
         self.simulated |= nccl.simulated.is_some();
@@ -215,15 +210,8 @@ impl Run<'_> {
             self.record_fingerprint(boot, &nccl, &driver, infos);
         }
 
-        let selected = patterns::select(&self.args.patterns).at(Stage::Launch, &self.who)?;
-        let timing = Timing {
-            warmup: self.args.warmup_iters,
-            iters: self.args.iters,
-            check: self.args.check == 1,
-            dtype: self.args.datatype,
-            op: self.args.op,
-            deadline: self.waiting_deadline(Stage::Run),
-        };
+        let selected = patterns::select(&self.plan.patterns).at(Stage::Launch, &self.who)?;
+        let timing = self.plan.timing(self.waiting_deadline(Stage::Run));
 
         self.enter(Stage::Alloc);
         let (send_max, recv_max) = buffer_sizes(&selected, sizes, &timing, nranks);
@@ -290,7 +278,7 @@ impl Run<'_> {
         progress::enter(Stage::Launch, self.who.rank);
         progress::waiting("in MPI_Init (or the launcher's bootstrap)");
         let boot =
-            init_bootstrap(self.args.deadline(Stage::Launch)).at(Stage::Launch, &self.who)?;
+            init_bootstrap(self.plan.deadline(Stage::Launch)).at(Stage::Launch, &self.who)?;
         if let Some(msg) =
             bootstrap::launcher::mismatch(boot.size(), bootstrap::launcher::from_env().as_ref())
         {
@@ -301,7 +289,7 @@ impl Run<'_> {
         self.who.rank = Some(boot.rank());
         progress::enter(Stage::Launch, self.who.rank);
         progress::step("before the first MPI collective: this rank never reached it");
-        if self.args.libs.backend == Backend::Sim {
+        if self.plan.libs.sim {
             self.simulated_launch_fault()?;
         }
         progress::waiting(
@@ -357,7 +345,7 @@ impl Run<'_> {
             );
         }
         let ordinal = self
-            .args
+            .plan
             .device
             .unwrap_or((local_rank % count as u32) as i32);
         if ordinal < 0 || ordinal >= count {
@@ -380,14 +368,13 @@ impl Run<'_> {
     /// at the deadline) reports before the ranks that are only waiting for it; still inside the
     /// supervisor's backstop.
     fn waiting_deadline(&self, stage: Stage) -> std::time::Duration {
-        self.args.deadline(stage) + crate::stage::PEER_MARGIN
+        self.plan.deadline(stage) + crate::stage::PEER_MARGIN
     }
 
     /// Rank 0 opens the results file as soon as the launch stage is done, so that a failure
     /// anywhere after it (reported here or by another rank's supervisor) lands in it.
     fn open_results(&mut self, boot: &dyn Bootstrap) {
-        let Some(path) = &self.args.json else { return };
-        let a = self.args;
+        let Some(path) = &self.plan.json else { return };
         let doc = ResultsDoc {
             schema: crate::report::results::SCHEMA.into(),
             tool_version: env!("CARGO_PKG_VERSION").into(),
@@ -408,18 +395,7 @@ impl Run<'_> {
             },
             simulated: self.simulated,
             command: std::env::args().collect(),
-            config: RunConfig {
-                patterns: a.patterns.clone(),
-                minbytes: a.minbytes,
-                maxbytes: a.maxbytes(),
-                stepfactor: a.stepbytes.is_none().then_some(a.stepfactor),
-                stepbytes: a.stepbytes,
-                iters: a.iters,
-                warmup_iters: a.warmup_iters,
-                check: a.check == 1,
-                datatype: a.datatype.name().into(),
-                op: a.op.name().into(),
-            },
+            config: self.plan.config.clone(),
             fingerprint: Fingerprint {
                 launcher: boot.describe(),
                 env: fingerprint::env_snapshot(),
@@ -524,7 +500,7 @@ impl Run<'_> {
         let node = causes::NodeFacts::here(self.versions.0.clone(), self.versions.1.clone());
         let log = self.log_warnings();
         let mut f =
-            causes::comm_failure(&self.who, stage, &e, self.args.deadline(stage), log, &node);
+            causes::comm_failure(&self.who, stage, &e, self.plan.deadline(stage), log, &node);
         if causes::peer_first(&f) {
             return f;
         }
@@ -662,7 +638,7 @@ impl Run<'_> {
 
     /// Lines of this process's NCCL debug file that `keep` selects (at most 20).
     fn nccl_log_lines(&self, keep: impl Fn(&str) -> bool) -> Vec<String> {
-        let Some(dir) = std::env::var_os(RUN_DIR_ENV) else {
+        let Some(dir) = env::run_dir() else {
             return Vec::new();
         };
         let pid = format!(".{}.log", std::process::id());
@@ -757,7 +733,7 @@ impl Run<'_> {
     fn pass(&mut self, selected: &[&dyn Pattern], sizes: &[usize], nranks: u32) -> u8 {
         let hosts = self.hosts;
         let label = if self.simulated { " [SIMULATED]" } else { "" };
-        let checked = if self.args.check == 1 {
+        let checked = if self.plan.check {
             "verified"
         } else {
             "NOT verified (-c 0)"
@@ -805,7 +781,7 @@ static STATUS_ADDRS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new
 fn share_status_address(boot: &dyn Bootstrap) {
     let mut buf = [0u8; 1024];
     if boot.rank() == 0
-        && let Some(port) = std::env::var(super::status::PORT_ENV).ok()
+        && let Some(port) = env::status_port()
     {
         let mut addrs: Vec<String> = os::ipv4_addresses()
             .iter()

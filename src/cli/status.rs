@@ -28,9 +28,6 @@ pub const ALIVE_EVERY: Duration = Duration::from_millis(100);
 /// supervisor must not stop this one.
 const WRITE_LIMIT: Duration = Duration::from_millis(200);
 
-/// The port of this rank's supervisor's status listener, for its worker.
-pub const PORT_ENV: &str = "NCCL_SMOKE_STATUS_PORT";
-
 /// One line from a rank's supervisor to rank 0's.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {

@@ -5,15 +5,14 @@
 //! signal, names the stage, the rank and the host, kills the worker and exits with the stage's
 //! code. A hang or a segfault inside a library becomes a verdict instead of a silent job.
 
-use super::RunArgs;
-use super::backend::{self, SIM_LINK_DIR_ENV};
 use super::status::{self, JobView, Uplink};
 use crate::bootstrap::launcher;
 use crate::diagnose::causes;
 use crate::error::{Failure, Who};
 use crate::ffi::os;
-use crate::progress::{Event, SOCKET_ENV};
+use crate::progress::Event;
 use crate::report::results::{self, RankRecord, RankState, Status, Verdict};
+use crate::run::{Plan, env, libs};
 use crate::stage::{Stage, StageRecord, exit};
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -34,10 +33,6 @@ macro_rules! say_err {
     }};
 }
 
-/// Set in the worker's environment.
-const WORKER_ENV: &str = "NCCL_SMOKE_WORKER";
-/// Where the worker finds the run folder (NCCL logs, socket).
-pub const RUN_DIR_ENV: &str = "NCCL_SMOKE_RUN_DIR";
 /// The supervisor's own deadline trails the worker's, so that the worker, which can abort the
 /// communicator and say more, reports first when it can.
 const GRACE: Duration = Duration::from_millis(1000);
@@ -81,10 +76,6 @@ fn waits_on_others(stage: Stage) -> bool {
     )
 }
 
-pub fn is_worker() -> bool {
-    std::env::var_os(WORKER_ENV).is_some()
-}
-
 /// What the watch loop hears: the worker's events, or a signal that wakes it.
 enum Msg {
     Event(Event),
@@ -121,13 +112,13 @@ struct Watch {
     entered: Instant,
 }
 
-pub fn supervise(args: &RunArgs) -> u8 {
+pub fn supervise(plan: &Plan) -> u8 {
     let host = os::hostname();
     let view = launcher::from_env();
     let rank = view.as_ref().and_then(|v| v.rank);
     let who = Who { rank, host };
     if rank.unwrap_or(0) == 0
-        && let Some(p) = &args.json
+        && let Some(p) = &plan.json
         && let Err(msg) = results::check_writable(p)
     {
         say_err!("nccl-smoke: {msg}");
@@ -147,7 +138,7 @@ pub fn supervise(args: &RunArgs) -> u8 {
             format!("cannot create {}: {e}", run_dir.display()),
         ));
     }
-    let code = match spawn_and_watch(args, &who, &run_dir, view.map(|v| v.size)) {
+    let code = match spawn_and_watch(plan, &who, &run_dir, view.map(|v| v.size)) {
         Ok(code) => code,
         Err(f) => say(f),
     };
@@ -181,7 +172,7 @@ fn say(f: Failure) -> u8 {
 }
 
 fn spawn_and_watch(
-    args: &RunArgs,
+    plan: &Plan,
     who: &Who,
     run_dir: &Path,
     nranks: Option<u32>,
@@ -201,45 +192,20 @@ fn spawn_and_watch(
             format!("cannot locate nccl-smoke itself: {e}"),
         )
     })?;
-    let mut cmd = Command::new(exe);
-    // Its own process group: a launcher's or a terminal's signal reaches the supervisor, which
-    // records the end and then stops the worker (the worker dies with it in any case).
-    cmd.process_group(0)
-        .args(std::env::args_os().skip(1))
-        .env(WORKER_ENV, "1")
-        .env(SOCKET_ENV, &sock)
-        .env(RUN_DIR_ENV, run_dir);
-    if std::env::var_os("NCCL_DEBUG").is_none() {
-        // NCCL's own words are the best evidence: its warnings, and the INIT/NET lines that say
-        // which transports it chose. They go to a file per process, not the user's screen.
-        cmd.env("NCCL_DEBUG", "INFO")
-            .env("NCCL_DEBUG_SUBSYS", "INIT,NET")
-            .env("NCCL_DEBUG_FILE", run_dir.join("nccl.%h.%p.log"))
-            .env(
-                crate::report::fingerprint::INJECTED_ENV,
-                "NCCL_DEBUG,NCCL_DEBUG_SUBSYS,NCCL_DEBUG_FILE",
-            );
-    }
-    if args.libs.backend == super::Backend::Sim {
-        let dir = backend::prepare_sim_dir(args.libs.sim_dir.as_deref(), &run_dir.join("lib"))
-            .map_err(|e| Failure::new(Stage::NcclLoad, who, e))?;
-        let old = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
-        let ld = if old.is_empty() {
-            dir.display().to_string()
-        } else {
-            format!("{}:{old}", dir.display())
-        };
-        cmd.env("LD_LIBRARY_PATH", ld).env(SIM_LINK_DIR_ENV, &dir);
-        if let Some(r) = who.rank {
-            cmd.env(nccl_smoke_fault::RANK_ENV, r.to_string());
-        }
-    }
+    let sim_links = match plan.libs.sim {
+        true => Some(
+            libs::prepare_sim_dir(plan.libs.sim_dir.as_deref(), &run_dir.join("lib"))
+                .map_err(|e| Failure::new(Stage::NcclLoad, who, e))?,
+        ),
+        false => None,
+    };
     // Rank 0 takes every rank's status reports (see status.rs).
+    let mut status_port = None;
     let job = if who.rank.unwrap_or(0) == 0
         && let Ok(listener) = TcpListener::bind("0.0.0.0:0")
         && let Ok(addr) = listener.local_addr()
     {
-        cmd.env(status::PORT_ENV, addr.port().to_string());
+        status_port = Some(addr.port());
         let view = Arc::new(Mutex::new(JobView {
             nranks: nranks.unwrap_or(1),
             ..Default::default()
@@ -249,6 +215,20 @@ fn spawn_and_watch(
     } else {
         None
     };
+    let vars = env::ForWorker {
+        run_dir: run_dir.to_path_buf(),
+        socket: sock.clone(),
+        status_port,
+        sim_links,
+        rank: who.rank,
+    }
+    .vars(|k| std::env::var(k).ok());
+    let mut cmd = Command::new(exe);
+    // Its own process group: a launcher's or a terminal's signal reaches the supervisor, which
+    // records the end and then stops the worker (the worker dies with it in any case).
+    cmd.process_group(0)
+        .args(std::env::args_os().skip(1))
+        .envs(vars);
     let (tx, rx) = mpsc::channel();
     // A launcher tearing the job down (another rank failed) sends SIGTERM, and Open MPI's
     // follows with SIGKILL as soon as another rank has gone: note it and wake the watch at
@@ -285,7 +265,7 @@ fn spawn_and_watch(
             }
         }
     });
-    let code = watch(args, who, child, rx, job, &term);
+    let code = watch(plan, who, child, rx, job, &term);
     if code != exit::PASS && !term.load(Ordering::SeqCst) {
         // This rank's exit makes the launcher tear the job down; linger a moment first, so
         // that rank 0 has read this rank's end over the status line before the launcher stops
@@ -298,7 +278,7 @@ fn spawn_and_watch(
 }
 
 fn watch(
-    args: &RunArgs,
+    plan: &Plan,
     who: &Who,
     mut child: Child,
     rx: mpsc::Receiver<Msg>,
@@ -356,7 +336,7 @@ fn watch(
             if gap > status::SELF_STOPPED {
                 v.forgive_gap();
             }
-            v.name_unresponsive(|s| args.deadline(s));
+            v.name_unresponsive(|s| plan.deadline(s));
         }
         record_remote_failures(&mut w);
         match child.try_wait() {
@@ -381,10 +361,10 @@ fn watch(
                         if term.load(Ordering::SeqCst) {
                             let f = stopped_by_launcher(&w, who);
                             let code = f.exit_code();
-                            return conclude(args, &mut w, Some(f), code, term);
+                            return conclude(plan, &mut w, Some(f), code, term);
                         }
                     }
-                    return conclude(args, &mut w, None, code, term);
+                    return conclude(plan, &mut w, None, code, term);
                 }
                 let sig = status.signal().unwrap_or(0);
                 let stopped = term.load(Ordering::SeqCst)
@@ -396,7 +376,7 @@ fn watch(
                         "nccl-smoke: the worker died of {} after reporting its failure",
                         os::signal_name(sig)
                     );
-                    return conclude(args, &mut w, None, given.exit_code(), term);
+                    return conclude(plan, &mut w, None, given.exit_code(), term);
                 }
                 let f = if stopped {
                     stopped_by_launcher(&w, who)
@@ -404,7 +384,7 @@ fn watch(
                     causes::crashed(&who_at(&w, who), w.stage, sig)
                 };
                 let code = f.exit_code();
-                return conclude(args, &mut w, Some(f), code, term);
+                return conclude(plan, &mut w, Some(f), code, term);
             }
             Ok(None) => {}
             Err(e) => {
@@ -414,7 +394,7 @@ fn watch(
                     format!("lost track of the worker: {e}"),
                 );
                 let code = f.exit_code();
-                return conclude(args, &mut w, Some(f), code, term);
+                return conclude(plan, &mut w, Some(f), code, term);
             }
         }
         if term.load(Ordering::SeqCst) {
@@ -425,7 +405,7 @@ fn watch(
             let _ = child.kill();
             let f = stopped_by_launcher(&w, who);
             let code = f.exit_code();
-            let code = conclude(args, &mut w, Some(f), code, term);
+            let code = conclude(plan, &mut w, Some(f), code, term);
             let _ = child.wait();
             return code;
         }
@@ -438,16 +418,16 @@ fn watch(
             stop_worker(&mut child);
             let f = causes::ended_by_rank0(&who_at(&w, who), w.stage);
             let code = f.exit_code();
-            return conclude(args, &mut w, Some(f), code, term);
+            return conclude(plan, &mut w, Some(f), code, term);
         }
         // Another rank: rank 0's supervisor vanished or stopped answering, so nobody would
         // record this job's verdict; this rank names it.
-        let limit = args.deadline(w.stage);
+        let limit = plan.deadline(w.stage);
         if let Some(gone) = w.uplink.as_ref().and_then(|u| u.rank0_gone(limit)) {
             stop_worker(&mut child);
             let f = rank0_gone(&w, who, gone, limit);
             let code = f.exit_code();
-            return conclude(args, &mut w, Some(f), code, term);
+            return conclude(plan, &mut w, Some(f), code, term);
         }
         let stopped_now = worker_stopped(child.id());
         match (stopped_now, w.stopped_since) {
@@ -455,7 +435,7 @@ fn watch(
             (false, Some(_)) => w.stopped_since = None,
             _ => {}
         }
-        let deadline = args.deadline(w.stage);
+        let deadline = plan.deadline(w.stage);
         let quiet = deadline + w.budget;
         // A stopped worker is the culprit, not a waiter: it is named at its own deadline, before
         // the ranks waiting on it give up (their waits allow `PEER_MARGIN` more).
@@ -470,7 +450,7 @@ fn watch(
             stop_worker(&mut child);
             let f = hung(&w, who, deadline, stuck_stopped);
             let code = f.exit_code();
-            return conclude(args, &mut w, Some(f), code, term);
+            return conclude(plan, &mut w, Some(f), code, term);
         }
     }
 }
@@ -581,7 +561,7 @@ fn cancelled(w: &Watch, own: Option<&Failure>, term: &AtomicBool) -> bool {
 /// records every rank's failure in the results file. Returns the exit code: on rank 0, the
 /// job's (its verdict's code, or CANCELLED).
 fn conclude(
-    args: &RunArgs,
+    plan: &Plan,
     w: &mut Watch,
     mut own: Option<Failure>,
     mut code: u8,
@@ -623,7 +603,7 @@ fn conclude(
         // A pass is only a pass once rank 0 has it: a rank 0 that vanished or stopped
         // answering would leave the job without a verdict.
         if code == exit::PASS
-            && let Err(closed) = u.await_ack(args.deadline(Stage::Finalize))
+            && let Err(closed) = u.await_ack(plan.deadline(Stage::Finalize))
         {
             let f = rank0_gone(
                 w,
@@ -632,7 +612,7 @@ fn conclude(
                     host: w.host.clone(),
                 },
                 closed,
-                args.deadline(Stage::Finalize),
+                plan.deadline(Stage::Finalize),
             );
             code = f.exit_code();
             own = Some(f);
@@ -646,7 +626,7 @@ fn conclude(
         while start.elapsed() < SETTLE && !job.lock().map(|v| v.all_ended()).unwrap_or(true) {
             std::thread::sleep(Duration::from_millis(20));
             if let Ok(mut v) = job.lock() {
-                v.name_unresponsive(|s| args.deadline(s));
+                v.name_unresponsive(|s| plan.deadline(s));
             }
         }
     }
