@@ -1,4 +1,8 @@
-//! The message sizes of a sweep, as nccl-tests walks them.
+//! The message sizes of a sweep, as nccl-tests walks them, the buffers they need, and the time
+//! each may take.
+
+use super::Timing;
+use crate::patterns::Pattern;
 
 /// How sizes grow from `-b` to `-e`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -60,6 +64,55 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         .map_err(|_| format!("'{s}' is not a size (use e.g. 8, 64K, 128M, 1G)"))?;
     n.checked_mul(mult)
         .ok_or_else(|| format!("'{s}' is too large"))
+}
+
+/// How much longer than the run deadline the waits of one size may take, from the time per
+/// iteration of the size measured before it (`last`: bytes, µs), scaled up linearly in bytes
+/// (an over-estimate for latency-bound sizes), times a margin of [`BUDGET_MARGIN`]: for one
+/// wait (the larger of the warm-up and timed batches) and for the whole size (both batches),
+/// which is what the supervisor allows between two beats. Zero before the first size: the
+/// deadline alone covers it. Bounded to a day.
+pub fn size_budget(
+    last: Option<(usize, f64)>,
+    bytes: usize,
+    t: &Timing,
+) -> (std::time::Duration, std::time::Duration) {
+    let Some((prev_bytes, prev_us)) = last else {
+        return Default::default();
+    };
+    let scale = (bytes as f64 / prev_bytes.max(1) as f64).max(1.0);
+    let per_iter_s = (prev_us.max(0.0) * scale / 1e6).min(86_400.0);
+    let secs = |iters: u32| {
+        let s = (per_iter_s * iters as f64 * BUDGET_MARGIN).clamp(0.0, 86_400.0);
+        std::time::Duration::try_from_secs_f64(s).unwrap_or_default()
+    };
+    (
+        secs(t.warmup.max(t.iters)),
+        secs(t.warmup.saturating_add(t.iters)),
+    )
+}
+
+/// How much slower than the size before it (scaled) a size may be before its deadline counts.
+pub const BUDGET_MARGIN: f64 = 3.0;
+
+/// Largest send and receive buffers any selected pattern needs over the sweep (and connect).
+pub fn buffer_sizes(
+    selected: &[&dyn Pattern],
+    sizes: &[usize],
+    t: &Timing,
+    nranks: u32,
+) -> (usize, usize) {
+    let elem = t.dtype.size();
+    let mut send = super::CONNECT_MIN_PER_PEER * nranks as usize;
+    let mut recv = send;
+    for p in selected {
+        for &s in sizes {
+            let l = p.layout(s, elem, nranks);
+            send = send.max(l.count * elem);
+            recv = recv.max(l.recv_count * elem);
+        }
+    }
+    (send, recv)
 }
 
 #[cfg(test)]

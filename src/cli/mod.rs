@@ -4,9 +4,6 @@ mod compare;
 mod doctor;
 mod explain;
 mod launch;
-mod run;
-mod status;
-mod supervise;
 
 use crate::bench::sweep;
 use crate::data::{DataType, RedOp};
@@ -284,8 +281,8 @@ pub fn dispatch(cli: Cli) -> u8 {
                 eprintln!("nccl-smoke: {msg}");
                 exit::USAGE
             }
-            Ok(plan) if crate::run::env::is_worker() => run::worker(&plan),
-            Ok(plan) => supervise::supervise(&plan),
+            Ok(plan) if crate::run::env::is_worker() => crate::run::worker(&plan),
+            Ok(plan) => crate::run::supervise(&plan),
         },
     }
 }
