@@ -24,9 +24,7 @@ something breaks names the stage, the rank and the host, with the library's own 
 Launch it like nccl-tests: `mpirun -np 16 -H a:8,b:8 nccl-smoke run`, `srun nccl-smoke run`, \
 or from an MPIJob. Without GPUs, `--backend sim` runs the same code against nccl-smoke's CPU \
 simulation of libnccl and libcuda (results labelled SIMULATED).",
-    after_help = "Exit codes: 0 pass · 2 bad input · 3 output file not written · 10 launch · 11 nccl-load · 12 driver · 13 device · \
-14 alloc · 15 unique-id · 16 init · 17 connect · 18 connect:buffer-import · 19 connect:proxy · \
-20 connect:shm · 21 connect:net · 22 run · 23 verify · 24 finalize · 30 compare: regressed · 31 doctor: warnings · 32 doctor: failures · 130 cancelled"
+    after_help = crate::stage::exit::help()
 )]
 pub struct Cli {
     #[command(subcommand)]
