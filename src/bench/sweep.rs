@@ -1,8 +1,11 @@
 //! The message sizes of a sweep, as nccl-tests walks them, the buffers they need, and the time
 //! each may take.
 
-use super::Timing;
+use super::{Buffers, SizeResult, Timing};
+use crate::bootstrap::{Bootstrap, gather_json};
+use crate::comm::{CommError, Communicator};
 use crate::patterns::Pattern;
+use crate::progress;
 
 /// How sizes grow from `-b` to `-e`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -113,6 +116,70 @@ pub fn buffer_sizes(
         }
     }
     (send, recv)
+}
+
+/// What the sweep tells its caller as it goes (rank 0 prints and records it).
+pub trait Observer {
+    /// A pattern begins.
+    fn pattern(&mut self, p: &dyn Pattern, nranks: u32);
+    /// A size begins: its bytes, and its place (1-based) among the sweep's sizes.
+    fn size(&mut self, p: &dyn Pattern, bytes: usize, n: usize, of: usize);
+    /// Rank 0: one size, measured on every rank.
+    fn row(&mut self, row: &SizeResult);
+    /// A pattern ended, with its rows (rank 0; none elsewhere).
+    fn pattern_done(&mut self, rows: &[SizeResult]);
+}
+
+/// The measured sweep: every selected pattern over every size (a size that rounds to the same
+/// message as the one before it is skipped), each size measured, gathered to rank 0 and
+/// combined as nccl-tests combines it. Rank 0 gets every row; the others none.
+pub fn run(
+    comm: &mut Communicator,
+    boot: &dyn Bootstrap,
+    selected: &[&dyn Pattern],
+    sizes: &[usize],
+    bufs: &mut Buffers,
+    timing: &Timing,
+    obs: &mut dyn Observer,
+) -> Result<Vec<SizeResult>, CommError> {
+    let nranks = comm.nranks;
+    let mut rows = Vec::new();
+    // The last size measured (bytes, µs per iteration on this rank).
+    let mut last: Option<(usize, f64)> = None;
+    for p in selected {
+        obs.pattern(*p, nranks);
+        let mut last_count = None;
+        let mut pattern_rows = Vec::new();
+        for (epoch, &size) in sizes.iter().enumerate() {
+            let layout = p.layout(size, timing.dtype.size(), nranks);
+            if last_count == Some(layout.count) {
+                continue; // rounding made it the same message as the previous size
+            }
+            last_count = Some(layout.count);
+            let bytes = layout.bytes(timing.dtype);
+            obs.size(*p, bytes, epoch + 1, sizes.len());
+            // The run deadline bounds the time without progress, so each size's waits get the
+            // deadline plus the time its iterations are expected to take (see `size_budget`),
+            // and the supervisor is told so.
+            let (per_wait, whole) = size_budget(last, bytes, timing);
+            progress::budget(whole.as_secs_f64());
+            let sized = Timing {
+                deadline: timing.deadline + per_wait,
+                ..*timing
+            };
+            let sample = super::measure(comm, boot, *p, &layout, bufs, &sized, epoch as u32)?;
+            last = Some((bytes, sample.avg_us));
+            progress::beat();
+            if let Some(all) = gather_json(boot, &sample) {
+                let row = super::combine(*p, &layout, timing, nranks, &all);
+                obs.row(&row);
+                pattern_rows.push(row);
+            }
+        }
+        obs.pattern_done(&pattern_rows);
+        rows.extend(pattern_rows);
+    }
+    Ok(rows)
 }
 
 #[cfg(test)]

@@ -4,10 +4,8 @@
 
 use super::watch::Watch;
 use super::worker::Run;
-use crate::bench::sweep::size_budget;
 use crate::bench::{self, Buffers, SizeResult, Timing};
 use crate::bootstrap::Bootstrap;
-use crate::bootstrap::gather_json;
 use crate::comm::Communicator;
 use crate::error::Failure;
 use crate::ffi::cuda::Driver;
@@ -156,6 +154,7 @@ impl Run<'_> {
         self.save();
     }
 
+    /// The measured sweep ([`bench::sweep::run`]), rank 0 printing and recording every row.
     pub(super) fn sweep(
         &mut self,
         comm: &mut Communicator,
@@ -165,65 +164,8 @@ impl Run<'_> {
         bufs: &mut Buffers,
         timing: &Timing,
     ) -> Result<Vec<SizeResult>, Failure> {
-        let nranks = comm.nranks;
-        let mut rows = Vec::new();
-        // The last size measured (bytes, µs per iteration on this rank).
-        let mut last: Option<(usize, f64)> = None;
-        for p in selected {
-            if self.who.rank == Some(0) {
-                for line in table::table_header(p.name(), nranks, self.simulated) {
-                    println!("{line}");
-                }
-            }
-            let mut last_count = None;
-            let mut pattern_rows = Vec::new();
-            for (epoch, &size) in sizes.iter().enumerate() {
-                let layout = p.layout(size, timing.dtype.size(), nranks);
-                if last_count == Some(layout.count) {
-                    continue; // rounding made it the same message as the previous size
-                }
-                last_count = Some(layout.count);
-                if self.who.rank == Some(0) && std::io::stderr().is_terminal() {
-                    eprint!(
-                        "\r{} {} B ({}/{})   ",
-                        p.name(),
-                        layout.bytes(timing.dtype),
-                        epoch + 1,
-                        sizes.len()
-                    );
-                }
-                // The run deadline bounds the time without progress, so each size's waits get
-                // the deadline plus the time its iterations are expected to take (see
-                // `size_budget`), and the supervisor is told so.
-                let bytes = layout.bytes(timing.dtype);
-                let (per_wait, whole) = size_budget(last, bytes, timing);
-                progress::budget(whole.as_secs_f64());
-                let sized = Timing {
-                    deadline: timing.deadline + per_wait,
-                    ..*timing
-                };
-                let sample = bench::measure(comm, boot, *p, &layout, bufs, &sized, epoch as u32)
-                    .map_err(|e| self.comm_failure(Stage::Run, e))?;
-                last = Some((bytes, sample.avg_us));
-                progress::beat();
-                if let Some(all) = gather_json(boot, &sample) {
-                    let row = bench::combine(*p, &layout, timing, nranks, &all);
-                    println!("{}", table::table_row(&row));
-                    if let Some(r) = self.results.as_mut() {
-                        r.doc.results.push(row.clone());
-                    }
-                    self.save();
-                    pattern_rows.push(row);
-                }
-            }
-            if self.who.rank == Some(0) {
-                for line in table::footer_lines(&pattern_rows, self.simulated) {
-                    println!("{line}");
-                }
-            }
-            rows.extend(pattern_rows);
-        }
-        Ok(rows)
+        let swept = bench::sweep::run(comm, boot, selected, sizes, bufs, timing, self);
+        swept.map_err(|e| self.comm_failure(Stage::Run, e))
     }
 
     pub(super) fn pass(&mut self, selected: &[&dyn Pattern], sizes: &[usize], nranks: u32) -> u8 {
@@ -265,6 +207,39 @@ impl Run<'_> {
 }
 
 /// Two ranks of one host on one GPU is a classic misconfiguration; NCCL before 2.30 refuses it.
+/// Rank 0 prints the sweep's table as nccl-tests does, and keeps every row in the results file.
+impl bench::sweep::Observer for Run<'_> {
+    fn pattern(&mut self, p: &dyn Pattern, nranks: u32) {
+        if self.who.rank == Some(0) {
+            for line in table::table_header(p.name(), nranks, self.simulated) {
+                println!("{line}");
+            }
+        }
+    }
+
+    fn size(&mut self, p: &dyn Pattern, bytes: usize, n: usize, of: usize) {
+        if self.who.rank == Some(0) && std::io::stderr().is_terminal() {
+            eprint!("\r{} {bytes} B ({n}/{of})   ", p.name());
+        }
+    }
+
+    fn row(&mut self, row: &SizeResult) {
+        println!("{}", table::table_row(row));
+        if let Some(r) = self.results.as_mut() {
+            r.doc.results.push(row.clone());
+        }
+        self.save();
+    }
+
+    fn pattern_done(&mut self, rows: &[SizeResult]) {
+        if self.who.rank == Some(0) {
+            for line in table::footer_lines(rows, self.simulated) {
+                println!("{line}");
+            }
+        }
+    }
+}
+
 pub(super) fn warn_shared_gpus(fp: &Fingerprint) {
     for (i, a) in fp.ranks.iter().enumerate() {
         if let Some(b) = fp.ranks[..i]
