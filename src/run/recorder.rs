@@ -56,14 +56,10 @@ impl Run<'_> {
         }
         if let Some(r) = self.results.as_mut() {
             r.doc.failures.push(f.clone());
-            r.doc.verdict = Verdict {
-                status: Status::Fail,
-                line: f.to_string(),
-                exit_code: f.exit_code(),
-                stage: Some(f.stage),
-                consequences: Vec::new(),
-                ranks: Vec::new(),
-            };
+            // The job's verdict, as the supervisor and every save decide it.
+            if let Some(v) = results::job_verdict(&r.doc.failures) {
+                r.doc.verdict = v;
+            }
         }
         self.save();
         progress::send(&Event::Failed { failure: f.clone() });
