@@ -23,15 +23,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-/// One line on stderr; a closed stderr (the launcher went first) is no reason to stop, nor to
-/// panic as `eprintln!` would.
-macro_rules! say_err {
-    ($($arg:tt)*) => {{
-        use std::io::Write;
-        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
-    }};
-}
-
 /// The supervisor's own deadline trails the worker's, so that the worker, which can abort the
 /// communicator and say more, reports first when it can.
 pub(super) const GRACE: Duration = Duration::from_millis(1000);
@@ -144,7 +135,7 @@ pub(super) fn spawn_and_watch(
         ),
         false => None,
     };
-    // Rank 0 takes every rank's status reports (see status.rs).
+    // Rank 0 takes every rank's status reports (see `status`).
     let mut status_port = None;
     let job = if who.rank.unwrap_or(0) == 0
         && let Ok(listener) = TcpListener::bind("0.0.0.0:0")
