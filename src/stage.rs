@@ -119,7 +119,7 @@ const fn row(
 
 /// The stage table, in walking order: the one place a stage's name, exit code, default
 /// deadline and meaning are written. `--help`'s exit-code list and the README's table come
-/// from it (see [`exit::ALL`]).
+/// from it (see [`exit::all`]).
 pub const TABLE: [Row; 15] = [
     row(
         Stage::Launch,

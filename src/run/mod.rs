@@ -1,13 +1,13 @@
 //! The run engine: one rank's supervisor and worker, the status line between ranks, and rank
 //! 0's results file. `cli` builds a [`Plan`] and hands it here.
 //!
-//! - [`worker`]: the stage walk (with [`evidence`], what a failure carries);
+//! - [`worker`](mod@worker): the stage walk (with [`evidence`], what a failure carries);
 //! - [`recorder`]: rank 0's results file and console;
 //! - [`supervisor`]: spawns the worker with its environment, takes the launcher's signals;
 //! - [`watch`]: the supervisor's watch loop, and [`conclude`], the end of a rank;
 //! - [`status`] and [`uplink`]: the side channel between the ranks' supervisors;
 //! - [`link`]: worker → supervisor;
-//! - [`env`]: the variables passed from supervisor to worker.
+//! - [`env`](mod@env): the variables passed from supervisor to worker.
 
 /// One line on stderr; a closed stderr (the launcher went first) is no reason to stop, nor to
 /// panic as `eprintln!` would.
