@@ -20,8 +20,85 @@ impl Who {
     }
 }
 
+/// What kind of failure a rank's is: how much it says about the rank itself. The job's verdict
+/// names the failures of the most causal kind present (see `report::verdict::Blame`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Kind {
+    /// The rank failed on its own: an error of its own, a supervisor that vanished or stopped
+    /// answering.
+    #[default]
+    Own,
+    /// The launcher stopped the rank (another rank failed, or the job was cancelled), or rank 0's
+    /// supervisor ended the job because another rank was gone.
+    Stopped,
+    /// A peer went away first (`ncclRemoteError`, connections closed by the remote peer).
+    PeerGone,
+    /// A wait on other ranks ran out, with no sign of a peer leaving.
+    Waited,
+    /// The worker made no progress on its own (not while waiting on other ranks): killed.
+    Hung,
+    /// The worker died of a signal.
+    Crashed,
+}
+
+/// How a supervisor's failure begins when the launcher stopped its rank.
+pub const STOPPED: &str = "stopped by the launcher";
+/// How rank 0's own failure begins when its supervisor ended the job because another rank
+/// vanished or stopped answering (the launcher cannot know).
+pub const ENDED_BY_RANK0: &str = "stopped by rank 0's supervisor";
+/// Words a supervisor puts in a hang report when its worker was waiting on other ranks.
+pub const WAITED_MARK: &str = "while waiting on other ranks";
+/// How a supervisor's hang report ends.
+pub const HUNG_MARK: &str = "it hung; the worker was killed";
+/// How a supervisor's crash report begins.
+pub const CRASHED_MARK: &str = "the worker died of ";
+/// NCCL's words for a peer that closed its sockets.
+pub const CLOSED_BY_PEER: &str = "Connection closed by remote peer";
+
+impl Kind {
+    /// The kind of a failure read back from a results file or from another process's line,
+    /// where only its words travel: the words nccl-smoke's own reports begin or end with, and
+    /// the library's words for a peer that went first. The one place a failure's text is read
+    /// for its kind.
+    pub fn read(error: &str, evidence: &[String]) -> Kind {
+        if error.starts_with(STOPPED) || error.starts_with(ENDED_BY_RANK0) {
+            Kind::Stopped
+        } else if Kind::peer_words(error, evidence) {
+            Kind::PeerGone
+        } else if error.contains("did not complete within") || error.contains(WAITED_MARK) {
+            Kind::Waited
+        } else if error.contains(HUNG_MARK) {
+            Kind::Hung
+        } else if error.starts_with(CRASHED_MARK) {
+            Kind::Crashed
+        } else {
+            Kind::Own
+        }
+    }
+
+    /// Whether the library's words say a peer went away first.
+    pub fn peer_words(error: &str, evidence: &[String]) -> bool {
+        error.contains("ncclRemoteError")
+            || error.contains(CLOSED_BY_PEER)
+            || error.contains("(see rank 0's verdict)")
+            || evidence.iter().any(|l| l.contains(CLOSED_BY_PEER))
+    }
+}
+
+/// Whether a failure fails the run or only explains a slow one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Severity {
+    #[default]
+    Fail,
+    Warn,
+}
+
 /// A failure, pinned down: the verdict line and the exit code come from it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
+///
+/// Its `kind` and `severity` are not written to the results file (whose shape they would
+/// change): a failure read back gets its kind from [`Kind::read`].
+#[derive(Debug, Clone, Serialize, Deserialize, thiserror::Error)]
+#[serde(from = "Wire")]
 pub struct Failure {
     pub stage: Stage,
     /// The rank that failed (`None` when it failed before it knew its rank).
@@ -43,6 +120,61 @@ pub struct Failure {
     /// connection) is this rank's own.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub own_evidence: bool,
+    /// What kind of failure it is.
+    #[serde(skip_serializing)]
+    pub kind: Kind,
+    #[serde(skip_serializing)]
+    pub severity: Severity,
+}
+
+/// A failure as the results file and the status lines carry it.
+#[derive(Deserialize)]
+struct Wire {
+    stage: Stage,
+    rank: Option<u32>,
+    host: String,
+    error: String,
+    #[serde(default)]
+    cause: Option<String>,
+    #[serde(default)]
+    hint: Option<String>,
+    #[serde(default)]
+    evidence: Vec<String>,
+    #[serde(default)]
+    own_evidence: bool,
+}
+
+impl From<Wire> for Failure {
+    fn from(w: Wire) -> Failure {
+        Failure {
+            kind: Kind::read(&w.error, &w.evidence),
+            severity: Severity::Fail,
+            stage: w.stage,
+            rank: w.rank,
+            host: w.host,
+            error: w.error,
+            cause: w.cause,
+            hint: w.hint,
+            evidence: w.evidence,
+            own_evidence: w.own_evidence,
+        }
+    }
+}
+
+/// Two failures are the same when they say the same; the kind follows from the words.
+impl PartialEq for Failure {
+    fn eq(&self, o: &Failure) -> bool {
+        (
+            self.stage,
+            self.rank,
+            &self.host,
+            &self.error,
+            &self.cause,
+            &self.hint,
+        ) == (o.stage, o.rank, &o.host, &o.error, &o.cause, &o.hint)
+            && self.evidence == o.evidence
+            && self.own_evidence == o.own_evidence
+    }
 }
 
 impl Failure {
@@ -56,6 +188,8 @@ impl Failure {
             hint: None,
             evidence: Vec::new(),
             own_evidence: false,
+            kind: Kind::Own,
+            severity: Severity::Fail,
         }
     }
 
@@ -69,16 +203,46 @@ impl Failure {
         self
     }
 
+    pub fn kind(mut self, kind: Kind) -> Failure {
+        self.kind = kind;
+        self
+    }
+
     pub fn exit_code(&self) -> u8 {
         self.stage.exit_code()
     }
-}
 
-impl Failure {
+    /// Whether the launcher (or rank 0's supervisor) stopped the rank: no failure of its own.
+    pub fn is_stopped(&self) -> bool {
+        self.kind == Kind::Stopped
+    }
+
     /// The same finding as a warning: it explains a slow run instead of failing it.
     pub fn warning_line(&self) -> String {
-        let line = self.to_string();
-        line.replacen("FAIL at", "WARN at", 1)
+        Failure {
+            severity: Severity::Warn,
+            ..self.clone()
+        }
+        .to_string()
+    }
+
+    /// The words after the rank and host: the error, the likely cause and what to try.
+    pub fn detail(&self) -> String {
+        let mut out = self.error.clone();
+        if let Some(c) = &self.cause {
+            out.push_str(&format!(" — likely cause: {c}"));
+        }
+        if let Some(h) = &self.hint {
+            out.push_str(&format!(" — try: {h}"));
+        }
+        out
+    }
+
+    fn word(&self) -> &'static str {
+        match self.severity {
+            Severity::Fail => "FAIL",
+            Severity::Warn => "WARN",
+        }
     }
 }
 
@@ -90,16 +254,13 @@ impl fmt::Display for Failure {
         };
         write!(
             f,
-            "FAIL at {} on {} (host {}): {}",
-            self.stage, rank, self.host, self.error
-        )?;
-        if let Some(c) = &self.cause {
-            write!(f, " — likely cause: {c}")?;
-        }
-        if let Some(h) = &self.hint {
-            write!(f, " — try: {h}")?;
-        }
-        Ok(())
+            "{} at {} on {} (host {}): {}",
+            self.word(),
+            self.stage,
+            rank,
+            self.host,
+            self.detail()
+        )
     }
 }
 
@@ -172,14 +333,14 @@ impl fmt::Display for Group<'_> {
         } else {
             "hosts"
         };
-        let line = self.first.to_string();
-        let detail = line.split_once("): ").map(|(_, d)| d).unwrap_or(&line);
         write!(
             f,
-            "FAIL at {} on ranks {} ({hosts} {}): {detail}",
+            "{} at {} on ranks {} ({hosts} {}): {}",
+            self.first.word(),
             self.first.stage,
             ranks.join(", "),
-            self.hosts.join(", ")
+            self.hosts.join(", "),
+            self.first.detail()
         )
     }
 }

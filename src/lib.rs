@@ -1,9 +1,17 @@
 //! nccl-smoke: does NCCL work across a job's ranks, how fast, and if not, which step broke,
 //! on which rank and host, and why.
 //!
-//! Layers, imports pointing down only:
-//! `cli` → `report` / `diagnose` → `bench` → `patterns` → `comm` → `ffi` / `bootstrap`,
+//! Layers, imports pointing down only (`tests/layers.rs` checks it):
+//! `cli` → `run` → `report` / `diagnose` → `bench` → `patterns` → `comm` → `ffi` / `bootstrap`,
 //! with `stage`, `error`, `data` and `progress` as leaves every layer may use.
+//!
+//! - `cli`: the command line's types (clap) and the dispatch to each subcommand;
+//! - `run`: the run engine: a validated plan, one rank's supervisor and worker, the status
+//!   line between ranks, rank 0's results file and console;
+//! - `report` / `diagnose`: what rank 0 shows and keeps; from symptoms to causes;
+//! - `bench`: the sweep, measurement and verification; `patterns`: what each collective sends;
+//! - `comm`: the communicator; `ffi`: libnccl, the CUDA driver, the OS; `bootstrap`: who the
+//!   ranks are before NCCL exists.
 
 // A `Failure` is returned once per process, on the way out; boxing it would buy nothing.
 #![allow(clippy::result_large_err)]
@@ -19,4 +27,5 @@ pub mod ffi;
 pub mod patterns;
 pub mod progress;
 pub mod report;
+pub mod run;
 pub mod stage;

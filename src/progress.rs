@@ -1,4 +1,4 @@
-//! The worker's side of the line to its supervisor (see `crate::supervise`): which stage it is
+//! The worker's side of the line to its supervisor (see `crate::run::supervisor`): which stage it is
 //! in, that it is still making progress, and how it ended. One JSON object per line over a
 //! Unix socket; a worker started without a supervisor reports nowhere.
 

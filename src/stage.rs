@@ -61,46 +61,19 @@ impl Stage {
         Stage::Finalize,
     ];
 
+    /// This stage's row of [`TABLE`].
+    pub fn row(self) -> &'static Row {
+        &TABLE[self as usize]
+    }
+
     /// The name used in verdicts, JSON and `--stage-timeout`.
     pub fn name(self) -> &'static str {
-        match self {
-            Stage::Launch => "launch",
-            Stage::NcclLoad => "nccl-load",
-            Stage::Driver => "driver",
-            Stage::Device => "device",
-            Stage::Alloc => "alloc",
-            Stage::UniqueId => "unique-id",
-            Stage::Init => "init",
-            Stage::Connect => "connect",
-            Stage::ConnectImport => "connect:buffer-import",
-            Stage::ConnectProxy => "connect:proxy",
-            Stage::ConnectShm => "connect:shm",
-            Stage::ConnectNet => "connect:net",
-            Stage::Run => "run",
-            Stage::Verify => "verify",
-            Stage::Finalize => "finalize",
-        }
+        self.row().name
     }
 
     /// The process exit code of a run that failed in this stage.
     pub fn exit_code(self) -> u8 {
-        match self {
-            Stage::Launch => 10,
-            Stage::NcclLoad => 11,
-            Stage::Driver => 12,
-            Stage::Device => 13,
-            Stage::Alloc => 14,
-            Stage::UniqueId => 15,
-            Stage::Init => 16,
-            Stage::Connect => 17,
-            Stage::ConnectImport => 18,
-            Stage::ConnectProxy => 19,
-            Stage::ConnectShm => 20,
-            Stage::ConnectNet => 21,
-            Stage::Run => 22,
-            Stage::Verify => 23,
-            Stage::Finalize => 24,
-        }
+        self.row().exit_code
     }
 
     pub fn parse(s: &str) -> Option<Stage> {
@@ -109,24 +82,133 @@ impl Stage {
 
     /// The deadline a stage gets unless the user says otherwise: long enough for a large job
     /// on a slow file system, short enough that a hang is named before the operator gives up.
+    /// Run and verify deadlines bound the time without progress (one message size), not the
+    /// whole sweep.
     pub fn default_deadline_s(self) -> u64 {
-        match self {
-            Stage::Launch => 120,
-            Stage::NcclLoad | Stage::Driver | Stage::Device | Stage::Alloc => 60,
-            Stage::UniqueId => 60,
-            Stage::Init => 300,
-            Stage::Connect
-            | Stage::ConnectImport
-            | Stage::ConnectProxy
-            | Stage::ConnectShm
-            | Stage::ConnectNet => 120,
-            // Run and verify deadlines bound the time without progress (one message size),
-            // not the whole sweep.
-            Stage::Run | Stage::Verify => 120,
-            Stage::Finalize => 60,
-        }
+        self.row().deadline_s
     }
 }
+
+/// One stage: its name, exit code, default deadline and meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Row {
+    pub stage: Stage,
+    pub name: &'static str,
+    pub exit_code: u8,
+    /// Seconds.
+    pub deadline_s: u64,
+    /// What failed when a run fails here (the README's exit-code table).
+    pub meaning: &'static str,
+}
+
+const fn row(
+    stage: Stage,
+    name: &'static str,
+    exit_code: u8,
+    deadline_s: u64,
+    meaning: &'static str,
+) -> Row {
+    Row {
+        stage,
+        name,
+        exit_code,
+        deadline_s,
+        meaning,
+    }
+}
+
+/// The stage table, in walking order: the one place a stage's name, exit code, default
+/// deadline and meaning are written. `--help`'s exit-code list and the README's table come
+/// from it (see [`exit::all`]).
+pub const TABLE: [Row; 15] = [
+    row(
+        Stage::Launch,
+        "launch",
+        10,
+        120,
+        "MPI init, launcher mismatch, first MPI collective",
+    ),
+    row(
+        Stage::NcclLoad,
+        "nccl-load",
+        11,
+        60,
+        "libnccl missing or too old",
+    ),
+    row(
+        Stage::Driver,
+        "driver",
+        12,
+        60,
+        "no CUDA driver library, `cuInit` failed",
+    ),
+    row(
+        Stage::Device,
+        "device",
+        13,
+        60,
+        "no / wrong GPU for this rank",
+    ),
+    row(Stage::Alloc, "alloc", 14, 60, "device memory"),
+    row(
+        Stage::UniqueId,
+        "unique-id",
+        15,
+        60,
+        "`ncclGetUniqueId` / its broadcast",
+    ),
+    row(Stage::Init, "init", 16, 300, "communicator init"),
+    row(
+        Stage::Connect,
+        "connect",
+        17,
+        120,
+        "first operation of a pattern (transport setup), cause not pinned down",
+    ),
+    row(
+        Stage::ConnectImport,
+        "connect:buffer-import",
+        18,
+        120,
+        "P2P/cuMem/IPC buffer import",
+    ),
+    row(
+        Stage::ConnectProxy,
+        "connect:proxy",
+        19,
+        120,
+        "NCCL proxy service",
+    ),
+    row(
+        Stage::ConnectShm,
+        "connect:shm",
+        20,
+        120,
+        "shared-memory transport (`/dev/shm`)",
+    ),
+    row(
+        Stage::ConnectNet,
+        "connect:net",
+        21,
+        120,
+        "network transport (socket / IB)",
+    ),
+    row(
+        Stage::Run,
+        "run",
+        22,
+        120,
+        "an operation failed or hung during the sweep",
+    ),
+    row(
+        Stage::Verify,
+        "verify",
+        23,
+        120,
+        "received data differs from what was sent",
+    ),
+    row(Stage::Finalize, "finalize", 24, 60, "communicator teardown"),
+];
 
 impl fmt::Display for Stage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -148,6 +230,12 @@ impl<'de> Deserialize<'de> for Stage {
     }
 }
 
+/// A wait on other ranks runs this much past the stage's deadline, so that a rank stuck on its
+/// own (a stopped worker, named at the deadline; one stuck in a library outside a wait on
+/// others, at deadline + the supervisor's grace) reports before the ranks that are only
+/// waiting for it.
+pub const PEER_MARGIN: std::time::Duration = std::time::Duration::from_millis(1500);
+
 /// Exit codes that do not come from a stage.
 pub mod exit {
     /// Everything passed.
@@ -167,6 +255,90 @@ pub mod exit {
     pub const DOCTOR_WARN: u8 = 31;
     /// `doctor`: at least one failed check.
     pub const DOCTOR_FAIL: u8 = 32;
+
+    /// One exit code: the name `--help` lists, the stage's default deadline (stages only) and
+    /// its meaning.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Code {
+        pub code: u8,
+        pub name: &'static str,
+        pub deadline_s: Option<u64>,
+        pub meaning: &'static str,
+    }
+
+    const fn fixed(code: u8, name: &'static str, meaning: &'static str) -> Code {
+        Code {
+            code,
+            name,
+            deadline_s: None,
+            meaning,
+        }
+    }
+
+    /// The exit codes below the stages' and above them.
+    const BELOW: [Code; 4] = [
+        fixed(PASS, "pass", "everything passed"),
+        fixed(INTERNAL, "internal error", "a bug in nccl-smoke"),
+        fixed(
+            USAGE,
+            "bad input",
+            "flags, sizes, environment, files; nothing was run",
+        ),
+        fixed(
+            WRITE_FAILED,
+            "output file not written",
+            "everything ran, but an output file (`--json`, `--plot`) could not be written",
+        ),
+    ];
+    const ABOVE: [Code; 4] = [
+        fixed(REGRESSED, "compare: regressed", "the second run regressed"),
+        fixed(DOCTOR_WARN, "doctor: warnings", "warnings, no failure"),
+        fixed(DOCTOR_FAIL, "doctor: failures", "at least one failure"),
+        fixed(
+            CANCELLED,
+            "cancelled",
+            "SIGINT or SIGTERM to the launcher before any rank failed (rank 0's exit code and the \
+             results file's `verdict.exit_code`; the results file says `CANCELLED` and keeps every \
+             size measured)",
+        ),
+    ];
+
+    /// Every exit code, in order: the fixed ones and one per stage (from [`super::TABLE`]).
+    pub fn all() -> Vec<Code> {
+        let stages = super::TABLE.iter().map(|r| Code {
+            code: r.exit_code,
+            name: r.name,
+            deadline_s: Some(r.deadline_s),
+            meaning: r.meaning,
+        });
+        BELOW.into_iter().chain(stages).chain(ABOVE).collect()
+    }
+
+    /// `--help`'s list: `0 pass · 2 bad input · … · 130 cancelled` (no internal error).
+    pub fn help() -> String {
+        let codes: Vec<String> = all()
+            .iter()
+            .filter(|c| c.code != INTERNAL)
+            .map(|c| format!("{} {}", c.code, c.name))
+            .collect();
+        format!("Exit codes: {}", codes.join(" · "))
+    }
+
+    /// The README's table, one Markdown row per code.
+    pub fn markdown() -> Vec<String> {
+        let mut out = vec![
+            "| code | name | default deadline | meaning |".to_string(),
+            "|---|---|---|---|".to_string(),
+        ];
+        for c in all() {
+            let deadline = c.deadline_s.map(|s| format!("{s} s")).unwrap_or_default();
+            out.push(format!(
+                "| {} | {} | {deadline} | {} |",
+                c.code, c.name, c.meaning
+            ));
+        }
+        out
+    }
 }
 
 /// Seconds one stage took on one rank.
@@ -182,6 +354,43 @@ pub struct StageRecord {
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    #[test]
+    fn the_table_is_in_walking_order() {
+        for (i, s) in Stage::ALL.iter().enumerate() {
+            assert_eq!(TABLE[i].stage, *s);
+            assert_eq!(Stage::parse(s.name()), Some(*s));
+        }
+    }
+
+    #[test]
+    fn help_lists_every_code_but_the_internal_one() {
+        assert_eq!(
+            exit::help(),
+            "Exit codes: 0 pass · 2 bad input · 3 output file not written · 10 launch · 11 nccl-load · 12 driver · 13 device · \
+14 alloc · 15 unique-id · 16 init · 17 connect · 18 connect:buffer-import · 19 connect:proxy · \
+20 connect:shm · 21 connect:net · 22 run · 23 verify · 24 finalize · 30 compare: regressed · 31 doctor: warnings · 32 doctor: failures · 130 cancelled"
+        );
+    }
+
+    #[test]
+    fn the_readme_table_is_the_stage_table() {
+        let readme = include_str!("../README.md");
+        let section = readme
+            .split("## Exit codes\n")
+            .nth(1)
+            .expect("README has an Exit codes section");
+        let rows: Vec<&str> = section
+            .lines()
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .collect();
+        assert_eq!(
+            rows,
+            exit::markdown(),
+            "regenerate the README table from exit::markdown()"
+        );
+    }
 
     #[test]
     fn exit_codes_are_distinct_and_clear_of_the_fixed_ones() {

@@ -1,4 +1,11 @@
-//! The message sizes of a sweep, as nccl-tests walks them.
+//! The message sizes of a sweep, as nccl-tests walks them, the buffers they need, and the time
+//! each may take.
+
+use super::{Buffers, SizeResult, Timing};
+use crate::bootstrap::{Bootstrap, gather_json};
+use crate::comm::{CommError, Communicator};
+use crate::patterns::Pattern;
+use crate::progress;
 
 /// How sizes grow from `-b` to `-e`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -60,6 +67,119 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         .map_err(|_| format!("'{s}' is not a size (use e.g. 8, 64K, 128M, 1G)"))?;
     n.checked_mul(mult)
         .ok_or_else(|| format!("'{s}' is too large"))
+}
+
+/// How much longer than the run deadline the waits of one size may take, from the time per
+/// iteration of the size measured before it (`last`: bytes, µs), scaled up linearly in bytes
+/// (an over-estimate for latency-bound sizes), times a margin of [`BUDGET_MARGIN`]: for one
+/// wait (the larger of the warm-up and timed batches) and for the whole size (both batches),
+/// which is what the supervisor allows between two beats. Zero before the first size: the
+/// deadline alone covers it. Bounded to a day.
+pub fn size_budget(
+    last: Option<(usize, f64)>,
+    bytes: usize,
+    t: &Timing,
+) -> (std::time::Duration, std::time::Duration) {
+    let Some((prev_bytes, prev_us)) = last else {
+        return Default::default();
+    };
+    let scale = (bytes as f64 / prev_bytes.max(1) as f64).max(1.0);
+    let per_iter_s = (prev_us.max(0.0) * scale / 1e6).min(86_400.0);
+    let secs = |iters: u32| {
+        let s = (per_iter_s * iters as f64 * BUDGET_MARGIN).clamp(0.0, 86_400.0);
+        std::time::Duration::try_from_secs_f64(s).unwrap_or_default()
+    };
+    (
+        secs(t.warmup.max(t.iters)),
+        secs(t.warmup.saturating_add(t.iters)),
+    )
+}
+
+/// How much slower than the size before it (scaled) a size may be before its deadline counts.
+pub const BUDGET_MARGIN: f64 = 3.0;
+
+/// Largest send and receive buffers any selected pattern needs over the sweep (and connect).
+pub fn buffer_sizes(
+    selected: &[&dyn Pattern],
+    sizes: &[usize],
+    t: &Timing,
+    nranks: u32,
+) -> (usize, usize) {
+    let elem = t.dtype.size();
+    let mut send = super::CONNECT_MIN_PER_PEER * nranks as usize;
+    let mut recv = send;
+    for p in selected {
+        for &s in sizes {
+            let l = p.layout(s, elem, nranks);
+            send = send.max(l.count * elem);
+            recv = recv.max(l.recv_count * elem);
+        }
+    }
+    (send, recv)
+}
+
+/// What the sweep tells its caller as it goes (rank 0 prints and records it).
+pub trait Observer {
+    /// A pattern begins.
+    fn pattern(&mut self, p: &dyn Pattern, nranks: u32);
+    /// A size begins: its bytes, and its place (1-based) among the sweep's sizes.
+    fn size(&mut self, p: &dyn Pattern, bytes: usize, n: usize, of: usize);
+    /// Rank 0: one size, measured on every rank.
+    fn row(&mut self, row: &SizeResult);
+    /// A pattern ended, with its rows (rank 0; none elsewhere).
+    fn pattern_done(&mut self, rows: &[SizeResult]);
+}
+
+/// The measured sweep: every selected pattern over every size (a size that rounds to the same
+/// message as the one before it is skipped), each size measured, gathered to rank 0 and
+/// combined as nccl-tests combines it. Rank 0 gets every row; the others none.
+pub fn run(
+    comm: &mut Communicator,
+    boot: &dyn Bootstrap,
+    selected: &[&dyn Pattern],
+    sizes: &[usize],
+    bufs: &mut Buffers,
+    timing: &Timing,
+    obs: &mut dyn Observer,
+) -> Result<Vec<SizeResult>, CommError> {
+    let nranks = comm.nranks;
+    let mut rows = Vec::new();
+    // The last size measured (bytes, µs per iteration on this rank).
+    let mut last: Option<(usize, f64)> = None;
+    for p in selected {
+        obs.pattern(*p, nranks);
+        let mut last_count = None;
+        let mut pattern_rows = Vec::new();
+        for (epoch, &size) in sizes.iter().enumerate() {
+            let layout = p.layout(size, timing.dtype.size(), nranks);
+            if last_count == Some(layout.count) {
+                continue; // rounding made it the same message as the previous size
+            }
+            last_count = Some(layout.count);
+            let bytes = layout.bytes(timing.dtype);
+            obs.size(*p, bytes, epoch + 1, sizes.len());
+            // The run deadline bounds the time without progress, so each size's waits get the
+            // deadline plus the time its iterations are expected to take (see `size_budget`),
+            // and the supervisor is told so.
+            let (per_wait, whole) = size_budget(last, bytes, timing);
+            progress::budget(whole.as_secs_f64());
+            let sized = Timing {
+                deadline: timing.deadline + per_wait,
+                ..*timing
+            };
+            let sample = super::measure(comm, boot, *p, &layout, bufs, &sized, epoch as u32)?;
+            last = Some((bytes, sample.avg_us));
+            progress::beat();
+            if let Some(all) = gather_json(boot, &sample) {
+                let row = super::combine(*p, &layout, timing, nranks, &all);
+                obs.row(&row);
+                pattern_rows.push(row);
+            }
+        }
+        obs.pattern_done(&pattern_rows);
+        rows.extend(pattern_rows);
+    }
+    Ok(rows)
 }
 
 #[cfg(test)]

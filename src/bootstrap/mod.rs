@@ -27,3 +27,39 @@ pub trait Bootstrap {
     /// Rank 0 gets every rank's bytes in rank order; other ranks get `None`.
     fn gather(&self, bytes: &[u8]) -> Option<Vec<Vec<u8>>>;
 }
+
+/// Gathers one serialisable value per rank to rank 0.
+pub fn gather_json<T: serde::Serialize + serde::de::DeserializeOwned>(
+    boot: &dyn Bootstrap,
+    mine: &T,
+) -> Option<Vec<T>> {
+    let bytes = serde_json::to_vec(mine).unwrap_or_default();
+    let all = boot.gather(&bytes)?;
+    Some(
+        all.iter()
+            .filter_map(|b| serde_json::from_slice(b).ok())
+            .collect(),
+    )
+}
+
+/// `nccl-smoke launch`'s TCP star when its variables are set, else MPI (or, built without
+/// MPI, a world of one).
+pub fn init_bootstrap(deadline: std::time::Duration) -> Result<Box<dyn Bootstrap>, String> {
+    if tcp::Tcp::requested() {
+        return Ok(Box::new(tcp::Tcp::init(deadline)?));
+    }
+    mpi_or_single()
+}
+
+#[cfg(feature = "mpi")]
+fn mpi_or_single() -> Result<Box<dyn Bootstrap>, String> {
+    match mpi::Mpi::init() {
+        Some(m) => Ok(Box::new(m)),
+        None => Err("MPI_Init failed or MPI was already initialised".into()),
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+fn mpi_or_single() -> Result<Box<dyn Bootstrap>, String> {
+    Ok(Box::new(single::Single))
+}

@@ -1,9 +1,10 @@
 //! `nccl-smoke doctor`
 
-use super::{Backend, LibArgs, backend};
+use super::LibArgs;
 use crate::diagnose::doctor::{self, Check, Examination, Node, Status};
 use crate::ffi::os;
 use crate::report::fingerprint::{self, DriverInfo, Fingerprint, NcclInfo, RankInfo};
+use crate::run::libs;
 use crate::stage::exit;
 use clap::Args;
 use serde::{Deserialize, Serialize};
@@ -46,23 +47,15 @@ pub struct Report {
 
 pub fn doctor(args: &DoctorArgs) -> u8 {
     let link_dir = std::env::temp_dir().join(format!("nccl-smoke-doctor.{}", std::process::id()));
-    let libs = match args.libs.backend {
-        Backend::Nccl => (args.libs.nccl_lib.clone(), None),
-        Backend::Sim => match backend::prepare_sim_dir(args.libs.sim_dir.as_deref(), &link_dir) {
-            Ok(dir) => (
-                Some(
-                    args.libs
-                        .nccl_lib
-                        .clone()
-                        .unwrap_or_else(|| dir.join("libnccl.so.2").display().to_string()),
-                ),
-                Some(dir.join("libcuda.so.1").display().to_string()),
-            ),
-            Err(e) => {
-                eprintln!("nccl-smoke doctor: {e}");
-                return exit::USAGE;
-            }
-        },
+    let choice = args.libs.choice();
+    let libs = match libs::resolve(&choice, || {
+        libs::prepare_sim_dir(choice.sim_dir.as_deref(), &link_dir)
+    }) {
+        Ok(l) => (l.nccl, l.cuda),
+        Err(e) => {
+            eprintln!("nccl-smoke doctor: {e}");
+            return exit::USAGE;
+        }
     };
     if !args.sysroot.is_dir() {
         eprintln!(

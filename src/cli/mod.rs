@@ -1,20 +1,17 @@
 //! Command-line interface: flags, their validation, and the hand-over to each subcommand.
 
-mod backend;
 mod compare;
 mod doctor;
 mod explain;
 mod launch;
-mod run;
-mod status;
-mod supervise;
 
-use crate::bench::sweep::{self, Step};
+use crate::bench::sweep;
 use crate::data::{DataType, RedOp};
+use crate::run::libs::LibChoice;
+use crate::run::{Plan, Settings};
 use crate::stage::{Stage, exit};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
-use std::time::Duration;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -27,9 +24,7 @@ something breaks names the stage, the rank and the host, with the library's own 
 Launch it like nccl-tests: `mpirun -np 16 -H a:8,b:8 nccl-smoke run`, `srun nccl-smoke run`, \
 or from an MPIJob. Without GPUs, `--backend sim` runs the same code against nccl-smoke's CPU \
 simulation of libnccl and libcuda (results labelled SIMULATED).",
-    after_help = "Exit codes: 0 pass · 2 bad input · 3 output file not written · 10 launch · 11 nccl-load · 12 driver · 13 device · \
-14 alloc · 15 unique-id · 16 init · 17 connect · 18 connect:buffer-import · 19 connect:proxy · \
-20 connect:shm · 21 connect:net · 22 run · 23 verify · 24 finalize · 30 compare: regressed · 31 doctor: warnings · 32 doctor: failures · 130 cancelled"
+    after_help = crate::stage::exit::help()
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -182,11 +177,7 @@ fn parse_stage_timeout(s: &str) -> Result<(Stage, f64), String> {
     Ok((stage, parse_secs(secs)?))
 }
 
-/// The shortest and longest deadline a flag may set, in seconds.
-pub const MIN_DEADLINE_S: f64 = 0.1;
-pub const MAX_DEADLINE_S: f64 = 86_400.0;
-/// The largest message size a sweep may have (-b, -e, -i).
-pub const MAX_BYTES: usize = 1 << 40;
+pub use crate::run::plan::{MAX_BYTES, MAX_DEADLINE_S, MIN_DEADLINE_S};
 
 /// A deadline in seconds, within [`MIN_DEADLINE_S`]..=[`MAX_DEADLINE_S`] (so that it always
 /// converts to a `Duration`).
@@ -225,64 +216,42 @@ pub fn terminal_safe(s: &str) -> String {
         .collect()
 }
 
+impl LibArgs {
+    /// The libraries asked for, as the engine takes them.
+    pub fn choice(&self) -> LibChoice {
+        LibChoice {
+            sim: self.backend == Backend::Sim,
+            nccl_lib: self.nccl_lib.clone(),
+            sim_dir: self.sim_dir.clone(),
+        }
+    }
+}
+
 impl RunArgs {
-    pub fn maxbytes(&self) -> usize {
-        self.maxbytes.unwrap_or(match self.libs.backend {
-            Backend::Nccl => 128 << 20,
-            Backend::Sim => 1 << 20,
-        })
-    }
-
-    pub fn step(&self) -> Step {
-        match self.stepbytes {
-            Some(b) => Step::Bytes(b),
-            None => Step::Factor(self.stepfactor),
+    /// The settings as given, for the engine's [`Plan`].
+    pub fn settings(&self) -> Settings {
+        Settings {
+            libs: self.libs.choice(),
+            patterns: self.patterns.clone(),
+            minbytes: self.minbytes,
+            maxbytes: self.maxbytes,
+            stepfactor: self.stepfactor,
+            stepbytes: self.stepbytes,
+            iters: self.iters,
+            warmup_iters: self.warmup_iters,
+            check: self.check == 1,
+            datatype: self.datatype,
+            op: self.op,
+            device: self.device,
+            json: self.json.clone(),
+            timeout: self.timeout,
+            stage_timeout: self.stage_timeout.clone(),
         }
     }
 
-    /// The deadline of `stage`.
-    pub fn deadline(&self, stage: Stage) -> Duration {
-        let secs = self
-            .stage_timeout
-            .iter()
-            .rev()
-            .find(|(s, _)| *s == stage)
-            .map(|(_, v)| *v)
-            .or(self.timeout)
-            .unwrap_or(stage.default_deadline_s() as f64)
-            .clamp(MIN_DEADLINE_S, MAX_DEADLINE_S);
-        // In range by the clamp (and the flags' parsers); a NaN would fall back to the default.
-        Duration::try_from_secs_f64(secs).unwrap_or(Duration::from_secs(stage.default_deadline_s()))
-    }
-
-    /// Everything that can be checked before any rank touches a library.
-    pub fn validate(&self) -> Result<Vec<usize>, String> {
-        crate::patterns::select(&self.patterns)?;
-        for (flag, v) in [
-            ("-b/--minbytes", Some(self.minbytes)),
-            ("-e/--maxbytes", self.maxbytes),
-            ("-i/--stepbytes", self.stepbytes),
-        ] {
-            if let Some(v) = v
-                && v > MAX_BYTES
-            {
-                return Err(format!(
-                    "{flag} {v} is more than the {} GiB a message may be",
-                    MAX_BYTES >> 30
-                ));
-            }
-        }
-        if !(self.stepfactor.is_finite() && self.stepfactor <= 1024.0) {
-            return Err(format!(
-                "-f/--stepfactor must be a number from 1 to 1024, got {}",
-                self.stepfactor
-            ));
-        }
-        let sizes = sweep::sizes(self.minbytes, self.maxbytes(), self.step())?;
-        if self.libs.backend == Backend::Sim {
-            nccl_smoke_fault::FaultSet::from_env().map_err(|e| e.to_string())?;
-        }
-        Ok(sizes)
+    /// The checked plan, or why not.
+    pub fn plan(&self) -> Result<Plan, String> {
+        self.settings().plan()
     }
 }
 
@@ -305,150 +274,13 @@ pub fn dispatch(cli: Cli) -> u8 {
         Command::ProbeImport(a) => {
             crate::diagnose::probe::import_side(&a.socket, &a.cuda_lib, a.device)
         }
-        Command::Run(args) => {
-            if let Err(msg) = args.validate() {
+        Command::Run(args) => match args.plan() {
+            Err(msg) => {
                 eprintln!("nccl-smoke: {msg}");
-                return exit::USAGE;
+                exit::USAGE
             }
-            if supervise::is_worker() {
-                run::worker(&args)
-            } else {
-                supervise::supervise(&args)
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::strategy::Strategy;
-
-    fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
-        let mut v = vec!["nccl-smoke", "run"];
-        v.extend_from_slice(args);
-        Cli::try_parse_from(v).map(|c| match c.command {
-            Command::Run(a) => a,
-            _ => unreachable!("parsed `run`"),
-        })
-    }
-
-    #[test]
-    fn nccl_tests_flags_parse() {
-        let a = parse(&[
-            "-b", "1K", "-e", "1M", "-f", "4", "-n", "7", "-w", "2", "-c", "0", "-d", "half", "-o",
-            "max",
-        ])
-        .unwrap();
-        assert_eq!(
-            (a.minbytes, a.maxbytes(), a.iters, a.warmup_iters, a.check),
-            (1024, 1 << 20, 7, 2, 0)
-        );
-        assert_eq!((a.datatype, a.op), (DataType::Half, RedOp::Max));
-        assert_eq!(
-            a.validate().unwrap(),
-            [1024, 4096, 16384, 65536, 262144, 1048576]
-        );
-    }
-
-    #[test]
-    fn bad_input_is_refused_with_the_reason() {
-        assert!(parse(&["-d", "float17"]).is_err());
-        assert!(parse(&["-b", "lots"]).is_err());
-        assert!(parse(&["-c", "2"]).is_err());
-        assert!(parse(&["-n", "0"]).is_err());
-        assert!(
-            parse(&["--stage-timeout", "nope=3"])
-                .unwrap_err()
-                .to_string()
-                .contains("unknown stage 'nope'")
-        );
-        let a = parse(&["-b", "1M", "-e", "1K"]).unwrap();
-        assert!(a.validate().unwrap_err().contains("-b/--minbytes"));
-        let a = parse(&["--patterns", "all_reduce,bogus"]).unwrap();
-        assert!(
-            a.validate()
-                .unwrap_err()
-                .contains("unknown pattern 'bogus'")
-        );
-    }
-
-    #[test]
-    fn deadlines_default_then_global_then_per_stage() {
-        let a = parse(&[]).unwrap();
-        assert_eq!(a.deadline(Stage::Init), Duration::from_secs(300));
-        let a = parse(&["--timeout", "5", "--stage-timeout", "init=9"]).unwrap();
-        assert_eq!(a.deadline(Stage::Init), Duration::from_secs(9));
-        assert_eq!(a.deadline(Stage::Run), Duration::from_secs(5));
-    }
-
-    #[test]
-    fn deadlines_and_sizes_have_ranges() {
-        for bad in [
-            vec!["--timeout", "1e30"],
-            vec!["--timeout", "0"],
-            vec!["--timeout", "NaN"],
-            vec!["--timeout", "-3"],
-            vec!["--stage-timeout", "init=1e30"],
-            vec!["--stage-timeout", "init=inf"],
-            vec!["--device", "-1"],
-            vec!["--device", "99999"],
-        ] {
-            assert!(parse(&bad).is_err(), "{bad:?}");
-        }
-        let e = parse(&["--timeout", "1e30"]).unwrap_err().to_string();
-        assert!(e.contains("from 0.1 to 86400"), "{e}");
-        for bad in [vec!["-e", "2048G"], vec!["-f", "1e300"], vec!["-f", "inf"]] {
-            let a = parse(&bad).unwrap();
-            assert!(a.validate().is_err(), "{bad:?}");
-        }
-        let a = parse(&["--timeout", "86400"]).unwrap();
-        assert_eq!(a.deadline(Stage::Run), Duration::from_secs(86_400));
-    }
-
-    #[test]
-    fn messages_escape_control_characters() {
-        let e = parse(&["--stage-timeout", "\x1b[2Jinit=3"])
-            .unwrap_err()
-            .to_string();
-        assert!(!terminal_safe(&e).contains('\x1b'), "{e:?}");
-        assert!(sanitize("a\x07b").contains("\\u{7}"));
-        assert_eq!(terminal_safe("two\nlines\x1b"), "two\nlines\\u{1b}");
-    }
-
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
-        /// Any argument list is parsed and validated, or refused, without a panic; a deadline
-        /// that got through always converts.
-        #[test]
-        fn any_run_arguments_give_an_answer_not_a_panic(
-            args in proptest::collection::vec(
-                proptest::prop_oneof![
-                    proptest::sample::select(vec![
-                        "-b", "-e", "-f", "-i", "-n", "-w", "-c", "-d", "-o", "--timeout",
-                        "--stage-timeout", "--device", "--patterns", "--json",
-                    ]).prop_map(String::from),
-                    "[-+]?[0-9]{0,25}(\\.[0-9]{0,5})?(e[-+]?[0-9]{1,4})?[KMGkmg]?",
-                    "(init|run|bogus)=[0-9e.+-]{0,12}",
-                    "\\PC{0,12}",
-                ],
-                0..10,
-            )
-        ) {
-            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-            if let Ok(a) = parse(&refs) {
-                let _ = a.validate();
-                for s in Stage::ALL {
-                    let d = a.deadline(s);
-                    proptest::prop_assert!(d >= Duration::from_millis(100));
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn sim_backend_defaults_to_a_smaller_sweep() {
-        assert_eq!(parse(&["--backend", "sim"]).unwrap().maxbytes(), 1 << 20);
-        assert_eq!(parse(&[]).unwrap().maxbytes(), 128 << 20);
+            Ok(plan) if crate::run::env::is_worker() => crate::run::worker(&plan),
+            Ok(plan) => crate::run::supervise(&plan),
+        },
     }
 }

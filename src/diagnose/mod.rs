@@ -1,6 +1,7 @@
 //! From symptoms to causes: which sub-step of "connect" failed, and why, from NCCL's own
 //! words and from probes that repeat the step outside NCCL.
 
+pub mod causes;
 pub mod classify;
 pub mod doctor;
 pub mod explain;

@@ -6,3 +6,4 @@ pub mod output;
 pub mod plot;
 pub mod results;
 pub mod table;
+pub mod verdict;

@@ -121,6 +121,72 @@ pub fn write_atomic_with(
     result
 }
 
+/// The largest results file read: a sweep of 100000 sizes (the most `run` makes) is far
+/// smaller.
+pub const MAX_READ: u64 = 256 << 20;
+/// How long reading one results file may take (a pipe whose writer stalls).
+pub const READ_TIME: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Reads `path` whole, bounded in size and time: a regular file up to [`MAX_READ`] bytes, or a
+/// pipe (`<(…)`) read without blocking until it ends, within [`READ_TIME`]. Devices, folders
+/// and sockets are refused without reading; a FIFO with no writer reads as empty.
+pub fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let m = std::fs::metadata(path)?;
+    let t = m.file_type();
+    if !(t.is_file() || t.is_fifo()) {
+        let what = if t.is_dir() {
+            "a folder"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else {
+            "not a regular file"
+        };
+        return Err(std::io::Error::other(format!("it is {what}")));
+    }
+    if t.is_file() && m.len() > MAX_READ {
+        return Err(std::io::Error::other(format!(
+            "it is {} bytes, more than the {} MiB a results file can be",
+            m.len(),
+            MAX_READ >> 20
+        )));
+    }
+    // Non-blocking, so that neither opening a FIFO nor reading a stalled pipe can hang.
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let start = std::time::Instant::now();
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => {
+                out.extend_from_slice(&buf[..n]);
+                if out.len() as u64 > MAX_READ {
+                    return Err(std::io::Error::other(format!(
+                        "more than the {} MiB a results file can be",
+                        MAX_READ >> 20
+                    )));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        if start.elapsed() > READ_TIME {
+            return Err(std::io::Error::other(format!(
+                "still not at its end after {} s",
+                READ_TIME.as_secs()
+            )));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

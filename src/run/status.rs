@@ -9,22 +9,16 @@
 
 use crate::error::{Failure, Who};
 use crate::progress::Event;
-use crate::report::results::{self, Blame, RankRecord};
+use crate::report::results::{RankRecord, RankState};
 use crate::stage::{Stage, StageRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub use crate::report::results::STOPPED;
-
-/// Whether `f` says only that the launcher stopped the rank (because another rank failed, or
-/// the job was cancelled): no failure of that rank's own.
-pub fn stopped(f: &Failure) -> bool {
-    results::blame(f) == Blame::Stopped
-}
+pub use super::uplink::Uplink;
 
 /// A gap this long between two turns of a supervisor's watch loop (which turns every 50 ms)
 /// means the supervisor itself was stopped: the others' silence meanwhile is not theirs.
@@ -32,22 +26,10 @@ pub const SELF_STOPPED: Duration = Duration::from_millis(1000);
 
 /// How often a supervisor says it is alive over the status line (both ways).
 pub const ALIVE_EVERY: Duration = Duration::from_millis(100);
+
 /// A write on the status line that takes longer than this is given up: a stopped peer
 /// supervisor must not stop this one.
-const WRITE_LIMIT: Duration = Duration::from_millis(200);
-
-/// A rank's state in the results file's table, from how it ended: `finished`, `stopped` or
-/// `failed`.
-pub fn end_state(code: u8, failure: Option<&Failure>) -> &'static str {
-    match (code, failure) {
-        (0, _) => "finished",
-        (_, Some(f)) if stopped(f) => "stopped",
-        _ => "failed",
-    }
-}
-
-/// The port of this rank's supervisor's status listener, for its worker.
-pub const PORT_ENV: &str = "NCCL_SMOKE_STATUS_PORT";
+pub(super) const WRITE_LIMIT: Duration = Duration::from_millis(200);
 
 /// One line from a rank's supervisor to rank 0's.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -256,7 +238,7 @@ impl JobView {
                 out.push(RankRecord {
                     rank,
                     host: String::new(),
-                    state: "silent".into(),
+                    state: RankState::Silent,
                     exit_code: None,
                     stage: None,
                     step: None,
@@ -265,15 +247,15 @@ impl JobView {
                 continue;
             };
             let (state, code) = match &v.ended {
-                Some((c, f)) => (end_state(*c, f.as_ref()), Some(*c)),
-                None if v.lost => ("lost", None),
-                None if v.unresponsive => ("unresponsive", None),
-                None => ("running", None),
+                Some((c, f)) => (RankState::ended(*c, f.as_ref()), Some(*c)),
+                None if v.lost => (RankState::Lost, None),
+                None if v.unresponsive => (RankState::Unresponsive, None),
+                None => (RankState::Running, None),
             };
             out.push(RankRecord {
                 rank,
                 host: v.host.clone(),
-                state: state.into(),
+                state,
                 exit_code: code,
                 stage: v.stage,
                 step: v.step.clone(),
@@ -402,330 +384,5 @@ fn answer(mut down: TcpStream, view: Arc<Mutex<JobView>>, rank: Arc<Mutex<Option
     });
 }
 
-/// What a rank hears from rank 0's supervisor.
-#[derive(Debug)]
-pub struct Downlink {
-    /// When rank 0 last said anything.
-    pub last: Instant,
-    /// Rank 0 has this rank's end report.
-    pub acked: bool,
-    /// Rank 0 said it has ended.
-    pub bye: bool,
-    /// The connection closed.
-    pub closed: bool,
-}
-
-/// Another rank's side: the connection to rank 0's supervisor.
-pub struct Uplink {
-    stream: TcpStream,
-    rank: u32,
-    host: String,
-    /// Rank 0's host, as it named itself.
-    pub rank0_host: String,
-    /// What rank 0's supervisor says back.
-    pub down: Arc<Mutex<Downlink>>,
-    last_alive: Instant,
-    last_tick: Instant,
-}
-
-impl Uplink {
-    /// Tries each address for up to two seconds in all.
-    pub fn connect(addrs: &[String], rank: u32, host: &str) -> Option<Uplink> {
-        let start = Instant::now();
-        // Rank 0 lists its host name last (see `share_status_address`).
-        let rank0_host = addrs
-            .last()
-            .and_then(|a| a.rsplit_once(':'))
-            .map(|(h, _)| h.to_string())
-            .unwrap_or_default();
-        while start.elapsed() < Duration::from_secs(2) {
-            for a in addrs {
-                let Ok(mut it) = a.to_socket_addrs() else {
-                    continue;
-                };
-                if let Some(sa) = it.next()
-                    && let Ok(stream) = TcpStream::connect_timeout(&sa, Duration::from_millis(500))
-                {
-                    let _ = stream.set_nodelay(true);
-                    let _ = stream.set_write_timeout(Some(WRITE_LIMIT));
-                    let down = Arc::new(Mutex::new(Downlink {
-                        last: Instant::now(),
-                        acked: false,
-                        bye: false,
-                        closed: false,
-                    }));
-                    if let Ok(read) = stream.try_clone() {
-                        listen(read, down.clone());
-                    }
-                    return Some(Uplink {
-                        stream,
-                        rank,
-                        host: host.to_string(),
-                        rank0_host,
-                        down,
-                        last_alive: Instant::now(),
-                        last_tick: Instant::now(),
-                    });
-                }
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        None
-    }
-
-    /// Forwards one event; a lost rank 0 is not this rank's failure, so errors are dropped.
-    pub fn send(&mut self, event: &Event) {
-        let r = Report {
-            rank: self.rank,
-            host: self.host.clone(),
-            event: event.clone(),
-        };
-        if let Ok(mut line) = serde_json::to_string(&r) {
-            line.push('\n');
-            let _ = self.stream.write_all(line.as_bytes());
-        }
-    }
-
-    /// Says this supervisor is alive, at most every [`ALIVE_EVERY`]. Called from the watch
-    /// loop; a long gap between calls means this supervisor itself was stopped, and then rank
-    /// 0's silence meanwhile says nothing about rank 0.
-    pub fn keep_alive(&mut self) {
-        let now = Instant::now();
-        if now.duration_since(self.last_tick) > SELF_STOPPED
-            && let Ok(mut d) = self.down.lock()
-        {
-            d.last = now;
-        }
-        self.last_tick = now;
-        if self.last_alive.elapsed() >= ALIVE_EVERY {
-            self.last_alive = Instant::now();
-            self.send(&Event::Alive);
-        }
-    }
-
-    /// Whether rank 0's supervisor has gone without a goodbye (`Some(true)`: the line closed;
-    /// `Some(false)`: silent for longer than `limit`), or is there (`None`).
-    pub fn rank0_gone(&self, limit: Duration) -> Option<bool> {
-        let d = self.down.lock().ok()?;
-        if d.bye || d.acked {
-            None
-        } else if d.closed {
-            Some(true)
-        } else if d.last.elapsed() > limit {
-            Some(false)
-        } else {
-            None
-        }
-    }
-
-    /// Waits up to `limit` for rank 0 to confirm this rank's end report. `Ok` when it did (or
-    /// has ended itself), else whether the line closed (`true`) or stayed silent (`false`).
-    pub fn await_ack(&self, limit: Duration) -> Result<(), bool> {
-        let start = Instant::now();
-        loop {
-            match self.down.lock() {
-                Ok(d) if d.acked || d.bye => return Ok(()),
-                Ok(d) if d.closed => return Err(true),
-                Ok(d) if d.last.elapsed() > limit || start.elapsed() > limit => {
-                    return Err(false);
-                }
-                Ok(_) => {}
-                Err(_) => return Ok(()),
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Uplink {
-    /// Closes the line for both directions (the listening thread holds a clone of it).
-    fn drop(&mut self) {
-        let _ = self.stream.shutdown(std::net::Shutdown::Both);
-    }
-}
-
-/// Reads rank 0's words (see [`serve`]) into `down` until the line closes.
-fn listen(read: TcpStream, down: Arc<Mutex<Downlink>>) {
-    std::thread::spawn(move || {
-        for line in BufReader::new(read).lines() {
-            let Ok(line) = line else { break };
-            let Ok(mut d) = down.lock() else { return };
-            d.last = Instant::now();
-            match line.trim() {
-                "ack" => d.acked = true,
-                "bye" => d.bye = true,
-                _ => {}
-            }
-        }
-        if let Ok(mut d) = down.lock() {
-            d.closed = true;
-        }
-    });
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::error::Who;
-
-    fn report(rank: u32, event: Event) -> Report {
-        Report {
-            rank,
-            host: format!("h{rank}"),
-            event,
-        }
-    }
-
-    #[test]
-    fn the_summary_names_stages_ends_losses_and_silence() {
-        let mut v = JobView {
-            nranks: 5,
-            ..Default::default()
-        };
-        v.apply(report(
-            1,
-            Event::Stage {
-                stage: Stage::Init,
-                rank: Some(1),
-            },
-        ));
-        v.apply(report(
-            2,
-            Event::Stage {
-                stage: Stage::Alloc,
-                rank: Some(2),
-            },
-        ));
-        let who = Who {
-            rank: Some(3),
-            host: "h3".into(),
-        };
-        let f = Failure::new(Stage::Device, &who, "boom");
-        v.apply(report(
-            3,
-            Event::Ended {
-                code: 13,
-                failure: Some(f.clone()),
-                stages: Vec::new(),
-            },
-        ));
-        v.ranks.get_mut(&2).unwrap().lost = true;
-        let me = RankRecord {
-            rank: 0,
-            host: "h0".into(),
-            state: "failed".into(),
-            exit_code: Some(16),
-            stage: Some(Stage::Init),
-            step: None,
-            stages: Vec::new(),
-        };
-        let table: Vec<(u32, String, Option<Stage>)> = v
-            .records(me)
-            .into_iter()
-            .map(|r| (r.rank, r.state, r.stage))
-            .collect();
-        assert_eq!(
-            table,
-            vec![
-                (0, "failed".into(), Some(Stage::Init)),
-                (1, "running".into(), Some(Stage::Init)),
-                (2, "lost".into(), Some(Stage::Alloc)),
-                (3, "failed".into(), None),
-                (4, "silent".into(), None),
-            ]
-        );
-        assert!(!v.all_ended());
-        let s = v.summary(Some((Stage::Init, Some("waiting"))));
-        assert_eq!(s[0], "# job: rank 0 in init (waiting)");
-        assert!(s[1].starts_with("# job: rank 1 (host h1) in init"), "{s:?}");
-        assert!(
-            s[2].contains("rank 2 (host h2) lost contact during alloc"),
-            "{s:?}"
-        );
-        assert!(
-            s[3].contains("rank 3 (host h3) ended with exit code 13 (FAIL at device, above)"),
-            "{s:?}"
-        );
-        assert_eq!(s[4], "# job: ranks never heard from after launch: 4");
-        assert_eq!(v.failures, vec![f]);
-    }
-
-    #[test]
-    fn a_vanished_or_silent_supervisor_is_named_once_and_a_teardown_is_not() {
-        let mut v = JobView {
-            nranks: 4,
-            ..Default::default()
-        };
-        for rank in 1..4 {
-            v.apply(report(
-                rank,
-                Event::Stage {
-                    stage: Stage::Run,
-                    rank: Some(rank),
-                },
-            ));
-        }
-        v.lose(2);
-        assert_eq!(v.failures.len(), 1);
-        assert_eq!(v.failures[0].rank, Some(2));
-        assert!(v.failures[0].error.contains("its supervisor is gone"));
-        assert!(v.has_gone_rank());
-        v.lose(2);
-        // The job has failed: a rank lost now is the launcher's teardown, not a culprit.
-        v.lose(3);
-        assert_eq!(v.failures.len(), 1);
-        assert!(!v.name_unresponsive(|_| Duration::from_secs(3600)));
-        assert!(v.name_unresponsive(|_| Duration::ZERO));
-        assert_eq!(v.failures.len(), 2);
-        assert_eq!(v.failures[1].rank, Some(1));
-        assert!(v.failures[1].error.contains("stopped answering"));
-        assert!(!v.name_unresponsive(|_| Duration::ZERO), "named twice");
-        let states: Vec<String> = v
-            .records(RankRecord {
-                rank: 0,
-                host: "h0".into(),
-                state: "stopped".into(),
-                exit_code: None,
-                stage: None,
-                step: None,
-                stages: vec![],
-            })
-            .into_iter()
-            .map(|r| r.state)
-            .collect();
-        assert_eq!(states, ["stopped", "unresponsive", "lost", "lost"]);
-    }
-
-    #[test]
-    fn reports_travel_over_tcp() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let view = Arc::new(Mutex::new(JobView {
-            nranks: 2,
-            ..Default::default()
-        }));
-        serve(listener, view.clone());
-        let mut up = Uplink::connect(&[addr], 1, "h1").unwrap();
-        up.send(&Event::Stage {
-            stage: Stage::Run,
-            rank: Some(1),
-        });
-        drop(up);
-        let start = Instant::now();
-        loop {
-            let v = view.lock().unwrap();
-            if let Some(r) = v.ranks.get(&1)
-                && r.lost
-            {
-                assert_eq!(r.stage, Some(Stage::Run));
-                break;
-            }
-            drop(v);
-            assert!(
-                start.elapsed() < Duration::from_secs(5),
-                "report never arrived"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
+mod tests;

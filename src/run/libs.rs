@@ -1,4 +1,4 @@
-//! Which library files a run loads.
+//! Which library files a run (and `doctor`) loads: one resolution for both.
 //!
 //! The real backend leaves the choice to the dynamic linker (or `--nccl-lib`). The simulation
 //! backend gathers its two libraries into a private folder under every name the loaders try
@@ -6,11 +6,18 @@
 //! `LD_LIBRARY_PATH`: even on a GPU node, where a real `libcuda.so` is on the search path,
 //! cudarc then finds the simulation and never the real driver.
 
-use super::{Backend, RunArgs};
 use std::path::{Path, PathBuf};
 
-/// Environment variable through which the supervisor hands the folder to its worker.
-pub const SIM_LINK_DIR_ENV: &str = "NCCL_SMOKE_SIM_LINK_DIR";
+/// Which libraries were asked for.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LibChoice {
+    /// nccl-smoke's CPU simulation of libnccl and libcuda instead of the node's.
+    pub sim: bool,
+    /// The libnccl to load (default: libnccl.so.2 through the dynamic linker).
+    pub nccl_lib: Option<String>,
+    /// Where the simulation libraries are (default: next to the nccl-smoke binary).
+    pub sim_dir: Option<PathBuf>,
+}
 
 /// The library files to load: `None` means "by soname, through the dynamic linker".
 #[derive(Debug, Clone, PartialEq)]
@@ -89,32 +96,42 @@ pub fn prepare_sim_dir(sim_dir: Option<&Path>, dir: &Path) -> Result<PathBuf, St
     Ok(dir.to_path_buf())
 }
 
-/// The libraries the worker loads.
-pub fn libraries(args: &RunArgs) -> Result<Libraries, String> {
-    match args.libs.backend {
-        Backend::Nccl => Ok(Libraries {
-            nccl: args.libs.nccl_lib.clone(),
+/// The library files to load for `choice`: the node's libnccl (or `--nccl-lib`) and driver
+/// through the dynamic linker, or the simulation's, linked in the folder `links` gives (called
+/// only for the simulation).
+pub fn resolve(
+    choice: &LibChoice,
+    links: impl FnOnce() -> Result<PathBuf, String>,
+) -> Result<Libraries, String> {
+    if !choice.sim {
+        return Ok(Libraries {
+            nccl: choice.nccl_lib.clone(),
             cuda: None,
-        }),
-        Backend::Sim => {
-            let dir = match std::env::var_os(SIM_LINK_DIR_ENV) {
-                Some(d) => PathBuf::from(d),
-                // Started without a supervisor (debugging): a folder of its own.
-                None => prepare_sim_dir(
-                    args.libs.sim_dir.as_deref(),
-                    &std::env::temp_dir().join(format!("nccl-smoke-sim.{}", std::process::id())),
-                )?,
-            };
-            let path = |n: &str| dir.join(n).display().to_string();
-            Ok(Libraries {
-                nccl: Some(
-                    args.libs
-                        .nccl_lib
-                        .clone()
-                        .unwrap_or_else(|| path("libnccl.so.2")),
-                ),
-                cuda: Some(path("libcuda.so.1")),
-            })
-        }
+        });
     }
+    let dir = links()?;
+    let path = |n: &str| dir.join(n).display().to_string();
+    Ok(Libraries {
+        nccl: Some(
+            choice
+                .nccl_lib
+                .clone()
+                .unwrap_or_else(|| path("libnccl.so.2")),
+        ),
+        cuda: Some(path("libcuda.so.1")),
+    })
+}
+
+/// The libraries a worker loads: the simulation's from the folder its supervisor made.
+pub fn for_worker(choice: &LibChoice) -> Result<Libraries, String> {
+    resolve(choice, || {
+        match std::env::var_os(super::env::SIM_LINK_DIR) {
+            Some(d) => Ok(PathBuf::from(d)),
+            // Started without a supervisor (debugging): a folder of its own.
+            None => prepare_sim_dir(
+                choice.sim_dir.as_deref(),
+                &std::env::temp_dir().join(format!("nccl-smoke-sim.{}", std::process::id())),
+            ),
+        }
+    })
 }

@@ -1,0 +1,229 @@
+//! From a failed step to its likely cause and what to try: plain functions of who failed, the
+//! error, and the facts of the node, so that every mapping is testable without a running rank.
+//! The worker's failures are here; the supervisor's (a hang, a crash, a stop) in [`ends`].
+
+pub mod ends;
+
+use super::classify;
+use crate::bench::SizeResult;
+use crate::comm::CommError;
+use crate::error::{Failure, Kind, Who};
+use crate::ffi::cuda::{self, CudaError};
+use crate::ffi::nccl::NcclError;
+use crate::stage::{PEER_MARGIN, Stage};
+use std::time::Duration;
+
+pub use ends::{Hang, crashed, ended_by_rank0, hung, rank0_gone, stopped_by_launcher};
+
+/// Facts of this node that bear on a finding.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeFacts {
+    /// The CUDA driver's and NCCL's versions, once known.
+    pub cuda: Option<String>,
+    pub nccl: Option<String>,
+    /// `/dev/shm`: total and free bytes (`None`: it is missing).
+    pub shm: Option<(u64, u64)>,
+}
+
+impl NodeFacts {
+    /// This node's facts, with the versions the run has learnt.
+    pub fn here(cuda: Option<String>, nccl: Option<String>) -> NodeFacts {
+        NodeFacts {
+            cuda,
+            nccl,
+            shm: crate::ffi::os::fs_space("/dev/shm"),
+        }
+    }
+}
+
+/// libnccl could not be loaded, or is too old.
+pub fn nccl_load_failure(who: &Who, e: &NcclError) -> Failure {
+    let f = Failure::new(Stage::NcclLoad, who, e);
+    match e {
+        NcclError::NotFound { .. } => f
+            .cause("libnccl could not be loaded from that path or the library search path")
+            .hint("install NCCL (e.g. the nvidia-nccl-cu12 wheel), or point --nccl-lib / NCCL_SMOKE_NCCL_LIB at libnccl.so.2"),
+        NcclError::MissingSymbol { .. } => f
+            .cause("this libnccl is older than nccl-smoke supports")
+            .hint("use NCCL 2.7.3 or newer (--nccl-lib)"),
+        NcclError::Call { .. } => f,
+    }
+}
+
+/// The CUDA driver library could not be loaded or initialised.
+pub fn driver_failure(who: &Who, e: &CudaError) -> Failure {
+    let f = Failure::new(Stage::Driver, who, e);
+    if matches!(e, CudaError::TwoDrivers { .. }) {
+        return f
+            .cause("cudarc bound a different CUDA driver library from the one nccl-smoke and NCCL use")
+            .hint("remove the CUDA toolkit's stubs/ folder (or the second driver) from LD_LIBRARY_PATH: the driver libcuda.so.1 of the node's NVIDIA install must be the only one found");
+    }
+    match e.code_name() {
+        None => f
+            .cause(format!(
+                "no usable NVIDIA driver library ({}) on this node or in this container",
+                cuda::DRIVER_SONAME
+            ))
+            .hint("install the NVIDIA driver; in a container, run with the NVIDIA container toolkit \
+                   (--gpus all / runtimeClassName: nvidia) so the driver library is mounted"),
+        Some("CUDA_ERROR_NO_DEVICE") => f
+            .cause("the driver sees no GPU")
+            .hint("check CUDA_VISIBLE_DEVICES and that the container/pod was given GPUs (nvidia-smi -L)"),
+        Some("CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE" | "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH") => f
+            .cause("the user-space driver library does not match the kernel module")
+            .hint("make the container's libcuda match the host driver (NVIDIA container toolkit), or reboot after a driver upgrade"),
+        Some(_) => f.hint("nvidia-smi and dmesg show the driver's state"),
+    }
+}
+
+/// A failure caused by a peer going away first (its sockets closed; a wait that ran out while a
+/// peer closed its connections): that peer's own verdict names the cause.
+pub fn peer_first(f: &Failure) -> bool {
+    f.kind == Kind::PeerGone && !f.own_evidence
+}
+
+/// A communicator failure in `stage` (init, connect, run, finalize), with "connect" split by
+/// NCCL's own words: `deadline` is the stage's, `log` this process's NCCL WARN lines. The
+/// probes that repeat the step (a /dev/shm segment, a TCP reach) are the caller's to add.
+pub fn comm_failure(
+    who: &Who,
+    stage: Stage,
+    e: &CommError,
+    deadline: Duration,
+    log: Vec<String>,
+    node: &NodeFacts,
+) -> Failure {
+    let mut f = Failure::new(stage, who, e);
+    if let CommError::Timeout { what, after_s } = e {
+        // The user set the deadline; say how the wait's limit was made of it.
+        let deadline = deadline.as_secs_f64();
+        f.error = format!(
+            "{what} did not complete within {after_s:.1} s (the {stage} deadline of {deadline} s, \
+             + {:.1} s for a stuck peer to report first{}); the communicator was aborted",
+            PEER_MARGIN.as_secs_f64(),
+            if *after_s > deadline + PEER_MARGIN.as_secs_f64() + 0.05 {
+                ", + the time this size's iterations are expected to take"
+            } else {
+                ""
+            }
+        );
+    }
+    f.evidence = log;
+    f.kind = Kind::read(&f.error, &f.evidence);
+    // This rank's own log may show it failed first (out of file descriptors, say) while the
+    // call it made returned only what its peers did next.
+    f.own_evidence = classify::classify(f.evidence.iter().map(String::as_str))
+        .is_some_and(|x| x.severity == classify::Severity::Fail && x.category.is_local());
+    if peer_first(&f) {
+        return f
+            .cause("a peer rank closed its connections: it failed or exited first, and its own verdict names why")
+            .hint("look for the first FAIL line of another rank");
+    }
+    let mut lines: Vec<&str> = vec![f.error.as_str()];
+    lines.extend(f.evidence.iter().map(String::as_str));
+    if let Some(found) = classify::classify(lines.iter().copied()) {
+        // "connect" is split by the transport that failed; other stages keep their name.
+        if stage == Stage::Connect
+            && matches!(
+                found.stage,
+                Stage::ConnectImport | Stage::ConnectProxy | Stage::ConnectShm | Stage::ConnectNet
+            )
+        {
+            f.stage = found.stage;
+        }
+        if !f.evidence.contains(&found.evidence) && found.evidence != f.error {
+            f.evidence.insert(0, found.evidence.clone());
+        }
+        let cause = format!("{}{}", found.cause, context_for(f.stage, node));
+        f = f.cause(cause).hint(found.hint);
+    } else if let CommError::Timeout { .. } = e {
+        f = f
+            .cause("an operation did not complete: a peer stopped, or a link hangs")
+            .hint("rerun with NCCL_DEBUG=INFO; the ranks that did not report are the suspects");
+    } else if e
+        .nccl()
+        .and_then(NcclError::last_error)
+        .is_some_and(|l| l.contains("driver version is insufficient"))
+    {
+        f = f
+            .cause("the CUDA driver is older than the CUDA runtime this libnccl was built for")
+            .hint("upgrade the driver, or use an NCCL build for the driver's CUDA version");
+    }
+    f
+}
+
+/// Facts of this node that bear on a finding at `stage`: the versions for a buffer-import
+/// failure (a driver bug), the size of /dev/shm for a shared-memory one.
+pub fn context_for(stage: Stage, node: &NodeFacts) -> String {
+    match stage {
+        Stage::ConnectImport => format!(
+            " [this node: CUDA driver {}, NCCL {}]",
+            node.cuda.as_deref().unwrap_or("unknown"),
+            node.nccl.as_deref().unwrap_or("unknown")
+        ),
+        Stage::ConnectShm => match node.shm {
+            Some((total, free)) => format!(
+                " [this node: /dev/shm {} MiB, {} MiB free]",
+                total >> 20,
+                free >> 20
+            ),
+            None => " [this node: /dev/shm is missing]".into(),
+        },
+        _ => String::new(),
+    }
+}
+
+/// Wrong data, pinned on the rank that sent it where the pattern tells (point-to-point and
+/// all-to-all), else on the rank that received it; `host_of` names a rank's host when known.
+pub fn verify_failure(
+    rows: &[SizeResult],
+    me: &Who,
+    host_of: impl Fn(u32) -> Option<String>,
+) -> Option<Failure> {
+    let bad: Vec<&SizeResult> = rows.iter().filter(|r| r.wrong > 0).collect();
+    if bad.is_empty() {
+        return None;
+    }
+    let total: u64 = bad.iter().map(|r| r.wrong).sum();
+    let wrongs = bad
+        .iter()
+        .filter_map(|r| r.first_wrong.as_ref().map(|w| (*r, w)));
+    let blamed = wrongs
+        .clone()
+        .find(|(_, (_, w))| w.sender.is_some())
+        .or(wrongs.clone().next());
+    let (detail, culprit) = match blamed {
+        Some((row, (receiver, w))) => {
+            let from = w
+                .sender
+                .map(|s| format!(", sent by rank {s}"))
+                .unwrap_or_default();
+            let detail = format!(
+                "; e.g. {} {} B: element {} received by rank {receiver} is {} instead of {}{from}",
+                row.pattern, row.size_bytes, w.index, w.got, w.expected
+            );
+            (detail, w.sender.unwrap_or(*receiver))
+        }
+        None => (String::new(), me.rank.unwrap_or(0)),
+    };
+    let sizes: Vec<String> = bad
+        .iter()
+        .map(|r| format!("{} {} B", r.pattern, r.size_bytes))
+        .collect();
+    let who = Who {
+        rank: Some(culprit),
+        host: host_of(culprit).unwrap_or_else(|| me.host.clone()),
+    };
+    Some(
+        Failure::new(
+            Stage::Verify,
+            &who,
+            format!("{total} wrong elements in {}{detail}", sizes.join(", ")),
+        )
+        .cause("data was corrupted between ranks: a faulty link (NVLink/PCIe/network), GPU memory, or a library bug")
+        .hint("rerun the failing pattern alone; check ECC and link errors (nvidia-smi -q -d ECC, nvidia-smi nvlink -e, dmesg)"),
+    )
+}
+
+#[cfg(test)]
+mod tests;

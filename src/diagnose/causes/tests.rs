@@ -1,0 +1,249 @@
+//! Every mapper, from made-up errors and node facts: no rank, no library.
+
+use super::*;
+use crate::error::Severity;
+
+fn who() -> Who {
+    Who {
+        rank: Some(3),
+        host: "node7".into(),
+    }
+}
+
+/// A failure as another process reads it back: its kind from its words.
+fn read_back(f: &Failure) -> Failure {
+    serde_json::from_value(serde_json::to_value(f).unwrap()).unwrap()
+}
+
+#[test]
+fn a_missing_or_old_libnccl_is_named() {
+    let e = NcclError::NotFound {
+        path: "libnccl.so.2".into(),
+        detail: "not found".into(),
+    };
+    let f = nccl_load_failure(&who(), &e);
+    assert_eq!(f.stage, Stage::NcclLoad);
+    assert!(f.cause.unwrap().contains("could not be loaded"));
+    let e = NcclError::MissingSymbol {
+        path: "x".into(),
+        version: "2.3.7".into(),
+        symbol: "ncclCommInitRankConfig",
+        since: "2.14",
+    };
+    assert!(
+        nccl_load_failure(&who(), &e)
+            .hint
+            .unwrap()
+            .contains("2.7.3")
+    );
+}
+
+#[test]
+fn driver_failures_say_which_driver_problem() {
+    let e = CudaError::NotFound {
+        tried: "libcuda.so.1".into(),
+        detail: "no such file".into(),
+    };
+    let f = driver_failure(&who(), &e);
+    assert!(f.cause.unwrap().contains("no usable NVIDIA driver library"));
+    let e = CudaError::Call {
+        call: "cuInit",
+        code: 100,
+        name: "CUDA_ERROR_NO_DEVICE".into(),
+        message: "no CUDA-capable device is detected".into(),
+    };
+    assert_eq!(
+        driver_failure(&who(), &e).cause.as_deref(),
+        Some("the driver sees no GPU")
+    );
+    let e = CudaError::TwoDrivers {
+        ours: "a".into(),
+        cudarc: "b".into(),
+    };
+    assert!(driver_failure(&who(), &e).hint.unwrap().contains("stubs/"));
+}
+
+#[test]
+fn a_wait_that_ran_out_says_how_its_limit_was_made() {
+    let e = CommError::Timeout {
+        what: "first all_reduce (connect)".into(),
+        after_s: 6.5,
+    };
+    let f = comm_failure(
+        &who(),
+        Stage::Connect,
+        &e,
+        Duration::from_secs(5),
+        vec![],
+        &NodeFacts::default(),
+    );
+    assert!(
+        f.error
+            .contains("did not complete within 6.5 s (the connect deadline of 5 s, + 1.5 s")
+    );
+    assert_eq!(f.kind, Kind::Waited);
+    assert_eq!(read_back(&f).kind, Kind::Waited);
+    assert!(f.cause.unwrap().contains("a peer stopped"));
+}
+
+#[test]
+fn a_peer_that_closed_its_connections_goes_first() {
+    let e = CommError::Timeout {
+        what: "first all_reduce (connect)".into(),
+        after_s: 5.0,
+    };
+    let log = vec![
+        "h:1:2 [3] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer h<4>"
+            .to_string(),
+    ];
+    let f = comm_failure(
+        &who(),
+        Stage::Connect,
+        &e,
+        Duration::from_secs(5),
+        log,
+        &NodeFacts::default(),
+    );
+    assert!(peer_first(&f));
+    assert_eq!(f.kind, Kind::PeerGone);
+    assert_eq!(read_back(&f).kind, Kind::PeerGone);
+    assert!(f.hint.unwrap().contains("first FAIL line of another rank"));
+}
+
+#[test]
+fn a_shared_memory_failure_is_split_out_with_the_nodes_dev_shm() {
+    let e = CommError::Timeout {
+        what: "x".into(),
+        after_s: 1.0,
+    };
+    let log = vec!["vm:1:1 [1] misc/shmutils.cc:131 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size 9637888), error: No space left on device (28)".to_string()];
+    let node = NodeFacts {
+        shm: Some((64 << 20, 1 << 20)),
+        ..NodeFacts::default()
+    };
+    let f = comm_failure(
+        &who(),
+        Stage::Connect,
+        &e,
+        Duration::from_secs(5),
+        log,
+        &node,
+    );
+    assert_eq!(f.stage, Stage::ConnectShm);
+    assert!(
+        f.cause
+            .as_deref()
+            .unwrap()
+            .ends_with(" [this node: /dev/shm 64 MiB, 1 MiB free]"),
+        "{f}"
+    );
+}
+
+#[test]
+fn node_facts_go_with_the_stages_they_explain() {
+    let node = NodeFacts {
+        cuda: Some("12.8".into()),
+        nccl: None,
+        shm: None,
+    };
+    assert_eq!(
+        context_for(Stage::ConnectImport, &node),
+        " [this node: CUDA driver 12.8, NCCL unknown]"
+    );
+    assert_eq!(
+        context_for(Stage::ConnectShm, &node),
+        " [this node: /dev/shm is missing]"
+    );
+    assert_eq!(context_for(Stage::Init, &node), "");
+}
+
+#[test]
+fn wrong_data_is_pinned_on_its_sender() {
+    let row = |wrong: u64, first: serde_json::Value| -> SizeResult {
+        serde_json::from_value(serde_json::json!({
+            "pattern": "send_recv_ring", "size_bytes": 1024, "count": 256, "dtype": "float",
+            "time_us": {"avg": 1.0, "p50": 1.0, "p99": 1.0, "max": 1.0},
+            "algbw_gbs": 1.0, "busbw_gbs": 1.0, "wrong": wrong, "checked": true,
+            "slowest_rank": 0, "rank_avg_us": [1.0], "first_wrong": first
+        }))
+        .unwrap()
+    };
+    let good = row(0, serde_json::Value::Null);
+    assert!(verify_failure(std::slice::from_ref(&good), &who(), |_| None).is_none());
+    let bad = row(
+        4,
+        serde_json::json!([1, {"index": 7, "sender": 2, "expected": 1.0, "got": 9.0}]),
+    );
+    let f = verify_failure(&[good, bad], &who(), |r| Some(format!("host{r}"))).unwrap();
+    assert_eq!(
+        (f.stage, f.rank, f.host.as_str()),
+        (Stage::Verify, Some(2), "host2")
+    );
+    assert!(
+        f.error
+            .starts_with("4 wrong elements in send_recv_ring 1024 B; e.g."),
+        "{f}"
+    );
+    assert!(
+        f.error.ends_with("is 9 instead of 1, sent by rank 2"),
+        "{f}"
+    );
+}
+
+fn hang(waiting: bool, stopped: bool) -> Failure {
+    hung(&Hang {
+        who: who(),
+        stage: Stage::Init,
+        step: Some("in ncclCommInitRank"),
+        waiting,
+        quiet: Duration::from_millis(7100),
+        deadline: Duration::from_secs(5),
+        budget: Duration::ZERO,
+        stopped,
+    })
+}
+
+#[test]
+fn a_hang_says_whether_the_rank_waited_on_others() {
+    let f = hang(true, false);
+    assert_eq!(
+        f.error,
+        "no progress for 7.1 s in the init stage, in ncclCommInitRank while waiting on other \
+         ranks (deadline 5 s): it hung; the worker was killed"
+    );
+    assert_eq!((f.kind, read_back(&f).kind), (Kind::Waited, Kind::Waited));
+    assert!(f.cause.unwrap().contains("not every rank joined"));
+    let f = hang(false, true);
+    assert_eq!((f.kind, read_back(&f).kind), (Kind::Hung, Kind::Hung));
+    assert!(f.cause.unwrap().contains("stopped from outside"));
+}
+
+#[test]
+fn a_crash_names_the_signal_and_the_library() {
+    let f = crashed(&who(), Stage::Driver, libc::SIGSEGV);
+    assert!(f.error.starts_with("the worker died of SIGSEGV"), "{f}");
+    assert_eq!(f.cause.as_deref(), Some("a crash inside the CUDA driver"));
+    assert_eq!((f.kind, read_back(&f).kind), (Kind::Crashed, Kind::Crashed));
+    let f = crashed(&who(), Stage::Run, libc::SIGKILL);
+    assert!(f.cause.unwrap().contains("OOM killer"));
+}
+
+#[test]
+fn a_stop_by_the_launcher_is_no_failure_of_the_ranks_own() {
+    let f = stopped_by_launcher(&who(), Stage::Run);
+    assert!(f.is_stopped() && read_back(&f).is_stopped());
+    assert_eq!(
+        f.error,
+        "stopped by the launcher during the run stage (another rank failed, or the job was cancelled)"
+    );
+    assert!(read_back(&ended_by_rank0(&who(), Stage::Init)).is_stopped());
+    let g = rank0_gone(
+        "h0".into(),
+        "rank 3",
+        Stage::Run,
+        true,
+        Duration::from_secs(5),
+    );
+    assert_eq!((g.rank, g.kind), (Some(0), Kind::Own));
+    assert_eq!(f.severity, Severity::Fail);
+}

@@ -1,0 +1,191 @@
+//! The end of a rank: its supervisor's own verdict when the worker gave none, its end sent to
+//! rank 0's supervisor, and on rank 0 the job's state, verdict and exit code.
+
+use super::Plan;
+use super::recorder::{rank_table, record, say_line, say_verdict, walked};
+use super::supervisor::{CANCEL_SETTLE, OWN_FAILURE, SETTLE};
+use super::watch::{Watch, rank0_gone, who_label};
+use crate::error::{Failure, Who};
+use crate::progress::Event;
+use crate::report::results::{self, RankState};
+use crate::stage::{Stage, exit};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Whether the launcher's signal is a cancellation rather than a teardown after a failure:
+/// rank 0 knows every rank (all connected) and no failure anywhere.
+pub(super) fn cancelled(w: &Watch, own: Option<&Failure>, term: &AtomicBool) -> bool {
+    term.load(Ordering::SeqCst)
+        && own.is_none_or(Failure::is_stopped)
+        && w.failed.is_none()
+        && w.job.as_ref().is_some_and(|j| {
+            j.lock()
+                .map(|v| v.all_connected() && v.failures.iter().all(Failure::is_stopped))
+                .unwrap_or(false)
+        })
+}
+
+/// The end of this rank: prints the supervisor's own verdict (`own`, when the worker could not
+/// give one), tells rank 0's supervisor, and on rank 0 prints the job's state and verdict and
+/// records every rank's failure in the results file. Returns the exit code: on rank 0, the
+/// job's (its verdict's code, or CANCELLED).
+pub(super) fn conclude(
+    plan: &Plan,
+    w: &mut Watch,
+    mut own: Option<Failure>,
+    mut code: u8,
+    term: &AtomicBool,
+) -> u8 {
+    let cancel = w.job.is_some() && cancelled(w, own.as_ref(), term);
+    if cancel && let Some(path) = &w.results {
+        // The launcher's SIGKILL may follow its SIGTERM within the settle below (under load it
+        // did, 3 runs in 5): the file says CANCELLED first, and again with the table after.
+        let table = rank_table(w, RankState::Cancelled, Some(exit::CANCELLED), false);
+        let _ = record(path, own.as_ref(), &[], table, true, w.stage);
+    }
+    if cancel && let Some(job) = &w.job {
+        // The other ranks were signalled too: their ends, for the table, arrive at once (the
+        // launcher's SIGKILL follows its SIGTERM by a second or so).
+        let start = Instant::now();
+        while start.elapsed() < CANCEL_SETTLE && !job.lock().map(|v| v.all_ended()).unwrap_or(true)
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    // Only this rank's own failure keeps its run folder (NCCL's logs) for the operator.
+    OWN_FAILURE.store(
+        !cancel
+            && own
+                .as_ref()
+                .or(w.failed.as_ref())
+                .is_some_and(|f| !f.is_stopped()),
+        Ordering::SeqCst,
+    );
+    let failure = own.clone().or_else(|| w.failed.clone());
+    let stages = walked(w, code == exit::PASS);
+    if let Some(u) = w.uplink.as_mut() {
+        u.send(&Event::Ended {
+            code,
+            failure: failure.clone(),
+            stages,
+        });
+        // A pass is only a pass once rank 0 has it: a rank 0 that vanished or stopped
+        // answering would leave the job without a verdict.
+        if code == exit::PASS
+            && let Err(closed) = u.await_ack(plan.deadline(Stage::Finalize))
+        {
+            let f = rank0_gone(
+                w,
+                &Who {
+                    rank: w.rank,
+                    host: w.host.clone(),
+                },
+                closed,
+                plan.deadline(Stage::Finalize),
+            );
+            code = f.exit_code();
+            own = Some(f);
+        }
+    }
+    if code == exit::PASS
+        && let Some(job) = &w.job
+    {
+        // Nobody is in a hurry after a pass: let the other ranks' ends arrive for the table.
+        let start = Instant::now();
+        while start.elapsed() < SETTLE && !job.lock().map(|v| v.all_ended()).unwrap_or(true) {
+            std::thread::sleep(Duration::from_millis(20));
+            if let Ok(mut v) = job.lock() {
+                v.name_unresponsive(|s| plan.deadline(s));
+            }
+        }
+    }
+    let (job_lines, remote): (Vec<String>, Vec<Failure>) = match &w.job {
+        Some(job) => job
+            .lock()
+            .map(|v| {
+                let lines = if code != exit::PASS {
+                    v.summary(Some((w.stage, w.step.as_deref())))
+                } else {
+                    Vec::new()
+                };
+                (lines, v.failures.clone())
+            })
+            .unwrap_or_default(),
+        None => Default::default(),
+    };
+    let failure = own.clone().or(failure);
+    // The job's verdict, on rank 0: the culprit among every failure known.
+    let counted: Vec<Failure> = failure
+        .iter()
+        .filter(|f| !f.is_stopped() || remote.is_empty())
+        .chain(&remote)
+        .filter(|f| !(cancel && f.is_stopped()))
+        .cloned()
+        .collect();
+    let verdict = w.job.as_ref().and_then(|_| results::job_verdict(&counted));
+    let state = if cancel {
+        RankState::Cancelled
+    } else {
+        RankState::ended(code, failure.as_ref())
+    };
+    if cancel {
+        code = exit::CANCELLED;
+    } else if let Some(v) = &verdict {
+        code = v.exit_code;
+    }
+    // The file first: a launcher tearing the job down may close this rank's output before
+    // (and kill it soon after) it has printed.
+    let mut write_failed = false;
+    if let Some(path) = &w.results {
+        let table = rank_table(w, state, Some(code), code == exit::PASS);
+        let remote: Vec<Failure> = remote
+            .iter()
+            .filter(|f| !(cancel && f.is_stopped()))
+            .cloned()
+            .collect();
+        if let Err(e) = record(path, own.as_ref(), &remote, table, cancel, w.stage) {
+            // The worker has said so already when its own writes failed.
+            if code != exit::WRITE_FAILED {
+                say_err!("nccl-smoke: cannot update the results file: {e}");
+            }
+            write_failed = true;
+        }
+    }
+    match &own {
+        // Stopped because of another rank, or by the user: not this rank's failure.
+        Some(f) if f.is_stopped() => {
+            say_line(&format!("# {} (host {}) {}", who_label(f), f.host, f.error))
+        }
+        Some(f) => say_line(&f.to_string()),
+        None => {}
+    }
+    if job_lines.len() > 1 {
+        job_lines.iter().for_each(|l| say_line(l));
+    }
+    if cancel {
+        say_line(&format!(
+            "CANCELLED — the job was stopped by a signal during the {} stage before any rank failed{}",
+            w.stage,
+            w.results
+                .as_ref()
+                .map(|p| format!("; every size measured until then is in {}", p.display()))
+                .unwrap_or_default()
+        ));
+    } else if let Some(v) = &verdict {
+        say_verdict(w, v, true);
+    } else if w.rank.unwrap_or(0) != 0
+        && let Some(f) = own.as_ref().filter(|f| f.rank == Some(0))
+    {
+        // This rank names rank 0, which cannot.
+        say_line(&format!("VERDICT: {f}"));
+    }
+    if let Some(job) = &w.job
+        && let Ok(mut v) = job.lock()
+    {
+        v.say_bye();
+    }
+    if write_failed && code == exit::PASS {
+        code = exit::WRITE_FAILED;
+    }
+    code
+}

@@ -1,0 +1,201 @@
+//! What a failing worker adds to its failure before it reports it: NCCL's own log lines, the
+//! probes that repeat the failed step, and the findings that explain a slow run.
+
+use super::link;
+use super::worker::{Run, own_exe};
+use crate::bench;
+use crate::bootstrap;
+use crate::comm::CommError;
+use crate::diagnose::{causes, classify, probe};
+use crate::error::Failure;
+use crate::ffi::cuda::{Device, Driver};
+use crate::ffi::nccl::{Nccl, NcclError};
+use crate::run::env;
+use crate::stage::Stage;
+
+impl Run<'_> {
+    /// A second opinion from libnccl itself: a one-rank communicator needs the driver, so its
+    /// failure, in NCCL's words, confirms (or contradicts) that the driver is missing.
+    pub(super) fn corroborate_missing_driver(&self, nccl: &Nccl, f: &mut Failure) {
+        match probe::nccl_solo_init(&own_exe(), &nccl.path) {
+            probe::SoloInit::Failed { said, error } => {
+                f.error = format!("{}; NCCL's own init agrees: {said}", f.error);
+                f.evidence.push(format!("ncclCommInitRank(nranks=1): {error}"));
+            }
+            probe::SoloInit::Succeeded => f.evidence.push("ncclCommInitRank(nranks=1) succeeded without the driver library nccl-smoke looked for: NCCL found another driver".into()),
+            probe::SoloInit::NoAnswer(why) => f
+                .evidence
+                .push(format!("ncclCommInitRank(nranks=1) in a second process: {why}")),
+        }
+    }
+
+    pub(super) fn nccl_failure(&self, stage: Stage, e: &NcclError) -> Failure {
+        let mut f = Failure::new(stage, &self.who, e);
+        f.evidence = self.log_warnings();
+        f
+    }
+
+    /// A communicator failure (see [`causes::comm_failure`]), with the probes that repeat the
+    /// failed step: a /dev/shm segment, a TCP reach to the peers and rank 0's host.
+    pub(super) fn comm_failure(&self, stage: Stage, e: CommError) -> Failure {
+        let node = causes::NodeFacts::here(self.versions.0.clone(), self.versions.1.clone());
+        let log = self.log_warnings();
+        let mut f =
+            causes::comm_failure(&self.who, stage, &e, self.plan.deadline(stage), log, &node);
+        if causes::peer_first(&f) {
+            return f;
+        }
+        if f.stage == Stage::ConnectShm {
+            f.evidence.push(probe::shm_segment(
+                std::path::Path::new("/dev/shm"),
+                probe::NCCL_SHM_SEGMENT,
+            ));
+        }
+        if matches!(f.stage, Stage::Init | Stage::ConnectNet) {
+            f.evidence.extend(self.reach_probe(&f));
+        }
+        f
+    }
+
+    /// The host of `rank`, from the fingerprint (rank 0).
+    pub(super) fn host_of(&self, rank: u32) -> Option<String> {
+        let r = self.results.as_ref()?;
+        let info = r.doc.fingerprint.ranks.iter().find(|i| i.rank == rank)?;
+        Some(info.host.clone())
+    }
+
+    /// Can this rank reach, over TCP, the peers NCCL named and rank 0's host, from the
+    /// interface NCCL_SOCKET_IFNAME selects?
+    pub(super) fn reach_probe(&self, f: &Failure) -> Vec<String> {
+        let lines = std::iter::once(f.error.as_str()).chain(f.evidence.iter().map(String::as_str));
+        let mut targets: Vec<(String, std::net::SocketAddr)> = probe::logged_peers(lines)
+            .into_iter()
+            .map(|a| ("a peer NCCL named".to_string(), a))
+            .collect();
+        if self.who.rank != Some(0) {
+            targets.extend(
+                link::status_addrs()
+                    .iter()
+                    .filter_map(|a| a.parse::<std::net::SocketAddr>().ok())
+                    .filter(|a| !a.ip().is_loopback())
+                    .map(|a| ("rank 0's host (its supervisor)".to_string(), a)),
+            );
+        }
+        if targets.is_empty() {
+            return Vec::new();
+        }
+        probe::tcp_reach(
+            &targets,
+            std::env::var("NCCL_SOCKET_IFNAME").ok().as_deref(),
+        )
+    }
+
+    /// Every rank reads its NCCL log for findings that explain a slow run; rank 0 prints and
+    /// keeps them.
+    pub(super) fn advisories(&mut self, boot: &dyn bootstrap::Bootstrap) {
+        let lines = self.nccl_log_lines(|l| classify::advise([l]).is_some());
+        let mut mine: Vec<Failure> = classify::advise(lines.iter().map(String::as_str))
+            .map(|found| {
+                let mut f = Failure::new(Stage::Run, &self.who, &found.evidence)
+                    .cause(found.cause)
+                    .hint(found.hint);
+                f.evidence = vec![found.evidence, probe::peermem(std::path::Path::new("/"))];
+                f
+            })
+            .into_iter()
+            .collect();
+        mine.append(&mut self.preflight_warnings);
+        let Some(all) = bootstrap::gather_json(boot, &mine) else {
+            return;
+        };
+        for w in all.iter().flatten() {
+            println!("{}", w.warning_line());
+            for line in &w.evidence {
+                println!("#   evidence: {line}");
+            }
+        }
+        if let Some(r) = self.results.as_mut() {
+            r.doc.warnings = all.into_iter().flatten().collect();
+        }
+        self.save();
+    }
+
+    /// Before any buffer is allocated: a sweep that cannot fit this GPU or this node's host
+    /// memory is refused with the numbers; /dev/shm and the open-files limit are checked for the
+    /// local rank count as `doctor` checks them, and what doctor would fail becomes a warning.
+    pub(super) fn preflight(
+        &mut self,
+        device: &Device,
+        driver: &Driver,
+        send: usize,
+        recv: usize,
+        local_ranks: u32,
+    ) -> Result<(), Failure> {
+        use crate::diagnose::{doctor, preflight};
+        let need = preflight::Need {
+            send: send as u64,
+            recv: recv as u64,
+            staging: (send.min(bench::STAGING_BYTES) + recv.min(bench::STAGING_BYTES)) as u64,
+            device_in_host: driver.simulated.is_some(),
+            local_ranks,
+        };
+        let free = device.memory().ok().map(|(free, _)| free as u64);
+        need.check(free, preflight::host_available()).map_err(|why| {
+            Failure::new(Stage::Alloc, &self.who, why)
+                .cause("the sweep does not fit: it was refused before any memory was taken")
+                .hint("lower -e/--maxbytes, or run fewer ranks per node; nvidia-smi shows what else holds GPU memory")
+        })?;
+        let node = doctor::Node {
+            root: "/".into(),
+            env: Box::new(|k| std::env::var(k).ok()),
+            libs: (None, None),
+            local_ranks,
+        };
+        // What doctor fails (not what it only warns of, which is about larger jobs than most)
+        // is kept with the run's warnings, and said at once on the node's first rank.
+        for c in node.resource_checks() {
+            if c.status == doctor::Status::Fail {
+                let f = Failure::new(
+                    Stage::Alloc,
+                    &self.who,
+                    format!("preflight {}: {}", c.id, c.evidence),
+                )
+                .hint(c.hint);
+                if self.local_rank == 0 {
+                    eprintln!("{}", f.warning_line());
+                }
+                self.preflight_warnings.push(f);
+            }
+        }
+        Ok(())
+    }
+
+    /// WARN lines this process's NCCL wrote to its debug file, when the supervisor set one up.
+    pub(super) fn log_warnings(&self) -> Vec<String> {
+        self.nccl_log_lines(|l| l.contains(" NCCL WARN "))
+    }
+
+    /// Lines of this process's NCCL debug file that `keep` selects (at most 20).
+    pub(super) fn nccl_log_lines(&self, keep: impl Fn(&str) -> bool) -> Vec<String> {
+        let Some(dir) = env::run_dir() else {
+            return Vec::new();
+        };
+        let pid = format!(".{}.log", std::process::id());
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(&pid))
+            .filter_map(|e| std::fs::read(e.path()).ok())
+            .flat_map(|bytes| {
+                String::from_utf8_lossy(&bytes)
+                    .lines()
+                    .filter(|l| keep(l))
+                    .map(|l| l.trim().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .take(20)
+            .collect()
+    }
+}

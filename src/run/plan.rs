@@ -1,0 +1,168 @@
+//! The run's plan: every setting the engine needs, checked once, before any rank touches a
+//! library. Built from the command line by `cli` (as hyperfine builds its `Options` from clap);
+//! the engine never sees the command line's types.
+
+use super::libs::LibChoice;
+use crate::bench::Timing;
+use crate::bench::sweep::{self, Step};
+use crate::data::{DataType, RedOp};
+use crate::report::results::RunConfig;
+use crate::stage::Stage;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The shortest and longest deadline a flag may set, in seconds.
+pub const MIN_DEADLINE_S: f64 = 0.1;
+pub const MAX_DEADLINE_S: f64 = 86_400.0;
+/// The largest message size a sweep may have (-b, -e, -i).
+pub const MAX_BYTES: usize = 1 << 40;
+
+/// The settings as given, before they are checked.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub libs: LibChoice,
+    pub patterns: Vec<String>,
+    pub minbytes: usize,
+    /// `None`: 128M, or 1M with the simulation.
+    pub maxbytes: Option<usize>,
+    pub stepfactor: f64,
+    pub stepbytes: Option<usize>,
+    pub iters: u32,
+    pub warmup_iters: u32,
+    pub check: bool,
+    pub datatype: DataType,
+    pub op: RedOp,
+    pub device: Option<i32>,
+    pub json: Option<PathBuf>,
+    /// `--timeout`, and `--stage-timeout STAGE=SECS` in the order given.
+    pub timeout: Option<f64>,
+    pub stage_timeout: Vec<(Stage, f64)>,
+}
+
+/// A checked plan.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub libs: LibChoice,
+    /// The pattern names as given (each known; see [`crate::patterns::select`]).
+    pub patterns: Vec<String>,
+    /// The message sizes, in bytes, in sweep order.
+    pub sizes: Vec<usize>,
+    /// Iterations, checking, type and reduction; the deadline is the stage's (see
+    /// [`Plan::timing`]).
+    pub warmup_iters: u32,
+    pub iters: u32,
+    pub check: bool,
+    pub datatype: DataType,
+    pub op: RedOp,
+    /// The GPU ordinal (default: local rank modulo the visible devices).
+    pub device: Option<i32>,
+    /// Rank 0's results file.
+    pub json: Option<PathBuf>,
+    /// The sweep settings as the results file records them.
+    pub config: RunConfig,
+    deadlines: [Duration; Stage::ALL.len()],
+}
+
+impl Settings {
+    pub fn maxbytes(&self) -> usize {
+        self.maxbytes
+            .unwrap_or(if self.libs.sim { 1 << 20 } else { 128 << 20 })
+    }
+
+    fn step(&self) -> Step {
+        match self.stepbytes {
+            Some(b) => Step::Bytes(b),
+            None => Step::Factor(self.stepfactor),
+        }
+    }
+
+    /// The deadline of `stage`: its own flag, else `--timeout`, else its default.
+    pub fn deadline(&self, stage: Stage) -> Duration {
+        let secs = self
+            .stage_timeout
+            .iter()
+            .rev()
+            .find(|(s, _)| *s == stage)
+            .map(|(_, v)| *v)
+            .or(self.timeout)
+            .unwrap_or(stage.default_deadline_s() as f64)
+            .clamp(MIN_DEADLINE_S, MAX_DEADLINE_S);
+        // In range by the clamp (and the flags' parsers); a NaN would fall back to the default.
+        Duration::try_from_secs_f64(secs).unwrap_or(Duration::from_secs(stage.default_deadline_s()))
+    }
+
+    /// Checks everything that can be checked before any rank touches a library.
+    pub fn plan(self) -> Result<Plan, String> {
+        crate::patterns::select(&self.patterns)?;
+        for (flag, v) in [
+            ("-b/--minbytes", Some(self.minbytes)),
+            ("-e/--maxbytes", self.maxbytes),
+            ("-i/--stepbytes", self.stepbytes),
+        ] {
+            if let Some(v) = v
+                && v > MAX_BYTES
+            {
+                return Err(format!(
+                    "{flag} {v} is more than the {} GiB a message may be",
+                    MAX_BYTES >> 30
+                ));
+            }
+        }
+        if !(self.stepfactor.is_finite() && self.stepfactor <= 1024.0) {
+            return Err(format!(
+                "-f/--stepfactor must be a number from 1 to 1024, got {}",
+                self.stepfactor
+            ));
+        }
+        let sizes = sweep::sizes(self.minbytes, self.maxbytes(), self.step())?;
+        if self.libs.sim {
+            nccl_smoke_fault::FaultSet::from_env().map_err(|e| e.to_string())?;
+        }
+        let config = RunConfig {
+            patterns: self.patterns.clone(),
+            minbytes: self.minbytes,
+            maxbytes: self.maxbytes(),
+            stepfactor: self.stepbytes.is_none().then_some(self.stepfactor),
+            stepbytes: self.stepbytes,
+            iters: self.iters,
+            warmup_iters: self.warmup_iters,
+            check: self.check,
+            datatype: self.datatype.name().into(),
+            op: self.op.name().into(),
+        };
+        Ok(Plan {
+            deadlines: Stage::ALL.map(|s| self.deadline(s)),
+            libs: self.libs,
+            patterns: self.patterns,
+            sizes,
+            warmup_iters: self.warmup_iters,
+            iters: self.iters,
+            check: self.check,
+            datatype: self.datatype,
+            op: self.op,
+            device: self.device,
+            json: self.json,
+            config,
+        })
+    }
+}
+
+impl Plan {
+    /// The deadline of `stage`.
+    pub fn deadline(&self, stage: Stage) -> Duration {
+        let i = Stage::ALL.iter().position(|s| *s == stage).unwrap_or(0);
+        self.deadlines[i]
+    }
+
+    /// The measurement settings, with `deadline` for each wait.
+    pub fn timing(&self, deadline: Duration) -> Timing {
+        Timing {
+            warmup: self.warmup_iters,
+            iters: self.iters,
+            check: self.check,
+            dtype: self.datatype,
+            op: self.op,
+            deadline,
+        }
+    }
+}

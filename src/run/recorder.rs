@@ -1,0 +1,391 @@
+//! Rank 0's results file and console. The worker writes the file after every size and its own
+//! verdict; the supervisor adds every rank's failure and the job's verdict (see
+//! [`crate::report::verdict::job_verdict`], the one place it is decided).
+
+use super::watch::Watch;
+use super::worker::Run;
+use crate::bench::{self, Buffers, SizeResult, Timing};
+use crate::bootstrap::Bootstrap;
+use crate::comm::Communicator;
+use crate::error::Failure;
+use crate::ffi::cuda::Driver;
+use crate::ffi::nccl::Nccl;
+use crate::patterns::Pattern;
+use crate::progress::{self, Event};
+use crate::report::fingerprint::{self, DriverInfo, Fingerprint, NcclInfo, RankInfo};
+use crate::report::results::{self, RankRecord, RankState};
+use crate::report::results::{ResultsDoc, ResultsFile, Status, Verdict};
+use crate::report::table;
+use crate::stage::StageRecord;
+use crate::stage::{Stage, exit};
+use std::io::IsTerminal;
+use std::path::Path;
+use std::time::SystemTime;
+
+impl Run<'_> {
+    /// Rewrites the results file (rank 0). A failure is said once, not once per size; the run
+    /// goes on (its measurements are worth more than the file), and its exit code says so.
+    pub(super) fn save(&self) {
+        let Some(r) = &self.results else { return };
+        match r.save() {
+            Ok(()) => self.write_failed.set(false),
+            Err(e) => {
+                self.write_failed.set(true);
+                if !self.write_said.replace(true) {
+                    eprintln!(
+                        "nccl-smoke: cannot write the results file {}: {e}; the run goes on, and \
+                         exits with code {} unless a later write succeeds",
+                        r.path().display(),
+                        exit::WRITE_FAILED
+                    );
+                }
+            }
+        }
+    }
+
+    /// Reports a failure of this rank: verdict line, results file, supervisor.
+    pub(super) fn fail(&mut self, f: Failure) -> u8 {
+        if crate::diagnose::causes::peer_first(&f) {
+            std::thread::sleep(super::worker::PEER_FIRST);
+        }
+        self.stage = f.stage;
+        self.leave(false);
+        println!("{}{f}", if self.simulated { "[SIMULATED] " } else { "" });
+        for line in &f.evidence {
+            println!("#   evidence: {line}");
+        }
+        if let Some(r) = self.results.as_mut() {
+            r.doc.failures.push(f.clone());
+            // The job's verdict, as the supervisor and every save decide it.
+            if let Some(v) = results::job_verdict(&r.doc.failures) {
+                r.doc.verdict = v;
+            }
+        }
+        self.save();
+        progress::send(&Event::Failed { failure: f.clone() });
+        f.exit_code()
+    }
+
+    /// Rank 0 opens the results file as soon as the launch stage is done, so that a failure
+    /// anywhere after it (reported here or by another rank's supervisor) lands in it.
+    pub(super) fn open_results(&mut self, boot: &dyn Bootstrap) {
+        let Some(path) = &self.plan.json else { return };
+        let doc = ResultsDoc {
+            schema: crate::report::results::SCHEMA.into(),
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            run_id: format!(
+                "{}-{}-{}",
+                self.who.host,
+                std::process::id(),
+                SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or_default()
+            ),
+            backend: if self.simulated {
+                "SIMULATED".into()
+            } else {
+                "nccl".into()
+            },
+            simulated: self.simulated,
+            command: std::env::args().collect(),
+            config: self.plan.config.clone(),
+            fingerprint: Fingerprint {
+                launcher: boot.describe(),
+                env: fingerprint::env_snapshot(),
+                ..Fingerprint::default()
+            },
+            stages: self.stages.clone(),
+            ranks: Vec::new(),
+            results: Vec::new(),
+            failures: Vec::new(),
+            warnings: Vec::new(),
+            verdict: Verdict {
+                status: Status::Incomplete,
+                line: "INCOMPLETE: the run has not finished".into(),
+                exit_code: exit::INTERNAL,
+                stage: None,
+                consequences: Vec::new(),
+                ranks: Vec::new(),
+            },
+        };
+        self.results = Some(ResultsFile::new(path, doc));
+        self.save();
+        progress::send(&Event::Results {
+            path: path.display().to_string(),
+        });
+    }
+
+    /// Rank 0, once every rank's device is known: the fingerprint, printed and kept.
+    pub(super) fn record_fingerprint(
+        &mut self,
+        boot: &dyn Bootstrap,
+        nccl: &Nccl,
+        driver: &Driver,
+        ranks: Vec<RankInfo>,
+    ) {
+        let fp = Fingerprint {
+            hosts: fingerprint::hosts_of(&ranks),
+            ranks,
+            driver: Some(DriverInfo::from(driver)),
+            nccl: Some(NcclInfo::from(nccl)),
+            launcher: boot.describe(),
+            env: fingerprint::env_snapshot(),
+        };
+        for line in table::fingerprint_lines(&fp, self.simulated) {
+            println!("{line}");
+        }
+        warn_shared_gpus(&fp);
+        self.hosts = fp.hosts.len();
+        if let Some(r) = self.results.as_mut() {
+            r.doc.simulated = self.simulated;
+            r.doc.backend = if self.simulated {
+                "SIMULATED".into()
+            } else {
+                "nccl".into()
+            };
+            r.doc.fingerprint = fp;
+        }
+        self.save();
+    }
+
+    /// The measured sweep ([`bench::sweep::run`]), rank 0 printing and recording every row.
+    pub(super) fn sweep(
+        &mut self,
+        comm: &mut Communicator,
+        boot: &dyn Bootstrap,
+        selected: &[&dyn Pattern],
+        sizes: &[usize],
+        bufs: &mut Buffers,
+        timing: &Timing,
+    ) -> Result<Vec<SizeResult>, Failure> {
+        let swept = bench::sweep::run(comm, boot, selected, sizes, bufs, timing, self);
+        swept.map_err(|e| self.comm_failure(Stage::Run, e))
+    }
+
+    pub(super) fn pass(&mut self, selected: &[&dyn Pattern], sizes: &[usize], nranks: u32) -> u8 {
+        let hosts = self.hosts;
+        let label = if self.simulated { " [SIMULATED]" } else { "" };
+        let checked = if self.plan.check {
+            "verified"
+        } else {
+            "NOT verified (-c 0)"
+        };
+        let line = format!(
+            "PASS{label} — {} patterns × {} sizes, {checked}, on {nranks} ranks, {hosts} host(s)",
+            selected.len(),
+            sizes.len(),
+        );
+        if self.who.rank == Some(0) {
+            println!("{line}");
+        }
+        if let Some(r) = self.results.as_mut() {
+            r.doc.stages = self.stages.clone();
+            r.doc.verdict = Verdict {
+                status: Status::Pass,
+                line,
+                exit_code: exit::PASS,
+                stage: None,
+                consequences: Vec::new(),
+                ranks: Vec::new(),
+            };
+        }
+        self.save();
+        if self.write_failed.get() {
+            eprintln!(
+                "nccl-smoke: the run passed, but the results file could not be written (above)"
+            );
+            return exit::WRITE_FAILED;
+        }
+        exit::PASS
+    }
+}
+
+/// Two ranks of one host on one GPU is a classic misconfiguration; NCCL before 2.30 refuses it.
+/// Rank 0 prints the sweep's table as nccl-tests does, and keeps every row in the results file.
+impl bench::sweep::Observer for Run<'_> {
+    fn pattern(&mut self, p: &dyn Pattern, nranks: u32) {
+        if self.who.rank == Some(0) {
+            for line in table::table_header(p.name(), nranks, self.simulated) {
+                println!("{line}");
+            }
+        }
+    }
+
+    fn size(&mut self, p: &dyn Pattern, bytes: usize, n: usize, of: usize) {
+        if self.who.rank == Some(0) && std::io::stderr().is_terminal() {
+            eprint!("\r{} {bytes} B ({n}/{of})   ", p.name());
+        }
+    }
+
+    fn row(&mut self, row: &SizeResult) {
+        println!("{}", table::table_row(row));
+        if let Some(r) = self.results.as_mut() {
+            r.doc.results.push(row.clone());
+        }
+        self.save();
+    }
+
+    fn pattern_done(&mut self, rows: &[SizeResult]) {
+        if self.who.rank == Some(0) {
+            for line in table::footer_lines(rows, self.simulated) {
+                println!("{line}");
+            }
+        }
+    }
+}
+
+pub(super) fn warn_shared_gpus(fp: &Fingerprint) {
+    for (i, a) in fp.ranks.iter().enumerate() {
+        if let Some(b) = fp.ranks[..i]
+            .iter()
+            .find(|b| b.host == a.host && b.device.uuid == a.device.uuid)
+        {
+            println!(
+                "# WARNING: ranks {} and {} on {} share GPU {} ({}): bind one GPU per local rank \
+                 (CUDA_VISIBLE_DEVICES or --device)",
+                b.rank, a.rank, a.host, a.device.ordinal, a.device.uuid
+            );
+        }
+    }
+}
+
+/// Rank 0 prints the job's verdict when it is new or changed (`always`: also when unchanged,
+/// at the end), with the consequences under it.
+pub(super) fn say_verdict(w: &mut Watch, v: &Verdict, always: bool) {
+    if !always && w.said.as_deref() == Some(v.line.as_str()) {
+        return;
+    }
+    if w.said.as_deref() != Some(v.line.as_str()) || always {
+        say_line(&format!("VERDICT: {}", v.line));
+        for c in &v.consequences {
+            say_line(&format!("#   consequence: {c}"));
+        }
+    }
+    w.said = Some(v.line.clone());
+}
+
+/// This rank's stages, the current one ending now (`ok`: it ended well).
+pub(super) fn walked(w: &Watch, ok: bool) -> Vec<StageRecord> {
+    let mut out = w.history.clone();
+    out.push(StageRecord {
+        stage: w.stage,
+        seconds: w.entered.elapsed().as_secs_f64(),
+        ok,
+    });
+    out
+}
+
+/// Rank 0: the results file's per-rank table, this rank in `state` first; empty elsewhere.
+pub(super) fn rank_table(
+    w: &Watch,
+    state: RankState,
+    code: Option<u8>,
+    ok: bool,
+) -> Vec<RankRecord> {
+    let Some(job) = &w.job else {
+        return Vec::new();
+    };
+    let me = RankRecord {
+        rank: w.rank.unwrap_or(0),
+        host: w.host.clone(),
+        state,
+        exit_code: code,
+        stage: Some(w.stage),
+        step: w.step.clone(),
+        stages: walked(w, ok),
+    };
+    job.lock().map(|v| v.records(me)).unwrap_or_default()
+}
+
+/// Adds this rank's failure (`own`) and the other ranks' (`remote`, rank 0 only) to the
+/// results file, sets its verdict (the job's culprit, see [`results::job_verdict`], or
+/// CANCELLED), and (rank 0) its per-rank table.
+pub(super) fn record(
+    path: &Path,
+    own: Option<&Failure>,
+    remote: &[Failure],
+    table: Vec<RankRecord>,
+    cancel: bool,
+    stage: Stage,
+) -> Result<(), results::ReadError> {
+    results::amend(path, |doc| {
+        if !table.is_empty() {
+            doc.ranks = table;
+        }
+        // Being stopped because another rank failed is no failure of this rank's own; being
+        // stopped with no failure known anywhere is, unless the job was cancelled.
+        let own_counts = !cancel
+            && own
+                .is_some_and(|f| !f.is_stopped() || (remote.is_empty() && doc.failures.is_empty()));
+        for f in own.iter().copied().filter(|_| own_counts).chain(remote) {
+            if !doc.failures.contains(f) {
+                doc.failures.push(f.clone());
+            }
+        }
+        if let Some(v) = results::job_verdict(&doc.failures) {
+            doc.verdict = v;
+            results::agree(doc);
+        } else if cancel {
+            doc.verdict = Verdict {
+                status: Status::Cancelled,
+                line: format!(
+                    "CANCELLED — stopped by a signal during the {stage} stage, before any rank failed; \
+                     {} measured size(s) kept",
+                    doc.results.len()
+                ),
+                exit_code: exit::CANCELLED,
+                stage: Some(stage),
+                consequences: Vec::new(),
+                ranks: Vec::new(),
+            };
+        }
+    })
+}
+
+/// Rank 0: another rank's failure goes onto the screen and into the results file as soon as
+/// it arrives; when this rank is stopped a moment later, it may not get the chance.
+pub(super) fn record_remote_failures(w: &mut Watch) {
+    let Some(job) = &w.job else { return };
+    // A rank stopped by the launcher is no news: the launcher stops every rank at once (a
+    // cancel, or after the failure that will arrive). Such reports count only at the end.
+    let all: Vec<Failure> = match job.lock() {
+        Ok(v) if v.failures.len() > w.announced.min(w.recorded) => v
+            .failures
+            .iter()
+            .filter(|f| !f.is_stopped())
+            .cloned()
+            .collect(),
+        _ => return,
+    };
+    if all.len() <= w.announced.min(w.recorded) {
+        return;
+    }
+    for f in &all[w.announced..] {
+        let rank = f.rank.map(|r| r.to_string()).unwrap_or_else(|| "?".into());
+        say_line(&format!(
+            "# job: rank {rank} (host {}) failed at {}; rank 0 recorded it",
+            f.host, f.stage
+        ));
+    }
+    w.announced = all.len();
+    if let Some(path) = &w.results {
+        let table = rank_table(w, RankState::Running, None, true);
+        if let Err(e) = record(path, None, &all[w.recorded..], table, false, w.stage) {
+            say_err!("nccl-smoke: cannot update the results file: {e}");
+        }
+        w.recorded = all.len();
+    }
+    let mut known = all;
+    known.extend(w.failed.clone());
+    if let Some(v) = results::job_verdict(&known) {
+        say_verdict(w, &v, false);
+    }
+}
+
+/// One line on stdout; a closed stdout (the launcher went first) is no reason to stop.
+pub(super) fn say_line(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+}

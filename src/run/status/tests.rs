@@ -1,0 +1,164 @@
+//! The status line's unit tests.
+use super::*;
+use crate::error::Who;
+
+fn report(rank: u32, event: Event) -> Report {
+    Report {
+        rank,
+        host: format!("h{rank}"),
+        event,
+    }
+}
+
+#[test]
+fn the_summary_names_stages_ends_losses_and_silence() {
+    let mut v = JobView {
+        nranks: 5,
+        ..Default::default()
+    };
+    v.apply(report(
+        1,
+        Event::Stage {
+            stage: Stage::Init,
+            rank: Some(1),
+        },
+    ));
+    v.apply(report(
+        2,
+        Event::Stage {
+            stage: Stage::Alloc,
+            rank: Some(2),
+        },
+    ));
+    let who = Who {
+        rank: Some(3),
+        host: "h3".into(),
+    };
+    let f = Failure::new(Stage::Device, &who, "boom");
+    v.apply(report(
+        3,
+        Event::Ended {
+            code: 13,
+            failure: Some(f.clone()),
+            stages: Vec::new(),
+        },
+    ));
+    v.ranks.get_mut(&2).unwrap().lost = true;
+    let me = RankRecord {
+        rank: 0,
+        host: "h0".into(),
+        state: RankState::Failed,
+        exit_code: Some(16),
+        stage: Some(Stage::Init),
+        step: None,
+        stages: Vec::new(),
+    };
+    let table: Vec<(u32, String, Option<Stage>)> = v
+        .records(me)
+        .into_iter()
+        .map(|r| (r.rank, r.state.to_string(), r.stage))
+        .collect();
+    assert_eq!(
+        table,
+        vec![
+            (0, "failed".into(), Some(Stage::Init)),
+            (1, "running".into(), Some(Stage::Init)),
+            (2, "lost".into(), Some(Stage::Alloc)),
+            (3, "failed".into(), None),
+            (4, "silent".into(), None),
+        ]
+    );
+    assert!(!v.all_ended());
+    let s = v.summary(Some((Stage::Init, Some("waiting"))));
+    assert_eq!(s[0], "# job: rank 0 in init (waiting)");
+    assert!(s[1].starts_with("# job: rank 1 (host h1) in init"), "{s:?}");
+    assert!(
+        s[2].contains("rank 2 (host h2) lost contact during alloc"),
+        "{s:?}"
+    );
+    assert!(
+        s[3].contains("rank 3 (host h3) ended with exit code 13 (FAIL at device, above)"),
+        "{s:?}"
+    );
+    assert_eq!(s[4], "# job: ranks never heard from after launch: 4");
+    assert_eq!(v.failures, vec![f]);
+}
+
+#[test]
+fn a_vanished_or_silent_supervisor_is_named_once_and_a_teardown_is_not() {
+    let mut v = JobView {
+        nranks: 4,
+        ..Default::default()
+    };
+    for rank in 1..4 {
+        v.apply(report(
+            rank,
+            Event::Stage {
+                stage: Stage::Run,
+                rank: Some(rank),
+            },
+        ));
+    }
+    v.lose(2);
+    assert_eq!(v.failures.len(), 1);
+    assert_eq!(v.failures[0].rank, Some(2));
+    assert!(v.failures[0].error.contains("its supervisor is gone"));
+    assert!(v.has_gone_rank());
+    v.lose(2);
+    // The job has failed: a rank lost now is the launcher's teardown, not a culprit.
+    v.lose(3);
+    assert_eq!(v.failures.len(), 1);
+    assert!(!v.name_unresponsive(|_| Duration::from_secs(3600)));
+    assert!(v.name_unresponsive(|_| Duration::ZERO));
+    assert_eq!(v.failures.len(), 2);
+    assert_eq!(v.failures[1].rank, Some(1));
+    assert!(v.failures[1].error.contains("stopped answering"));
+    assert!(!v.name_unresponsive(|_| Duration::ZERO), "named twice");
+    let states: Vec<String> = v
+        .records(RankRecord {
+            rank: 0,
+            host: "h0".into(),
+            state: RankState::Stopped,
+            exit_code: None,
+            stage: None,
+            step: None,
+            stages: vec![],
+        })
+        .into_iter()
+        .map(|r| r.state.to_string())
+        .collect();
+    assert_eq!(states, ["stopped", "unresponsive", "lost", "lost"]);
+}
+
+#[test]
+fn reports_travel_over_tcp() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let view = Arc::new(Mutex::new(JobView {
+        nranks: 2,
+        ..Default::default()
+    }));
+    serve(listener, view.clone());
+    let mut up = Uplink::connect(&[addr], 1, "h1").unwrap();
+    up.send(&Event::Stage {
+        stage: Stage::Run,
+        rank: Some(1),
+    });
+    drop(up);
+    let start = Instant::now();
+    loop {
+        let v = view.lock().unwrap();
+        if let Some(r) = v.ranks.get(&1)
+            && r.lost
+        {
+            assert_eq!(r.stage, Some(Stage::Run));
+            break;
+        }
+        drop(v);
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "report never arrived"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

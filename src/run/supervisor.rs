@@ -1,0 +1,203 @@
+//! Each rank is two processes: the one the launcher started (the supervisor) and a worker it
+//! spawns to do the work. The worker touches MPI, NCCL and the driver; the supervisor touches
+//! none of them, so it survives whatever they do. It follows the worker's stages over a Unix
+//! socket and, when the worker stops making progress within the stage's deadline or dies of a
+//! signal, names the stage, the rank and the host, kills the worker and exits with the stage's
+//! code. A hang or a segfault inside a library becomes a verdict instead of a silent job.
+
+use super::link::{self, Msg};
+use super::recorder::say_line;
+use super::status::{self, JobView};
+use super::watch::watch;
+use super::{Plan, env, libs};
+use crate::bootstrap::launcher;
+use crate::error::{Failure, Who};
+use crate::ffi::os;
+use crate::stage::{Stage, exit};
+use std::net::TcpListener;
+use std::os::unix::net::UnixListener;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+/// The supervisor's own deadline trails the worker's, so that the worker, which can abort the
+/// communicator and say more, reports first when it can.
+pub(super) const GRACE: Duration = Duration::from_millis(1000);
+
+/// The supervisor's backstop for a rank waiting on others trails the worker's own wait by this
+/// much, so that the worker's verdict, in the library's words, comes first when it can; the
+/// total (deadline + 1.9 s) stays within deadline + 2 s.
+pub(super) const WAITING_BACKSTOP: Duration = Duration::from_millis(400);
+
+/// How long rank 0 waits, after a pass, for the other ranks' end reports.
+pub(super) const SETTLE: Duration = Duration::from_secs(2);
+
+/// How long a supervisor whose worker ended with a code not its own waits for the launcher's
+/// signal (Open MPI sends SIGCONT, then SIGTERM a second later).
+pub(super) const LAUNCHER_SIGNAL_WAIT: Duration = Duration::from_millis(1500);
+
+/// How long rank 0 of a cancelled job waits for the other ranks' ends.
+pub(super) const CANCEL_SETTLE: Duration = Duration::from_millis(300);
+
+/// Whether this rank failed on its own (not stopped, not cancelled): its run folder is kept.
+pub(super) static OWN_FAILURE: AtomicBool = AtomicBool::new(false);
+
+/// How long a rank whose worker failed stays before exiting (see `spawn_and_watch`).
+pub(super) const LINGER: Duration = Duration::from_millis(700);
+
+pub fn supervise(plan: &Plan) -> u8 {
+    let host = os::hostname();
+    let view = launcher::from_env();
+    let rank = view.as_ref().and_then(|v| v.rank);
+    let who = Who { rank, host };
+    if rank.unwrap_or(0) == 0
+        && let Some(p) = &plan.json
+        && let Err(msg) = crate::report::results::check_writable(p)
+    {
+        say_err!("nccl-smoke: {msg}");
+        return exit::USAGE;
+    }
+    // Pids are reused quickly; the time makes the folder this run's own.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let run_dir =
+        std::env::temp_dir().join(format!("nccl-smoke.{}.{nanos:09}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&run_dir) {
+        return say(Failure::new(
+            Stage::Launch,
+            &who,
+            format!("cannot create {}: {e}", run_dir.display()),
+        ));
+    }
+    let code = match spawn_and_watch(plan, &who, &run_dir, view.map(|v| v.size)) {
+        Ok(code) => code,
+        Err(f) => say(f),
+    };
+    // Keep NCCL's logs of this rank's own failure for the operator; a clean, cancelled or
+    // stopped rank leaves nothing behind.
+    if code == exit::PASS || !OWN_FAILURE.load(Ordering::SeqCst) {
+        let _ = std::fs::remove_dir_all(&run_dir);
+    } else if has_logs(&run_dir) {
+        say_err!(
+            "nccl-smoke: NCCL logs of this rank kept in {}",
+            run_dir.display()
+        );
+    } else {
+        let _ = std::fs::remove_dir_all(&run_dir);
+    }
+    code
+}
+
+pub(super) fn has_logs(dir: &Path) -> bool {
+    std::fs::read_dir(dir)
+        .map(|it| {
+            it.flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        })
+        .unwrap_or(false)
+}
+
+pub(super) fn say(f: Failure) -> u8 {
+    say_line(&f.to_string());
+    f.exit_code()
+}
+
+pub(super) fn spawn_and_watch(
+    plan: &Plan,
+    who: &Who,
+    run_dir: &Path,
+    nranks: Option<u32>,
+) -> Result<u8, Failure> {
+    let sock = run_dir.join("supervisor.sock");
+    let listener = UnixListener::bind(&sock).map_err(|e| {
+        Failure::new(
+            Stage::Launch,
+            who,
+            format!("cannot listen on {}: {e}", sock.display()),
+        )
+    })?;
+    let exe = std::env::current_exe().map_err(|e| {
+        Failure::new(
+            Stage::Launch,
+            who,
+            format!("cannot locate nccl-smoke itself: {e}"),
+        )
+    })?;
+    let sim_links = match plan.libs.sim {
+        true => Some(
+            libs::prepare_sim_dir(plan.libs.sim_dir.as_deref(), &run_dir.join("lib"))
+                .map_err(|e| Failure::new(Stage::NcclLoad, who, e))?,
+        ),
+        false => None,
+    };
+    // Rank 0 takes every rank's status reports (see `status`).
+    let mut status_port = None;
+    let job = if who.rank.unwrap_or(0) == 0
+        && let Ok(listener) = TcpListener::bind("0.0.0.0:0")
+        && let Ok(addr) = listener.local_addr()
+    {
+        status_port = Some(addr.port());
+        let view = Arc::new(Mutex::new(JobView {
+            nranks: nranks.unwrap_or(1),
+            ..Default::default()
+        }));
+        status::serve(listener, view.clone());
+        Some(view)
+    } else {
+        None
+    };
+    let vars = env::ForWorker {
+        run_dir: run_dir.to_path_buf(),
+        socket: sock.clone(),
+        status_port,
+        sim_links,
+        rank: who.rank,
+    }
+    .vars(|k| std::env::var(k).ok());
+    let mut cmd = Command::new(exe);
+    // Its own process group: a launcher's or a terminal's signal reaches the supervisor, which
+    // records the end and then stops the worker (the worker dies with it in any case).
+    cmd.process_group(0)
+        .args(std::env::args_os().skip(1))
+        .envs(vars);
+    let (tx, rx) = mpsc::channel();
+    // A launcher tearing the job down (another rank failed) sends SIGTERM, and Open MPI's
+    // follows with SIGKILL as soon as another rank has gone: note it and wake the watch at
+    // once, so that this rank's end is recorded in the moments it has.
+    let term = Arc::new(AtomicBool::new(false));
+    let signals = [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT];
+    for sig in signals {
+        let _ = signal_hook::flag::register(sig, term.clone());
+    }
+    if let Ok(mut it) = signal_hook::iterator::Signals::new(signals) {
+        let wake = tx.clone();
+        std::thread::spawn(move || {
+            for _ in it.forever() {
+                let _ = wake.send(Msg::Wake);
+            }
+        });
+    }
+    let child = cmd.spawn().map_err(|e| {
+        Failure::new(
+            Stage::Launch,
+            who,
+            format!("cannot start the worker process: {e}"),
+        )
+    })?;
+    link::read_worker(listener, tx);
+    let code = watch(plan, who, child, rx, job, &term);
+    if code != exit::PASS && !term.load(Ordering::SeqCst) {
+        // This rank's exit makes the launcher tear the job down; linger a moment first, so
+        // that rank 0 has read this rank's end over the status line before the launcher stops
+        // it, and so that the peers' MPI, which notices the worker gone without MPI_Finalize,
+        // has told the launcher so (Open MPI's mpirun can crash when such a message arrives
+        // mid-teardown).
+        std::thread::sleep(LINGER);
+    }
+    Ok(code)
+}

@@ -1,0 +1,359 @@
+//! The supervisor's watch loop: follows the worker's stages, and names a hang, a crash, a stop
+//! by the launcher, or a rank gone, when the worker cannot.
+
+use super::Plan;
+use super::conclude::conclude;
+use super::link::Msg;
+use super::recorder::record_remote_failures;
+use super::status::{self, JobView, Uplink};
+use super::supervisor::{GRACE, LAUNCHER_SIGNAL_WAIT, WAITING_BACKSTOP};
+use crate::diagnose::causes;
+use crate::error::{Failure, Who};
+use crate::ffi::os;
+use crate::progress::Event;
+use crate::stage::PEER_MARGIN;
+use crate::stage::{Stage, StageRecord, exit};
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+/// Whether `code` is one nccl-smoke's worker exits with.
+pub(super) fn ours(code: u8) -> bool {
+    code <= exit::WRITE_FAILED
+        || Stage::ALL.iter().any(|s| s.exit_code() == code)
+        || code == exit::CANCELLED
+}
+
+/// Whether a rank in this stage is waiting for other ranks (the worker also says so per step,
+/// e.g. inside MPI_Init or the first barrier of the launch stage).
+pub(super) fn waits_on_others(stage: Stage) -> bool {
+    !matches!(
+        stage,
+        Stage::Launch | Stage::NcclLoad | Stage::Driver | Stage::Device | Stage::Alloc
+    )
+}
+
+/// What the supervisor knows of its worker.
+pub(super) struct Watch {
+    pub(super) stage: Stage,
+    /// The last step the worker announced within the stage.
+    pub(super) step: Option<String>,
+    /// Whether that step waits on other ranks.
+    pub(super) waiting: bool,
+    pub(super) rank: Option<u32>,
+    pub(super) host: String,
+    pub(super) since: Instant,
+    /// The work under way is expected to take this long before the next beat.
+    pub(super) budget: Duration,
+    /// Since when the worker has been seen stopped (SIGSTOP), if it is.
+    pub(super) stopped_since: Option<Instant>,
+    pub(super) results: Option<PathBuf>,
+    pub(super) failed: Option<Failure>,
+    /// Other ranks: the line to rank 0's supervisor, once its address is known.
+    pub(super) uplink: Option<Uplink>,
+    /// Rank 0: every rank's reports.
+    pub(super) job: Option<Arc<Mutex<JobView>>>,
+    /// Rank 0: how many of the other ranks' failures are printed, and in the results file.
+    pub(super) announced: usize,
+    pub(super) recorded: usize,
+    /// Rank 0: the verdict line printed last.
+    pub(super) said: Option<String>,
+    /// The stages left behind, timed, and when the current one was entered.
+    pub(super) history: Vec<StageRecord>,
+    pub(super) entered: Instant,
+}
+
+pub(super) fn watch(
+    plan: &Plan,
+    who: &Who,
+    mut child: Child,
+    rx: mpsc::Receiver<Msg>,
+    job: Option<Arc<Mutex<JobView>>>,
+    term: &AtomicBool,
+) -> u8 {
+    let launcher_pid = std::os::unix::process::parent_id();
+    let mut last_turn = Instant::now();
+    let mut w = Watch {
+        stage: Stage::Launch,
+        step: None,
+        waiting: false,
+        rank: who.rank,
+        host: who.host.clone(),
+        since: Instant::now(),
+        budget: Duration::ZERO,
+        stopped_since: None,
+        results: None,
+        failed: None,
+        uplink: None,
+        job,
+        announced: 0,
+        recorded: 0,
+        said: None,
+        history: Vec::new(),
+        entered: Instant::now(),
+    };
+    loop {
+        while let Ok(msg) = rx.recv_timeout(Duration::from_millis(50)) {
+            match msg {
+                Msg::Event(ev) => apply(&mut w, ev),
+                Msg::Wake => break,
+            }
+        }
+        if std::os::unix::process::parent_id() != launcher_pid {
+            // The launcher died without signalling (a second Ctrl-C makes mpirun exit at
+            // once): nothing will stop this rank but itself.
+            term.store(true, Ordering::SeqCst);
+        }
+        if term.load(Ordering::SeqCst)
+            && let Some(job) = &w.job
+            && let Ok(mut v) = job.lock()
+        {
+            // First of all, so that no rank takes rank 0's closing line for its death.
+            v.say_bye();
+        }
+        if let Some(u) = w.uplink.as_mut() {
+            u.keep_alive();
+        }
+        let gap = last_turn.elapsed();
+        last_turn = Instant::now();
+        if let Some(job) = &w.job
+            && let Ok(mut v) = job.lock()
+        {
+            if gap > status::SELF_STOPPED {
+                v.forgive_gap();
+            }
+            v.name_unresponsive(|s| plan.deadline(s));
+        }
+        record_remote_failures(&mut w);
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                // Drain what the worker said just before it ended.
+                while let Ok(msg) = rx.try_recv() {
+                    if let Msg::Event(ev) = msg {
+                        apply(&mut w, ev);
+                    }
+                }
+                if let Some(code) = status.code() {
+                    let code = code.clamp(0, 255) as u8;
+                    if w.failed.is_none() && !ours(code) {
+                        // Not one of nccl-smoke's codes, and no verdict: the MPI library ends
+                        // the process this way when its launcher goes away (Open MPI: 195 after
+                        // Ctrl-C). The launcher's SIGTERM follows within a second or so.
+                        let start = Instant::now();
+                        while start.elapsed() < LAUNCHER_SIGNAL_WAIT && !term.load(Ordering::SeqCst)
+                        {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        if term.load(Ordering::SeqCst) {
+                            let f = stopped_by_launcher(&w, who);
+                            let code = f.exit_code();
+                            return conclude(plan, &mut w, Some(f), code, term);
+                        }
+                    }
+                    return conclude(plan, &mut w, None, code, term);
+                }
+                let sig = status.signal().unwrap_or(0);
+                let stopped = term.load(Ordering::SeqCst)
+                    || sig == signal_hook::consts::SIGTERM
+                    || sig == signal_hook::consts::SIGINT;
+                if !stopped && let Some(given) = w.failed.clone() {
+                    // The worker gave its verdict, then died on its way out: the verdict stands.
+                    say_err!(
+                        "nccl-smoke: the worker died of {} after reporting its failure",
+                        os::signal_name(sig)
+                    );
+                    return conclude(plan, &mut w, None, given.exit_code(), term);
+                }
+                let f = if stopped {
+                    stopped_by_launcher(&w, who)
+                } else {
+                    causes::crashed(&who_at(&w, who), w.stage, sig)
+                };
+                let code = f.exit_code();
+                return conclude(plan, &mut w, Some(f), code, term);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                let f = Failure::new(
+                    w.stage,
+                    &who_at(&w, who),
+                    format!("lost track of the worker: {e}"),
+                );
+                let code = f.exit_code();
+                return conclude(plan, &mut w, Some(f), code, term);
+            }
+        }
+        if term.load(Ordering::SeqCst) {
+            // The launcher gives a second or so before SIGKILL. The worker, which the
+            // launcher's signal did not reach (it has its own process group), is killed first
+            // (its results are on disk after every size, and nothing may outlive the job) and
+            // reaped after this rank's end is recorded.
+            let _ = child.kill();
+            let f = stopped_by_launcher(&w, who);
+            let code = f.exit_code();
+            let code = conclude(plan, &mut w, Some(f), code, term);
+            let _ = child.wait();
+            return code;
+        }
+        // Rank 0: a rank that vanished or stopped answering is one the launcher knows nothing
+        // about; rank 0 ends the job, so that it does not wait on that rank for ever.
+        if w.failed.is_none()
+            && let Some(job) = &w.job
+            && job.lock().map(|v| v.has_gone_rank()).unwrap_or(false)
+        {
+            stop_worker(&mut child);
+            let f = causes::ended_by_rank0(&who_at(&w, who), w.stage);
+            let code = f.exit_code();
+            return conclude(plan, &mut w, Some(f), code, term);
+        }
+        // Another rank: rank 0's supervisor vanished or stopped answering, so nobody would
+        // record this job's verdict; this rank names it.
+        let limit = plan.deadline(w.stage);
+        if let Some(gone) = w.uplink.as_ref().and_then(|u| u.rank0_gone(limit)) {
+            stop_worker(&mut child);
+            let f = rank0_gone(&w, who, gone, limit);
+            let code = f.exit_code();
+            return conclude(plan, &mut w, Some(f), code, term);
+        }
+        let stopped_now = worker_stopped(child.id());
+        match (stopped_now, w.stopped_since) {
+            (true, None) => w.stopped_since = Some(Instant::now()),
+            (false, Some(_)) => w.stopped_since = None,
+            _ => {}
+        }
+        let deadline = plan.deadline(w.stage);
+        let quiet = deadline + w.budget;
+        // A stopped worker is the culprit, not a waiter: it is named at its own deadline, before
+        // the ranks waiting on it give up (their waits allow `PEER_MARGIN` more).
+        let stuck_stopped = w.stopped_since.is_some_and(|t| t.elapsed() > deadline)
+            || (stopped_now && w.since.elapsed() > quiet);
+        let slack = if waits_on_others(w.stage) || w.waiting {
+            PEER_MARGIN + WAITING_BACKSTOP
+        } else {
+            GRACE
+        };
+        if w.failed.is_none() && (stuck_stopped || w.since.elapsed() > quiet + slack) {
+            stop_worker(&mut child);
+            let f = hung(&w, who, deadline, stuck_stopped);
+            let code = f.exit_code();
+            return conclude(plan, &mut w, Some(f), code, term);
+        }
+    }
+}
+
+/// Kills the worker (also when it is stopped) and reaps it.
+pub(super) fn stop_worker(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Whether the process `pid` is stopped (SIGSTOP, SIGTSTP, or held by a tracer): the state
+/// letter of `/proc/PID/stat`, `T` or `t`.
+pub(super) fn worker_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next())
+        })
+        .is_some_and(|c| c == 'T' || c == 't')
+}
+
+pub(super) fn apply(w: &mut Watch, ev: Event) {
+    match &ev {
+        Event::Stage { stage, rank } => {
+            if *stage != w.stage {
+                w.history.push(StageRecord {
+                    stage: w.stage,
+                    seconds: w.entered.elapsed().as_secs_f64(),
+                    ok: true,
+                });
+                w.entered = Instant::now();
+            }
+            w.stage = *stage;
+            w.step = None;
+            w.waiting = false;
+            w.rank = rank.or(w.rank);
+            w.since = Instant::now();
+            w.budget = Duration::ZERO;
+        }
+        Event::Beat => {
+            w.since = Instant::now();
+            w.budget = Duration::ZERO;
+        }
+        Event::Budget { secs } => {
+            // Bounded: a day of expected work is no deadline at all.
+            w.budget = Duration::try_from_secs_f64(secs.clamp(0.0, 86_400.0)).unwrap_or_default();
+            return;
+        }
+        Event::Step { what, waiting } => {
+            w.step = Some(what.clone());
+            w.waiting = *waiting;
+        }
+        Event::Results { path } => w.results = Some(PathBuf::from(path)),
+        Event::Failed { failure } => w.failed = Some(failure.clone()),
+        Event::StatusAddr { addrs } => {
+            if let Some(rank) = w.rank.filter(|r| *r != 0)
+                && w.uplink.is_none()
+            {
+                w.uplink = Uplink::connect(addrs, rank, &w.host);
+                let now = Event::Stage {
+                    stage: w.stage,
+                    rank: w.rank,
+                };
+                if let Some(u) = w.uplink.as_mut() {
+                    u.send(&now);
+                }
+            }
+            return;
+        }
+        Event::Ended { .. } | Event::Alive => return,
+    }
+    if let Some(u) = w.uplink.as_mut() {
+        u.send(&ev);
+    }
+}
+
+pub(super) fn who_label(f: &Failure) -> String {
+    Who {
+        rank: f.rank,
+        host: f.host.clone(),
+    }
+    .rank_label()
+}
+
+pub(super) fn who_at(w: &Watch, who: &Who) -> Who {
+    Who {
+        rank: w.rank,
+        host: who.host.clone(),
+    }
+}
+
+pub(super) fn rank0_gone(w: &Watch, who: &Who, closed: bool, limit: Duration) -> Failure {
+    let host = w
+        .uplink
+        .as_ref()
+        .map(|u| u.rank0_host.clone())
+        .unwrap_or_default();
+    causes::rank0_gone(host, &who_at(w, who).rank_label(), w.stage, closed, limit)
+}
+
+pub(super) fn stopped_by_launcher(w: &Watch, who: &Who) -> Failure {
+    causes::stopped_by_launcher(&who_at(w, who), w.stage)
+}
+
+pub(super) fn hung(w: &Watch, who: &Who, deadline: Duration, stopped: bool) -> Failure {
+    causes::hung(&causes::Hang {
+        who: who_at(w, who),
+        stage: w.stage,
+        step: w.step.as_deref(),
+        waiting: waits_on_others(w.stage) || w.waiting,
+        quiet: w.since.elapsed(),
+        deadline,
+        budget: w.budget,
+        stopped,
+    })
+}

@@ -1,0 +1,352 @@
+//! The worker side of `nccl-smoke run`: walk the stages, measure, and say how it ended.
+
+use super::{Plan, libs};
+use crate::bench::{self, Buffers};
+use crate::bootstrap::{self, Bootstrap};
+use crate::comm::Communicator;
+use crate::diagnose::{causes, probe};
+use crate::error::{self, AtStage, Failure, Who};
+use crate::ffi::cuda::{self, CudaError, Device, Driver};
+use crate::ffi::nccl::{self, Nccl};
+use crate::ffi::os;
+use crate::patterns;
+use crate::progress;
+use crate::report::fingerprint::{DriverInfo, NcclInfo, RankInfo};
+use crate::report::results::{ResultsFile, StageRecord};
+use crate::report::table;
+use crate::stage::Stage;
+use nccl_smoke_fault::{FaultSet, Kind, Where};
+use std::time::Instant;
+
+/// One rank's run: where it is, and what rank 0 keeps.
+pub(super) struct Run<'a> {
+    pub(super) plan: &'a Plan,
+    pub(super) who: Who,
+    pub(super) stage: Stage,
+    pub(super) stage_start: Instant,
+    /// Rank 0 only.
+    pub(super) results: Option<ResultsFile>,
+    pub(super) stages: Vec<StageRecord>,
+    pub(super) simulated: bool,
+    /// (CUDA driver, NCCL) versions once known, for findings that depend on them.
+    pub(super) versions: (Option<String>, Option<String>),
+    /// Distinct hosts of the job (rank 0, once gathered).
+    pub(super) hosts: usize,
+    /// Whether a write of the results file failed (said once), and whether the last one did.
+    pub(super) write_said: std::cell::Cell<bool>,
+    pub(super) write_failed: std::cell::Cell<bool>,
+    /// What the preflight found short (/dev/shm, open files), kept with the run's warnings.
+    pub(super) preflight_warnings: Vec<Failure>,
+    pub(super) local_rank: u32,
+}
+
+pub fn worker(plan: &Plan) -> u8 {
+    os::die_with_parent();
+    let who = Who {
+        rank: bootstrap::launcher::from_env().and_then(|v| v.rank),
+        host: os::hostname(),
+    };
+    let mut run = Run {
+        plan,
+        who,
+        stage: Stage::Launch,
+        stage_start: Instant::now(),
+        results: None,
+        stages: Vec::new(),
+        simulated: plan.libs.sim,
+        versions: (None, None),
+        hosts: 1,
+        write_said: Default::default(),
+        write_failed: Default::default(),
+        preflight_warnings: Vec::new(),
+        local_rank: 0,
+    };
+    match run.go() {
+        Ok(code) => code,
+        Err(f) => {
+            let code = run.fail(f);
+            // No destructors: MPI_Finalize would wait for ranks that are not finishing, the
+            // launcher must see this exit code now, and the libraries' teardown must not get
+            // a chance to crash after the verdict.
+            os::exit_now(code)
+        }
+    }
+}
+
+/// How long a rank whose failure is [`causes::peer_first`] waits before reporting and exiting.
+pub(super) const PEER_FIRST: std::time::Duration = std::time::Duration::from_millis(1500);
+
+impl Run<'_> {
+    pub(super) fn enter(&mut self, stage: Stage) {
+        self.leave(true);
+        self.stage = stage;
+        self.stage_start = Instant::now();
+        progress::enter(stage, self.who.rank);
+    }
+
+    pub(super) fn leave(&mut self, ok: bool) {
+        if self.who.rank == Some(0) {
+            self.stages.push(StageRecord {
+                stage: self.stage,
+                seconds: self.stage_start.elapsed().as_secs_f64(),
+                ok,
+            });
+            if let Some(r) = self.results.as_mut() {
+                r.doc.stages = self.stages.clone();
+            }
+        }
+    }
+
+    pub(super) fn go(&mut self) -> Result<u8, Failure> {
+        let sizes = self.plan.sizes.clone();
+        let boot = self.launch()?;
+        if boot.rank() == 0 {
+            self.open_results(boot.as_ref());
+        }
+        let result = self.walk(boot.as_ref(), &sizes);
+        if result.is_err() {
+            // Leave MPI initialised: finalising would wait for the other ranks.
+            std::mem::forget(boot);
+        }
+        result
+    }
+
+    /// Every stage after launch.
+    pub(super) fn walk(&mut self, boot: &dyn Bootstrap, sizes: &[usize]) -> Result<u8, Failure> {
+        let (rank, nranks) = (boot.rank(), boot.size());
+
+        self.enter(Stage::NcclLoad);
+        let libs = libs::for_worker(&self.plan.libs).at(Stage::NcclLoad, &self.who)?;
+        let nccl = Nccl::load(libs.nccl.as_deref())
+            .map_err(|e| causes::nccl_load_failure(&self.who, &e))?;
+        self.simulated |= nccl.simulated.is_some();
+        self.versions.1 = Some(nccl.version());
+        if rank == 0 {
+            println!("# nccl-smoke {}", env!("CARGO_PKG_VERSION"));
+            table::nccl_lines(&NcclInfo::from(&nccl))
+                .iter()
+                .for_each(|l| println!("{l}"));
+            let blocking = crate::comm::makes_blocking(&nccl);
+            println!("{}", table::comm_mode_line(blocking));
+        }
+
+        self.enter(Stage::Driver);
+        let driver = Driver::load(libs.cuda.as_deref()).map_err(|e| {
+            let missing = matches!(e, CudaError::NotFound { .. });
+            let mut f = causes::driver_failure(&self.who, &e);
+            if missing {
+                self.corroborate_missing_driver(&nccl, &mut f);
+            }
+            f
+        })?;
+        self.simulated |= driver.simulated.is_some();
+        self.versions.0 = Some(cuda::version_string(driver.version));
+        if rank == 0 {
+            println!("{}", table::driver_line(&DriverInfo::from(&driver)));
+        }
+
+        self.enter(Stage::Device);
+        let device = self.open_device(&driver, boot.local_rank())?;
+        let me = RankInfo {
+            rank,
+            host: self.who.host.clone(),
+            local_rank: boot.local_rank(),
+            pid: std::process::id(),
+            device: device.info.clone(),
+        };
+        progress::waiting(
+            "gathering every rank's device (a rank that has not got this far is stuck)",
+        );
+        let infos = bootstrap::gather_json(boot, &me);
+        if let Some(infos) = infos {
+            self.record_fingerprint(boot, &nccl, &driver, infos);
+        }
+
+        let selected = patterns::select(&self.plan.patterns).at(Stage::Launch, &self.who)?;
+        let timing = self.plan.timing(self.waiting_deadline(Stage::Run));
+
+        self.enter(Stage::Alloc);
+        let (send_max, recv_max) = bench::sweep::buffer_sizes(&selected, sizes, &timing, nranks);
+        self.local_rank = boot.local_rank();
+        self.preflight(&device, &driver, send_max, recv_max, boot.local_size())?;
+        let mut bufs = Buffers::new(send_max, recv_max, timing.iters).map_err(|e| {
+            Failure::new(Stage::Alloc, &self.who, &e)
+                .cause(format!(
+                    "{} + {} bytes of device memory (and {} timing events) could not be had",
+                    send_max,
+                    recv_max,
+                    timing.iters + 1
+                ))
+                .hint("lower -e/--maxbytes, or check what else holds GPU memory (nvidia-smi)")
+        })?;
+
+        self.enter(Stage::UniqueId);
+        let id = self.unique_id(boot, &nccl)?;
+
+        self.enter(Stage::Init);
+        let mut comm =
+            Communicator::init(&nccl, &id, rank, nranks, self.waiting_deadline(Stage::Init))
+                .map_err(|e| self.comm_failure(Stage::Init, e))?;
+
+        self.enter(Stage::Connect);
+        let connect_timing = bench::Timing {
+            deadline: self.waiting_deadline(Stage::Connect),
+            ..timing
+        };
+        for p in &selected {
+            bench::connect(&mut comm, *p, &bufs, &connect_timing, sizes).map_err(|e| {
+                let mut f = self.comm_failure(Stage::Connect, e);
+                if f.stage == Stage::ConnectImport {
+                    f.evidence
+                        .push(probe::shareable_import(&driver, &device, &own_exe()));
+                }
+                f
+            })?;
+        }
+
+        self.enter(Stage::Run);
+        let rows = self.sweep(&mut comm, boot, &selected, sizes, &mut bufs, &timing)?;
+
+        self.advisories(boot);
+
+        self.enter(Stage::Verify);
+        if let Some(f) = causes::verify_failure(&rows, &self.who, |rank| self.host_of(rank)) {
+            // Tear down cleanly anyway: a data error is no reason to leave a hung peer.
+            let _ = comm.finalize(self.waiting_deadline(Stage::Finalize));
+            return Err(f);
+        }
+
+        self.enter(Stage::Finalize);
+        comm.finalize(self.waiting_deadline(Stage::Finalize))
+            .map_err(|e| self.comm_failure(Stage::Finalize, e))?;
+        drop(bufs);
+        drop(device);
+        self.leave(true);
+        Ok(self.pass(&selected, sizes, nranks))
+    }
+
+    /// MPI (or a world of one), the launcher cross-check, and the first MPI collective.
+    pub(super) fn launch(&mut self) -> Result<Box<dyn Bootstrap>, Failure> {
+        progress::enter(Stage::Launch, self.who.rank);
+        progress::waiting("in MPI_Init (or the launcher's bootstrap)");
+        let boot = bootstrap::init_bootstrap(self.plan.deadline(Stage::Launch))
+            .at(Stage::Launch, &self.who)?;
+        if let Some(msg) =
+            bootstrap::launcher::mismatch(boot.size(), bootstrap::launcher::from_env().as_ref())
+        {
+            return Err(Failure::new(Stage::Launch, &self.who, msg)
+                .cause("nccl-smoke was built against one MPI and started by another's launcher")
+                .hint("use the mpirun of the MPI nccl-smoke was built with (see `ldd nccl-smoke | grep mpi`), or rebuild against this one"));
+        }
+        self.who.rank = Some(boot.rank());
+        progress::enter(Stage::Launch, self.who.rank);
+        progress::step("before the first MPI collective: this rank never reached it");
+        if self.plan.libs.sim {
+            self.simulated_launch_fault()?;
+        }
+        progress::waiting(
+            "waiting in the first MPI collective (barrier) for ranks that never arrived",
+        );
+        boot.barrier();
+        super::link::share_status_address(boot.as_ref());
+        Ok(boot)
+    }
+
+    /// The simulation's `launch` fault: a rank that never reaches the first MPI collective.
+    pub(super) fn simulated_launch_fault(&self) -> Result<(), Failure> {
+        let faults = FaultSet::from_env().at(Stage::Launch, &self.who)?;
+        match faults.find(Where::Launch, self.who.rank).map(|f| f.kind) {
+            Some(Kind::Hang) => loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            },
+            Some(Kind::Crash) => std::process::abort(),
+            Some(Kind::Error) => Err(Failure::new(
+                Stage::Launch,
+                &self.who,
+                "simulated launch failure (NCCL_SMOKE_SIM_FAULT)",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    pub(super) fn open_device(&self, driver: &Driver, local_rank: u32) -> Result<Device, Failure> {
+        let count = driver.device_count().at(Stage::Device, &self.who)?;
+        let visible = std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "(unset)".into());
+        if count <= 0 {
+            return Err(
+                Failure::new(Stage::Device, &self.who, "the driver reports 0 devices")
+                    .cause(format!(
+                        "no GPU visible to this process (CUDA_VISIBLE_DEVICES={visible})"
+                    ))
+                    .hint("check CUDA_VISIBLE_DEVICES and the GPUs given to the container"),
+            );
+        }
+        let ordinal = self
+            .plan
+            .device
+            .unwrap_or((local_rank % count as u32) as i32);
+        if ordinal < 0 || ordinal >= count {
+            return Err(Failure::new(
+                Stage::Device,
+                &self.who,
+                format!("device {ordinal} does not exist: {count} visible (CUDA_VISIBLE_DEVICES={visible})"),
+            )
+            .hint("--device must be below the number of visible devices"));
+        }
+        Device::open(ordinal).map_err(|e| {
+            Failure::new(Stage::Device, &self.who, &e)
+                .cause(format!("device {ordinal} of {count} could not be opened (CUDA_VISIBLE_DEVICES={visible})"))
+                .hint("check nvidia-smi for a GPU in a bad state (Xid errors in dmesg) or in exclusive-process mode")
+        })
+    }
+
+    /// The in-process deadline of a wait on other ranks: a little past the stage's deadline, so
+    /// that a rank stuck on its own (its supervisor names it at deadline + 1 s, a stopped one
+    /// at the deadline) reports before the ranks that are only waiting for it; still inside the
+    /// supervisor's backstop.
+    pub(super) fn waiting_deadline(&self, stage: Stage) -> std::time::Duration {
+        self.plan.deadline(stage) + crate::stage::PEER_MARGIN
+    }
+
+    /// Rank 0 makes the id and broadcasts it with a status byte, so that when it cannot, the
+    /// other ranks say so instead of waiting for an id that never comes.
+    pub(super) fn unique_id(
+        &self,
+        boot: &dyn Bootstrap,
+        nccl: &Nccl,
+    ) -> Result<nccl::UniqueId, Failure> {
+        let mut msg = vec![0u8; 1 + nccl::NCCL_UNIQUE_ID_BYTES as usize];
+        let mine = if boot.rank() == 0 {
+            let r = nccl.get_unique_id();
+            if let Ok(id) = &r {
+                msg[0] = 1;
+                msg[1..].copy_from_slice(id);
+            }
+            Some(r)
+        } else {
+            None
+        };
+        boot.broadcast(&mut msg);
+        match mine {
+            Some(Err(e)) => Err(self.nccl_failure(Stage::UniqueId, &e).hint(
+                "ncclGetUniqueId needs a usable network interface: check NCCL_SOCKET_IFNAME",
+            )),
+            _ if msg[0] != 1 => Err(Failure::new(
+                Stage::UniqueId,
+                &self.who,
+                "rank 0 could not create the NCCL unique id (see rank 0's verdict)",
+            )
+            .kind(error::Kind::PeerGone)),
+            _ => {
+                let mut id = [0u8; nccl::NCCL_UNIQUE_ID_BYTES as usize];
+                id.copy_from_slice(&msg[1..]);
+                Ok(id)
+            }
+        }
+    }
+}
+
+/// This program, for the probes that run a second process of it.
+pub(super) fn own_exe() -> std::path::PathBuf {
+    std::env::current_exe().unwrap_or_else(|_| "nccl-smoke".into())
+}
