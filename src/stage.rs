@@ -163,6 +163,15 @@ pub mod exit {
     pub const CANCELLED: u8 = 130;
     /// `compare`: the second run regressed against the first.
     pub const REGRESSED: u8 = 30;
+    /// `compare`: too noisy to tell at the threshold (the report gives the noise and the
+    /// repeats that would settle it).
+    pub const INCONCLUSIVE: u8 = 33;
+    /// `compare`: an input file (a nccl-tests log, a `-J` JSON file) is malformed or cut
+    /// short; the message names the file and line.
+    pub const MALFORMED_INPUT: u8 = 34;
+    /// `run --expect`: every stage passed, but bus bandwidth fell below a floor of the
+    /// expectations file.
+    pub const BELOW_EXPECTED: u8 = 25;
     /// `doctor`: at least one warning, no failure.
     pub const DOCTOR_WARN: u8 = 31;
     /// `doctor`: at least one failed check.

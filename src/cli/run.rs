@@ -17,7 +17,7 @@ use crate::report::fingerprint::{self, DriverInfo, Fingerprint, NcclInfo, RankIn
 use crate::report::results::{
     self, ResultsDoc, ResultsFile, RunConfig, StageRecord, Status, Verdict,
 };
-use crate::report::table;
+use crate::report::{repeats, table};
 use crate::stage::{Stage, exit};
 use nccl_smoke_fault::{FaultSet, Kind, Where};
 use std::io::IsTerminal;
@@ -807,14 +807,19 @@ impl Run<'_> {
         // The last size measured (bytes, µs per iteration on this rank).
         let mut last: Option<(usize, f64)> = None;
         for p in selected {
-            if self.who.rank == Some(0) {
+            if self.who.rank == Some(0) && self.args.repeat == 1 {
                 for line in table::table_header(p.name(), nranks, self.simulated) {
                     println!("{line}");
                 }
             }
             let mut last_count = None;
             let mut pattern_rows = Vec::new();
-            for (epoch, &size) in sizes.iter().enumerate() {
+            // `--repeat`: every size once, then every size again (see report::repeats).
+            let repeat = self.args.repeat;
+            for (epoch, &size) in (0..repeat).flat_map(|_| sizes.iter()).enumerate() {
+                if epoch % sizes.len() == 0 {
+                    last_count = None;
+                }
                 let layout = p.layout(size, timing.dtype.size(), nranks);
                 if last_count == Some(layout.count) {
                     continue; // rounding made it the same message as the previous size
@@ -826,7 +831,7 @@ impl Run<'_> {
                         p.name(),
                         layout.bytes(timing.dtype),
                         epoch + 1,
-                        sizes.len()
+                        sizes.len() * repeat as usize
                     );
                 }
                 // The run deadline bounds the time without progress, so each size's waits get
@@ -845,12 +850,22 @@ impl Run<'_> {
                 progress::beat();
                 if let Some(all) = gather_json(boot, &sample) {
                     let row = bench::combine(*p, &layout, timing, nranks, &all);
-                    println!("{}", table::table_row(&row));
+                    if repeat == 1 {
+                        println!("{}", table::table_row(&row));
+                    }
                     if let Some(r) = self.results.as_mut() {
-                        r.doc.results.push(row.clone());
+                        repeats::record(&mut r.doc.results, row.clone(), repeat);
                     }
                     self.save();
-                    pattern_rows.push(row);
+                    repeats::record(&mut pattern_rows, row, repeat);
+                }
+            }
+            if self.who.rank == Some(0) && repeat > 1 {
+                for line in repeats::header(p.name(), nranks, self.simulated, repeat) {
+                    println!("{line}");
+                }
+                for row in &pattern_rows {
+                    println!("{}", repeats::row(row));
                 }
             }
             if self.who.rank == Some(0) {

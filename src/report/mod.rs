@@ -2,7 +2,10 @@
 
 pub mod compare;
 pub mod fingerprint;
+pub mod nccl_tests;
 pub mod output;
 pub mod plot;
+pub mod repeats;
 pub mod results;
+pub mod stats;
 pub mod table;
