@@ -35,6 +35,17 @@ pub struct CompareArgs {
     /// match, the verdict says nothing about the hardware.
     #[arg(long)]
     pub mixed_backends: bool,
+    /// Confidence of the interval each size is judged with, percent. 95 needs 4 repeats a
+    /// side; 90 needs 3.
+    #[arg(long, default_value = "95", value_parser = confidence)]
+    pub confidence: f64,
+}
+
+fn confidence(s: &str) -> Result<f64, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(c) if (50.0..100.0).contains(&c) => Ok(c / 100.0),
+        _ => Err(format!("'{s}' is no confidence from 50 to 99.9 (percent)")),
+    }
 }
 
 fn threshold(s: &str) -> Result<f64, String> {
@@ -76,6 +87,7 @@ pub fn compare(args: &CompareArgs) -> u8 {
         threshold_pct: args.threshold,
         min_bytes: args.min_bytes,
         mixed_backends: args.mixed_backends,
+        level: args.confidence,
     };
     let c = match compare::compare(&before, &after, &opts) {
         Ok(c) => c,
@@ -86,7 +98,7 @@ pub fn compare(args: &CompareArgs) -> u8 {
     };
     print_header(args, &before, &after);
     print_changes(&c);
-    print_rows(&c);
+    print_rows(&c, opts.level);
     let plot_failed = args.plot.as_ref().is_some_and(|path| {
         let title = format!(
             "bus bandwidth: {} vs {}",
@@ -176,12 +188,13 @@ fn print_changes(c: &Comparison) {
     }
 }
 
-fn print_rows(c: &Comparison) {
+fn print_rows(c: &Comparison, level: f64) {
+    let interval = format!("{:.0}% interval", level * 100.0);
     for pattern in compare::patterns(&c.rows) {
         println!("#\n# {pattern} (medians of the repeats; change and interval from the times)");
         println!(
             "# {:>10}  {:>10}  {:>10}  {:>8}  {:>17}  {:>10}  {:>10}",
-            "size (B)", "busbw 1st", "busbw 2nd", "change", "95% interval", "time 1st", "time 2nd"
+            "size (B)", "busbw 1st", "busbw 2nd", "change", interval, "time 1st", "time 2nd"
         );
         println!(
             "# {:>10}  {:>10}  {:>10}  {:>8}  {:>17}  {:>10}  {:>10}",

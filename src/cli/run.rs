@@ -11,7 +11,7 @@ use crate::error::{AtStage, Failure, Who};
 use crate::ffi::cuda::{self, CudaError, Device, Driver};
 use crate::ffi::nccl::{self, Nccl, NcclError};
 use crate::ffi::os;
-use crate::patterns::{self, Pattern};
+use crate::patterns::{self, Layout, Pattern};
 use crate::progress::{self, Event};
 use crate::report::fingerprint::{self, DriverInfo, Fingerprint, NcclInfo, RankInfo};
 use crate::report::results::{
@@ -802,24 +802,22 @@ impl Run<'_> {
         bufs: &mut Buffers,
         timing: &Timing,
     ) -> Result<Vec<SizeResult>, Failure> {
+        if self.args.repeat > 1 {
+            return self.sweep_repeated(comm, boot, selected, sizes, bufs, timing);
+        }
         let nranks = comm.nranks;
         let mut rows = Vec::new();
         // The last size measured (bytes, µs per iteration on this rank).
         let mut last: Option<(usize, f64)> = None;
         for p in selected {
-            if self.who.rank == Some(0) && self.args.repeat == 1 {
+            if self.who.rank == Some(0) {
                 for line in table::table_header(p.name(), nranks, self.simulated) {
                     println!("{line}");
                 }
             }
             let mut last_count = None;
             let mut pattern_rows = Vec::new();
-            // `--repeat`: every size once, then every size again (see report::repeats).
-            let repeat = self.args.repeat;
-            for (epoch, &size) in (0..repeat).flat_map(|_| sizes.iter()).enumerate() {
-                if epoch % sizes.len() == 0 {
-                    last_count = None;
-                }
+            for (epoch, &size) in sizes.iter().enumerate() {
                 let layout = p.layout(size, timing.dtype.size(), nranks);
                 if last_count == Some(layout.count) {
                     continue; // rounding made it the same message as the previous size
@@ -831,41 +829,18 @@ impl Run<'_> {
                         p.name(),
                         layout.bytes(timing.dtype),
                         epoch + 1,
-                        sizes.len() * repeat as usize
+                        sizes.len()
                     );
                 }
-                // The run deadline bounds the time without progress, so each size's waits get
-                // the deadline plus the time its iterations are expected to take (see
-                // `size_budget`), and the supervisor is told so.
-                let bytes = layout.bytes(timing.dtype);
-                let (per_wait, whole) = size_budget(last, bytes, timing);
-                progress::budget(whole.as_secs_f64());
-                let sized = Timing {
-                    deadline: timing.deadline + per_wait,
-                    ..*timing
-                };
-                let sample = bench::measure(comm, boot, *p, &layout, bufs, &sized, epoch as u32)
-                    .map_err(|e| self.comm_failure(Stage::Run, e))?;
-                last = Some((bytes, sample.avg_us));
-                progress::beat();
-                if let Some(all) = gather_json(boot, &sample) {
-                    let row = bench::combine(*p, &layout, timing, nranks, &all);
-                    if repeat == 1 {
-                        println!("{}", table::table_row(&row));
-                    }
+                let measured =
+                    self.measure_size(comm, boot, *p, &layout, bufs, timing, epoch, &mut last)?;
+                if let Some(row) = measured {
+                    println!("{}", table::table_row(&row));
                     if let Some(r) = self.results.as_mut() {
-                        repeats::record(&mut r.doc.results, row.clone(), repeat);
+                        r.doc.results.push(row.clone());
                     }
                     self.save();
-                    repeats::record(&mut pattern_rows, row, repeat);
-                }
-            }
-            if self.who.rank == Some(0) && repeat > 1 {
-                for line in repeats::header(p.name(), nranks, self.simulated, repeat) {
-                    println!("{line}");
-                }
-                for row in &pattern_rows {
-                    println!("{}", repeats::row(row));
+                    pattern_rows.push(row);
                 }
             }
             if self.who.rank == Some(0) {
@@ -874,6 +849,102 @@ impl Run<'_> {
                 }
             }
             rows.extend(pattern_rows);
+        }
+        Ok(rows)
+    }
+
+    /// One size of one pattern, measured on every rank; rank 0 gets the combined row.
+    #[allow(clippy::too_many_arguments)]
+    fn measure_size(
+        &self,
+        comm: &mut Communicator,
+        boot: &dyn Bootstrap,
+        p: &dyn Pattern,
+        layout: &Layout,
+        bufs: &mut Buffers,
+        timing: &Timing,
+        epoch: usize,
+        last: &mut Option<(usize, f64)>,
+    ) -> Result<Option<SizeResult>, Failure> {
+        // The run deadline bounds the time without progress, so each size's waits get
+        // the deadline plus the time its iterations are expected to take (see
+        // `size_budget`), and the supervisor is told so.
+        let bytes = layout.bytes(timing.dtype);
+        let (per_wait, whole) = size_budget(*last, bytes, timing);
+        progress::budget(whole.as_secs_f64());
+        let sized = Timing {
+            deadline: timing.deadline + per_wait,
+            ..*timing
+        };
+        let sample = bench::measure(comm, boot, p, layout, bufs, &sized, epoch as u32)
+            .map_err(|e| self.comm_failure(Stage::Run, e))?;
+        *last = Some((bytes, sample.avg_us));
+        progress::beat();
+        Ok(gather_json(boot, &sample)
+            .map(|all| bench::combine(p, layout, timing, comm.nranks, &all)))
+    }
+
+    /// `run --repeat N`: every pattern and size once, then all of them again, N times, so
+    /// that drift or a neighbour's burst spreads over every row's repeats instead of landing
+    /// on one pattern's (see `report::repeats`). The tables, of medians with their spread,
+    /// come at the end; the results file is updated after every measurement.
+    fn sweep_repeated(
+        &mut self,
+        comm: &mut Communicator,
+        boot: &dyn Bootstrap,
+        selected: &[&dyn Pattern],
+        sizes: &[usize],
+        bufs: &mut Buffers,
+        timing: &Timing,
+    ) -> Result<Vec<SizeResult>, Failure> {
+        let (nranks, repeat) = (comm.nranks, self.args.repeat);
+        let total = sizes.len() * selected.len() * repeat as usize;
+        let mut rows = Vec::new();
+        let mut last: Option<(usize, f64)> = None;
+        let mut epoch = 0;
+        for _ in 0..repeat {
+            for p in selected {
+                let mut last_count = None;
+                for &size in sizes {
+                    let layout = p.layout(size, timing.dtype.size(), nranks);
+                    epoch += 1;
+                    if last_count == Some(layout.count) {
+                        continue; // rounding made it the same message as the previous size
+                    }
+                    last_count = Some(layout.count);
+                    if self.who.rank == Some(0) && std::io::stderr().is_terminal() {
+                        let bytes = layout.bytes(timing.dtype);
+                        eprint!("\r{} {bytes} B ({epoch}/{total})   ", p.name());
+                    }
+                    let measured =
+                        self.measure_size(comm, boot, *p, &layout, bufs, timing, epoch, &mut last)?;
+                    if let Some(row) = measured {
+                        if let Some(r) = self.results.as_mut() {
+                            repeats::record(&mut r.doc.results, row.clone(), repeat);
+                        }
+                        self.save();
+                        repeats::record(&mut rows, row, repeat);
+                    }
+                }
+            }
+        }
+        if self.who.rank == Some(0) {
+            for p in selected {
+                let mine: Vec<SizeResult> = rows
+                    .iter()
+                    .filter(|r| r.pattern == p.name())
+                    .cloned()
+                    .collect();
+                for line in repeats::header(p.name(), nranks, self.simulated, repeat) {
+                    println!("{line}");
+                }
+                for row in &mine {
+                    println!("{}", repeats::row(row));
+                }
+                for line in table::footer_lines(&mine, self.simulated) {
+                    println!("{line}");
+                }
+            }
         }
         Ok(rows)
     }

@@ -10,7 +10,7 @@ use super::fingerprint::{self, Change, Fingerprint};
 use super::results::{ResultsDoc, Status};
 use super::stats::{self, Shift};
 
-/// The confidence of the interval each size is judged with.
+/// The confidence of the interval each size is judged with, unless told otherwise.
 pub const LEVEL: f64 = 0.95;
 /// Repeats per run `compare` asks for when a run has too few to estimate noise.
 pub const SUGGESTED_REPEATS: u32 = 5;
@@ -24,6 +24,8 @@ pub struct Options {
     pub min_bytes: usize,
     /// Compare a SIMULATED run with a GPU run anyway.
     pub mixed_backends: bool,
+    /// The confidence of the interval each size is judged with (e.g. [`LEVEL`]).
+    pub level: f64,
 }
 
 /// One pattern and size of one run, its repeats as measured.
@@ -145,6 +147,9 @@ pub enum Call {
         noise_pct: f64,
         /// Repeats per run that would settle it if shift and noise stay as seen.
         repeats_needed: Option<u32>,
+        /// Beyond the threshold and the repeats' noise, not beyond the between-run noise:
+        /// more repeats in a run do not settle it, more runs do.
+        between_runs: bool,
     },
 }
 
@@ -203,6 +208,9 @@ pub struct Comparison {
     pub doubts: Vec<String>,
     /// Notes on how much the comparison can tell (a run without repeats).
     pub notes: Vec<String>,
+    /// How much the two runs differ from each other beyond their repeats' noise, % of time
+    /// (see [`between_runs`]); `None` when too few sizes tell.
+    pub between_runs_pct: Option<f64>,
 }
 
 impl Comparison {
@@ -234,14 +242,19 @@ pub fn compare(before: &Side, after: &Side, opts: &Options) -> Result<Comparison
     let same = |a: &Measured, b: &Measured| {
         a.pattern == b.pattern && a.size_bytes == b.size_bytes && a.kind == b.kind
     };
-    let mut rows = Vec::new();
+    let mut pairs = Vec::new();
     let mut only_before = Vec::new();
     for b in &before.rows {
         match after.rows.iter().find(|a| same(a, b)) {
-            Some(a) => rows.push(row(b, a, opts)),
+            Some(a) => pairs.push((b, a, stats::shift(&b.times_us, &a.times_us, opts.level))),
             None => only_before.push((b.pattern.clone(), b.size_bytes)),
         }
     }
+    let between = between_runs(&pairs, opts);
+    let rows: Vec<Row> = pairs
+        .iter()
+        .map(|(b, a, shift)| row(b, a, shift.as_ref(), between.unwrap_or(0.0), opts))
+        .collect();
     let only_after = after
         .rows
         .iter()
@@ -251,8 +264,9 @@ pub fn compare(before: &Side, after: &Side, opts: &Options) -> Result<Comparison
     Ok(Comparison {
         changes: changes(before, after),
         reasons: reasons(before, after, &rows, opts),
-        doubts: doubts(&rows),
-        notes: notes(before, after),
+        doubts: doubts(&rows, between.map(|b| (b.exp() - 1.0) * 100.0)),
+        notes: notes(before, after, opts.level),
+        between_runs_pct: between.map(|b| (b.exp() - 1.0) * 100.0),
         rows,
         only_before,
         only_after,
@@ -301,7 +315,12 @@ fn reasons(before: &Side, after: &Side, rows: &[Row], opts: &Options) -> Vec<Str
         if let Some((pct, r)) = worst {
             let ci = r
                 .interval_pct
-                .map(|(lo, hi)| format!(" ({:.0}% interval {lo:+.1}% to {hi:+.1}%)", LEVEL * 100.0))
+                .map(|(lo, hi)| {
+                    format!(
+                        " ({:.0}% interval {lo:+.1}% to {hi:+.1}%)",
+                        opts.level * 100.0
+                    )
+                })
                 .unwrap_or_default();
             reasons.push(format!(
                 "{pattern}: bus bandwidth down beyond {}% and beyond the noise at {} size(s), \
@@ -315,17 +334,18 @@ fn reasons(before: &Side, after: &Side, rows: &[Row], opts: &Options) -> Vec<Str
     reasons
 }
 
-fn doubts(rows: &[Row]) -> Vec<String> {
+fn doubts(rows: &[Row], between_pct: Option<f64>) -> Vec<String> {
     let mut out = Vec::new();
     for pattern in patterns(rows) {
-        let unsure: Vec<(&Row, f64, Option<u32>)> = rows
+        let unsure: Vec<(&Row, f64, Option<u32>, bool)> = rows
             .iter()
             .filter(|r| r.pattern == pattern)
             .filter_map(|r| match r.call {
                 Call::Inconclusive {
                     noise_pct,
                     repeats_needed,
-                } => Some((r, noise_pct, repeats_needed)),
+                    between_runs,
+                } => Some((r, noise_pct, repeats_needed, between_runs)),
                 _ => None,
             })
             .collect();
@@ -334,24 +354,33 @@ fn doubts(rows: &[Row]) -> Vec<String> {
         };
         let sizes: Vec<String> = unsure
             .iter()
-            .map(|(r, _, _)| format!("{} B", r.size_bytes))
+            .map(|u| format!("{} B", u.0.size_bytes))
             .collect();
-        let single = unsure
-            .iter()
-            .any(|(r, _, _)| r.repeats.0.min(r.repeats.1) < 4);
-        let settle = if single {
+        let settle = if unsure.iter().any(|u| u.0.interval_pct.is_none()) {
             format!(
                 "too few repeats for a noise band; run both with --repeat {SUGGESTED_REPEATS} or more"
+            )
+        } else if unsure.iter().all(|u| u.3) {
+            format!(
+                "slower beyond the repeats' noise, but the runs' sizes disagree by {:.1}% \
+                 (between-run noise): run each side again, more repeats in one run do not \
+                 settle it",
+                between_pct.unwrap_or(0.0)
             )
         } else {
             // The estimate is a normal approximation; the repeats already taken did not
             // settle it, so never ask for fewer than one more.
             let had = unsure
                 .iter()
-                .map(|(r, _, _)| r.repeats.0.max(r.repeats.1))
+                .map(|u| u.0.repeats.0.max(u.0.repeats.1))
                 .max();
             let more = had.unwrap_or(0) as u32 + 1;
-            match unsure.iter().map(|u| u.2).collect::<Option<Vec<u32>>>() {
+            match unsure
+                .iter()
+                .filter(|u| !u.3)
+                .map(|u| u.2)
+                .collect::<Option<Vec<u32>>>()
+            {
                 Some(n) => format!(
                     "about {} repeats per run would settle it",
                     n.into_iter().max().unwrap_or(SUGGESTED_REPEATS).max(more)
@@ -367,21 +396,43 @@ fn doubts(rows: &[Row]) -> Vec<String> {
     out
 }
 
-fn notes(before: &Side, after: &Side) -> Vec<String> {
+fn notes(before: &Side, after: &Side, level: f64) -> Vec<String> {
     let (nb, na) = (before.repeats(), after.repeats());
-    if nb.min(na) >= 4 {
+    let fewest = stats::fewest_repeats(level);
+    if nb.min(na) >= fewest {
         return Vec::new();
     }
     vec![format!(
-        "{nb} and {na} repeat(s) per size: too few for a noise band at {:.0}% (4 a side at \
-         least); a loss beyond the threshold is INCONCLUSIVE, not REGRESSED, and a run-to-run \
-         swing of 10-30% is common on a shared machine. Use run --repeat {SUGGESTED_REPEATS}, or \
-         concatenate several nccl-tests logs",
-        LEVEL * 100.0
+        "{nb} and {na} repeat(s) per size: too few for a noise band at {:.0}% ({fewest} a side \
+         at least); a loss beyond the threshold is INCONCLUSIVE, not REGRESSED, and a \
+         run-to-run swing of 10-30% is common on a shared machine. Use run --repeat \
+         {SUGGESTED_REPEATS}, or concatenate several nccl-tests logs",
+        level * 100.0
     )]
 }
 
-fn row(b: &Measured, a: &Measured, opts: &Options) -> Row {
+/// Sizes from `min_bytes / BETWEEN_SPAN` up tell the between-run noise.
+const BETWEEN_SPAN: usize = 16;
+/// The fewest sizes the between-run noise is estimated from.
+const BETWEEN_MIN_SIZES: usize = 6;
+
+/// The between-run noise, a log-time standard deviation: how much the sizes of this pair of
+/// runs disagree about the shift from one run to the other (the standard deviation of their
+/// shift estimates, sizes from `min_bytes / 16` up, the judged ones included). Repeats in one
+/// run share that run's conditions (its connections, the machine's load while it ran), so
+/// their spread misses what changes from run to run; a real change moves the sizes together,
+/// a run-to-run swing moves one size away from the others. `None` from fewer than 6 sizes.
+fn between_runs(pairs: &[(&Measured, &Measured, Option<Shift>)], opts: &Options) -> Option<f64> {
+    let from = (opts.min_bytes / BETWEEN_SPAN).max(1);
+    let shifts: Vec<f64> = pairs
+        .iter()
+        .filter(|(b, _, _)| b.size_bytes >= from)
+        .filter_map(|(_, _, s)| s.map(|s| s.estimate))
+        .collect();
+    (shifts.len() >= BETWEEN_MIN_SIZES).then(|| stats::sd(&shifts))
+}
+
+fn row(b: &Measured, a: &Measured, shift: Option<&Shift>, between: f64, opts: &Options) -> Row {
     let med = |xs: &[f64]| stats::median(xs).unwrap_or(0.0);
     let range = |xs: &[f64]| {
         xs.iter()
@@ -389,13 +440,12 @@ fn row(b: &Measured, a: &Measured, opts: &Options) -> Row {
                 (lo.min(x), hi.max(x))
             })
     };
-    let shift = stats::shift(&b.times_us, &a.times_us, LEVEL);
     // Time up by d (log) is bus bandwidth down to e^-d.
     let pct = |d: f64| ((-d).exp() - 1.0) * 100.0;
     let call = if b.size_bytes < opts.min_bytes {
         Call::NotJudged
     } else {
-        judge(shift.as_ref(), opts.threshold_pct)
+        judge(shift, between, opts)
     };
     Row {
         pattern: b.pattern.clone(),
@@ -415,21 +465,29 @@ fn row(b: &Measured, a: &Measured, opts: &Options) -> Row {
 }
 
 /// The call on one judged size: the time shift's interval against the bound that a
-/// `threshold_pct` loss of bus bandwidth puts on time.
-fn judge(shift: Option<&Shift>, threshold_pct: f64) -> Call {
+/// `threshold_pct` loss of bus bandwidth puts on time. A regression must also clear the
+/// between-run noise `between` (z × it, z of the confidence level).
+fn judge(shift: Option<&Shift>, between: f64, opts: &Options) -> Call {
     let Some(s) = shift else {
         return Call::NotJudged; // a time of 0 or none: nothing to judge on
     };
-    let bound = -(1.0 - threshold_pct / 100.0).ln();
-    let inconclusive = Call::Inconclusive {
+    let bound = -(1.0 - opts.threshold_pct / 100.0).ln();
+    let margin = stats::z(opts.level) * between;
+    let inconclusive = |between_runs: bool| Call::Inconclusive {
         noise_pct: (s.noise.exp() - 1.0) * 100.0,
-        repeats_needed: stats::repeats_needed(s, bound, LEVEL),
+        repeats_needed: if between_runs {
+            None
+        } else {
+            stats::repeats_needed(s, bound, opts.level)
+        },
+        between_runs,
     };
     match s.interval {
-        Some((lo, _)) if lo > bound => Call::Regressed,
+        Some((lo, _)) if lo > bound + margin => Call::Regressed,
+        Some((lo, _)) if lo > bound => inconclusive(true),
         Some((_, hi)) if hi <= bound => Call::NoRegression,
-        Some(_) => inconclusive,
-        None if s.estimate > bound => inconclusive,
+        Some(_) => inconclusive(false),
+        None if s.estimate > bound => inconclusive(false),
         None => Call::NoRegression,
     }
 }
@@ -477,6 +535,7 @@ mod tests {
         threshold_pct: 5.0,
         min_bytes: 1 << 20,
         mixed_backends: false,
+        level: LEVEL,
     };
     const STEADY: [f64; 5] = [100.0, 101.0, 99.0, 100.5, 99.5];
 
@@ -531,6 +590,7 @@ mod tests {
         let Call::Inconclusive {
             noise_pct,
             repeats_needed,
+            ..
         } = c.rows[0].call
         else {
             panic!("{:?}", c.rows[0].call)
@@ -561,6 +621,23 @@ mod tests {
                 1 << 24
             )]
         );
+    }
+
+    #[test]
+    fn three_repeats_a_side_judge_at_90_percent_not_at_95() {
+        let before = side(vec![measured("all_reduce", 1 << 24, &STEADY[..3], 0)]);
+        let after = side(vec![measured(
+            "all_reduce",
+            1 << 24,
+            &scaled(1.5, &STEADY[..3]),
+            0,
+        )]);
+        let c = compare(&before, &after, &OPTS).unwrap();
+        assert_eq!(c.verdict(), Verdict::Inconclusive);
+        assert!(c.notes[0].contains("(4 a side at least)"), "{:?}", c.notes);
+        let c = compare(&before, &after, &Options { level: 0.9, ..OPTS }).unwrap();
+        assert_eq!(c.verdict(), Verdict::Regressed);
+        assert!(c.notes.is_empty());
     }
 
     #[test]

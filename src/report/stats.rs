@@ -43,6 +43,20 @@ pub fn spread_pct(xs: &[f64]) -> Option<f64> {
     Some((hi - lo) / m * 100.0)
 }
 
+/// The sample standard deviation of `xs` (n − 1); 0 for fewer than two values.
+pub fn sd(xs: &[f64]) -> f64 {
+    if xs.len() < 2 {
+        return 0.0;
+    }
+    let m = xs.iter().sum::<f64>() / xs.len() as f64;
+    (xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (xs.len() - 1) as f64).sqrt()
+}
+
+/// The two-sided normal quantile of confidence `level` (1.96 at 0.95).
+pub fn z(level: f64) -> f64 {
+    normal_quantile(1.0 - (1.0 - level) / 2.0)
+}
+
 /// The shift from one set of measurements to another, on the log scale.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Shift {
@@ -132,7 +146,8 @@ fn u_counts(n: usize, m: usize) -> Vec<f64> {
 /// confidence `1 − 2·P(U ≤ k − 1)`; `None` when even the extreme differences are not enough
 /// (too few values). Samples larger than 60 a side are cut to a normal approximation.
 fn rank_cut(n: usize, m: usize, level: f64) -> Option<(usize, f64)> {
-    let tail = (1.0 - level) / 2.0;
+    // A hair of slack so that 90 % admits the exact 5 % tail of 3 values a side.
+    let tail = (1.0 - level) / 2.0 + 1e-12;
     if n > 60 || m > 60 {
         let (nf, mf) = (n as f64, m as f64);
         let sd = (nf * mf * (nf + mf + 1.0) / 12.0).sqrt();
@@ -151,6 +166,14 @@ fn rank_cut(n: usize, m: usize, level: f64) -> Option<(usize, f64)> {
         k += 1;
     }
     (k >= 1).then_some((k, 1.0 - 2.0 * below / total))
+}
+
+/// The fewest values per side that give a rank interval at confidence `level` (4 at 95 %,
+/// 3 at 90 %).
+pub fn fewest_repeats(level: f64) -> usize {
+    (1..=60)
+        .find(|&n| rank_cut(n, n, level).is_some())
+        .unwrap_or(61)
 }
 
 /// The standard normal quantile (Acklam's rational approximation, |error| < 1.2e-9).
@@ -210,8 +233,7 @@ pub fn repeats_needed(s: &Shift, bound: f64, level: f64) -> Option<u32> {
     if gap < 1e-12 {
         return None;
     }
-    let z = normal_quantile(1.0 - (1.0 - level) / 2.0);
-    let n = 2.0 * (z * s.noise / gap).powi(2) * 1.05;
+    let n = 2.0 * (z(level) * s.noise / gap).powi(2) * 1.05;
     (n <= 1000.0).then(|| (n.ceil() as u32).max(4))
 }
 
@@ -227,6 +249,9 @@ mod tests {
         assert_eq!(median(&[1.0, f64::NAN]), None);
         assert_eq!(spread_pct(&[90.0, 100.0, 110.0]), Some(20.0));
         assert_eq!(spread_pct(&[5.0]), None);
+        assert_eq!(sd(&[1.0, 3.0]), 2f64.sqrt());
+        assert_eq!(sd(&[1.0]), 0.0);
+        assert!((z(0.95) - 1.959_964).abs() < 1e-5);
     }
 
     #[test]
@@ -243,6 +268,7 @@ mod tests {
     fn the_rank_interval_needs_four_values_a_side_at_95_percent() {
         assert_eq!(rank_cut(1, 1, 0.95), None);
         assert_eq!(rank_cut(3, 3, 0.95), None);
+        assert_eq!((fewest_repeats(0.95), fewest_repeats(0.9)), (4, 3));
         let (k, conf) = rank_cut(4, 4, 0.95).unwrap();
         assert_eq!(k, 1);
         assert!((conf - (1.0 - 2.0 / 70.0)).abs() < 1e-12);

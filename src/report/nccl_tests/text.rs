@@ -60,6 +60,8 @@ struct State {
     in_table: bool,
     /// The table has the four per-iteration columns per group.
     per_iter: bool,
+    /// The table has a root column.
+    has_root: bool,
     rows: Vec<super::super::compare::Measured>,
 }
 
@@ -71,9 +73,13 @@ impl State {
         line: &str,
         hint: Option<&str>,
     ) -> Result<(), InputError> {
-        let t = line.trim();
+        let t = untag(line).trim();
         if let Some(rest) = t.strip_prefix('#') {
             self.comment(rest.trim(), hint);
+            return Ok(());
+        }
+        // Logs pasted where `#` starts a heading lose it; their header and footer still read.
+        if self.comment(t, hint) {
             return Ok(());
         }
         let first = t.split_whitespace().next().unwrap_or("");
@@ -89,7 +95,7 @@ impl State {
                  with --nccl-tests-pattern",
             )
         })?;
-        let row = row(t, self.per_iter).map_err(|m| InputError::at(path, n, m))?;
+        let row = row(t, self.has_root, self.per_iter).map_err(|m| InputError::at(path, n, m))?;
         add(
             &mut self.rows,
             Row {
@@ -100,7 +106,8 @@ impl State {
         Ok(())
     }
 
-    fn comment(&mut self, c: &str, hint: Option<&str>) {
+    /// Takes in a header or footer line (without its `#`); false when it is none.
+    fn comment(&mut self, c: &str, hint: Option<&str>) -> bool {
         if let Some(p) = c.strip_prefix("Collective test starting:") {
             self.pattern = Some(super::pattern_of(p.trim()));
         } else if let Some(code) = c
@@ -111,10 +118,12 @@ impl State {
             self.nccl_version = Some(version_of_code(code));
         } else if c.starts_with("Rank ") && c.contains(" on ") && !self.ranks_done {
             self.ranks += 1;
-        } else if c.starts_with("size") && c.contains("count") {
+        } else if c.starts_with("size") && c.contains("count") && c.contains("busbw") {
             self.in_table = true;
             self.ranks_done = true;
             self.per_iter = c.contains("i_min");
+            // The root column came with nccl-tests 2.10; a time may be printed as an integer.
+            self.has_root = c.split_whitespace().any(|w| w == "root");
             if self.pattern.is_none() {
                 self.pattern = hint.map(str::to_string);
             }
@@ -122,12 +131,29 @@ impl State {
             self.in_table = false;
         } else if c.starts_with("Collective test concluded:") {
             self.in_table = false;
+        } else {
+            return false;
         }
+        true
+    }
+}
+
+/// `line` less the prefix Open MPI's `mpirun --tag-output` puts before each line
+/// (`[1,0]<stdout>:`).
+fn untag(line: &str) -> &str {
+    let Some(rest) = line.strip_prefix('[') else {
+        return line;
+    };
+    match rest.split_once("]<") {
+        Some((ids, tail)) if ids.chars().all(|c| c.is_ascii_digit() || c == ',') => {
+            tail.split_once(">:").map(|(_, l)| l).unwrap_or(line)
+        }
+        _ => line,
     }
 }
 
 /// One table row (pattern left empty for the caller).
-fn row(t: &str, per_iter: bool) -> Result<Row<'_>, String> {
+fn row(t: &str, has_root: bool, per_iter: bool) -> Result<Row<'_>, String> {
     let w: Vec<&str> = t.split_whitespace().collect();
     let int = |i: usize, what: &str| -> Result<u64, String> {
         w.get(i)
@@ -141,13 +167,7 @@ fn row(t: &str, per_iter: bool) -> Result<Row<'_>, String> {
         (Some(d), Some(r)) if d.parse::<f64>().is_err() && r.parse::<f64>().is_err() => (*d, *r),
         _ => return Err(format!("no type and redop columns: '{t}'")),
     };
-    // The root column (from nccl-tests 2.10) is an integer; the time after it never is
-    // printed without a decimal point, except in %e form.
-    let at = if w.get(4).is_some_and(|r| r.parse::<i64>().is_ok()) {
-        5
-    } else {
-        4
-    };
+    let at = if has_root { 5 } else { 4 };
     let group = if per_iter { 8 } else { 4 };
     if w.len() < at + 2 * group {
         return Err(format!(
@@ -260,6 +280,27 @@ node1:1234:1234 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>
     }
 
     #[test]
+    fn tagged_output_and_pasted_logs_without_hashes_read() {
+        let tagged: String = LOG
+            .lines()
+            .map(|l| format!("[1,0]<stdout>:{l}\n"))
+            .collect();
+        let s = parse(Path::new("t.log"), &tagged, None).unwrap();
+        assert_eq!(s.rows.len(), 2);
+        assert_eq!(untag("[1,12]<stderr>:x"), "x");
+        assert_eq!(
+            untag("[a0000:0:2916721 - context.c:589] INFO"),
+            "[a0000:0:2916721 - context.c:589] INFO"
+        );
+        let bare: String = LOG
+            .lines()
+            .map(|l| format!("{}\n", l.trim_start_matches('#')))
+            .collect();
+        let s = parse(Path::new("b.log"), &bare, None).unwrap();
+        assert_eq!(s.rows.len(), 2);
+    }
+
+    #[test]
     fn an_old_log_without_program_or_root_needs_a_name() {
         let old = LOG
             .replace("# Collective test starting: all_reduce_perf\n", "")
@@ -270,5 +311,9 @@ node1:1234:1234 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>
         let s = parse(Path::new("old.log"), &old, Some("all_to_all")).unwrap();
         assert_eq!(s.rows[0].kind, "float/-");
         assert_eq!(s.rows[0].times_us, vec![10.5]);
+        // Without a root column, a time printed as an integer is still the time.
+        let int = old.replace("10.50 ", "19340 ");
+        let s = parse(Path::new("old.log"), &int, Some("all_reduce")).unwrap();
+        assert_eq!(s.rows[0].times_us, vec![19340.0]);
     }
 }
