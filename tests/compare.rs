@@ -232,3 +232,60 @@ fn malformed_and_truncated_logs_are_refused_with_file_and_line() {
     assert_eq!(rc, 2, "{t}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_run_below_an_expected_floor_fails_with_its_own_code_and_names_the_hosts() {
+    require_sim();
+    let dir = scratch("expect");
+    let floors = dir.join("floors.json");
+    std::fs::write(
+        &floors,
+        r#"{"schema":"nccl-smoke/expect/v1","floors":[
+            {"name":"a CPU at 100 GB/s","pattern":"all_reduce","min_size":"512K","busbw_gbs":100.0,"source":"this test"},
+            {"pattern":"all_to_all","ranks":8,"size":"1M","busbw_gbs":1.0,"source":"this test"},
+            {"pattern":"send_recv_ring","size":"1M","busbw_gbs":0.000001,"source":"this test"}]}"#,
+    )
+    .unwrap();
+    let f = floors.display().to_string();
+    let args = [
+        "run",
+        "--backend",
+        "sim",
+        "-b",
+        "512K",
+        "-e",
+        "1M",
+        "-n",
+        "3",
+        "-w",
+        "1",
+        "--repeat",
+        "2",
+        "--expect",
+        &f,
+    ];
+    let o = mpirun(2, &args, &[], 120);
+    let t = text(&o);
+    assert_eq!(code(&o), 25, "{t}");
+    assert!(t.contains("# expect: not checked (no such size or rank count in this run): all_to_all 1M on 8 ranks"), "{t}");
+    assert!(
+        t.contains("BELOW EXPECTED — all_reduce 524288 B: bus bandwidth"),
+        "{t}"
+    );
+    assert!(
+        t.contains(
+            "below the floor 100 GB/s for a CPU at 100 GB/s (source: this test); slowest rank"
+        ),
+        "{t}"
+    );
+    assert!(t.contains("; host(s) "), "{t}");
+    assert!(
+        !t.contains("send_recv_ring 1048576 B: bus bandwidth"),
+        "{t}"
+    );
+    // A floors file that cannot be read is refused before anything runs.
+    let missing = dir.join("none.json").display().to_string();
+    let o = run1(&["run", "--backend", "sim", "--expect", &missing], &[]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}

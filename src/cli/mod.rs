@@ -29,7 +29,7 @@ or from an MPIJob. Without GPUs, `--backend sim` runs the same code against nccl
 simulation of libnccl and libcuda (results labelled SIMULATED).",
     after_help = "Exit codes: 0 pass · 2 bad input · 3 output file not written · 10 launch · 11 nccl-load · 12 driver · 13 device · \
 14 alloc · 15 unique-id · 16 init · 17 connect · 18 connect:buffer-import · 19 connect:proxy · \
-20 connect:shm · 21 connect:net · 22 run · 23 verify · 24 finalize · 30 compare: regressed · 31 doctor: warnings · 32 doctor: failures · 130 cancelled"
+20 connect:shm · 21 connect:net · 22 run · 23 verify · 24 finalize · 25 run --expect: below a floor · 30 compare: regressed · 31 doctor: warnings · 32 doctor: failures · 33 compare: inconclusive · 34 compare: malformed input · 130 cancelled"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -285,6 +285,9 @@ impl RunArgs {
                 "-f/--stepfactor must be a number from 1 to 1024, got {}",
                 self.stepfactor
             ));
+        }
+        if let Some(path) = &self.expect {
+            crate::report::expect::load(path).map_err(|e| format!("--expect: {e}"))?;
         }
         let sizes = sweep::sizes(self.minbytes, self.maxbytes(), self.step())?;
         if self.libs.backend == Backend::Sim {

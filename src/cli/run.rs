@@ -17,7 +17,7 @@ use crate::report::fingerprint::{self, DriverInfo, Fingerprint, NcclInfo, RankIn
 use crate::report::results::{
     self, ResultsDoc, ResultsFile, RunConfig, StageRecord, Status, Verdict,
 };
-use crate::report::{repeats, table};
+use crate::report::{expect, repeats, table};
 use crate::stage::{Stage, exit};
 use nccl_smoke_fault::{FaultSet, Kind, Where};
 use std::io::IsTerminal;
@@ -43,6 +43,8 @@ struct Run<'a> {
     /// What the preflight found short (/dev/shm, open files), kept with the run's warnings.
     preflight_warnings: Vec<Failure>,
     local_rank: u32,
+    /// Each rank's host, in rank order (rank 0, once the fingerprint is known).
+    rank_hosts: Vec<String>,
 }
 
 pub fn worker(args: &RunArgs) -> u8 {
@@ -65,6 +67,7 @@ pub fn worker(args: &RunArgs) -> u8 {
         write_failed: Default::default(),
         preflight_warnings: Vec::new(),
         local_rank: 0,
+        rank_hosts: Vec::new(),
     };
     match run.go() {
         Ok(code) => code,
@@ -290,6 +293,9 @@ impl Run<'_> {
         drop(bufs);
         drop(device);
         self.leave(true);
+        if let Some(code) = self.below_expected(&rows, nranks) {
+            return Ok(code); // `--expect`: a floor was not met
+        }
         Ok(self.pass(&selected, sizes, nranks))
     }
 
@@ -513,6 +519,7 @@ impl Run<'_> {
         }
         warn_shared_gpus(&fp);
         self.hosts = fp.hosts.len();
+        self.rank_hosts = fp.ranks.iter().map(|k| k.host.clone()).collect();
         if let Some(r) = self.results.as_mut() {
             r.doc.simulated = self.simulated;
             r.doc.backend = if self.simulated {
@@ -1007,6 +1014,51 @@ impl Run<'_> {
             .cause("data was corrupted between ranks: a faulty link (NVLink/PCIe/network), GPU memory, or a library bug")
             .hint("rerun the failing pattern alone; check ECC and link errors (nvidia-smi -q -d ECC, nvidia-smi nvlink -e, dmesg)"),
         )
+    }
+
+    /// `run --expect FILE`, on rank 0 (the only rank with rows): every row against the
+    /// file's floors (see `report::expect`). A shortfall fails the run with its own exit code,
+    /// naming the hosts; `None` when there is no file or every floor is met.
+    fn below_expected(&mut self, rows: &[SizeResult], nranks: u32) -> Option<u8> {
+        let path = self.args.expect.as_ref()?;
+        if self.who.rank != Some(0) {
+            return None;
+        }
+        // Checked by `validate` before the run; a file changed since is a usage error.
+        let exp = match expect::load(path) {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("nccl-smoke: --expect: {e}");
+                return Some(exit::USAGE);
+            }
+        };
+        for f in expect::unchecked(&exp, rows, nranks) {
+            println!("# expect: not checked (no such size or rank count in this run): {f}");
+        }
+        let short = expect::check(&exp, rows, nranks);
+        if short.is_empty() {
+            println!("# expect: every floor of {} met", path.display());
+            return None;
+        }
+        let lines = expect::describe(&short, &self.rank_hosts);
+        for l in &lines {
+            println!("# below expected: {l}");
+        }
+        let line = format!("BELOW EXPECTED — {}", lines.join("; "));
+        println!("{line}");
+        if let Some(r) = self.results.as_mut() {
+            r.doc.stages = self.stages.clone();
+            r.doc.verdict = Verdict {
+                status: Status::Fail,
+                line,
+                exit_code: exit::BELOW_EXPECTED,
+                stage: None,
+                consequences: Vec::new(),
+                ranks: Vec::new(),
+            };
+        }
+        self.save();
+        Some(exit::BELOW_EXPECTED)
     }
 
     fn pass(&mut self, selected: &[&dyn Pattern], sizes: &[usize], nranks: u32) -> u8 {

@@ -61,6 +61,7 @@ fn ours(code: u8) -> bool {
     code <= exit::WRITE_FAILED
         || Stage::ALL.iter().any(|s| s.exit_code() == code)
         || code == exit::CANCELLED
+        || code == exit::BELOW_EXPECTED
 }
 
 /// How long rank 0 of a cancelled job waits for the other ranks' ends.

@@ -1,6 +1,7 @@
 //! What rank 0 shows and keeps: the fingerprint, nccl-tests-style tables, the results file.
 
 pub mod compare;
+pub mod expect;
 pub mod fingerprint;
 pub mod nccl_tests;
 pub mod output;
