@@ -149,6 +149,13 @@ fn print_header(args: &CompareArgs, before: &Side, after: &Side) {
 }
 
 fn verdict(c: &Comparison, opts: &Options, plot_failed: bool) -> u8 {
+    if let Some(b) = c.between_runs_pct {
+        println!(
+            "# between-run noise: {b:.1}% of time (how much the sizes from {} B up disagree \
+             about the change); a regression must clear it too",
+            (opts.min_bytes / 16).max(1)
+        );
+    }
     for n in &c.notes {
         println!("# note: {n}");
     }

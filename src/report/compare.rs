@@ -624,6 +624,51 @@ mod tests {
     }
 
     #[test]
+    fn a_loss_within_the_sizes_disagreement_is_between_run_noise_and_a_shared_one_regresses() {
+        let sizes = [1 << 16, 1 << 17, 1 << 18, 1 << 19, 1 << 20, 1 << 21];
+        let before = side(
+            sizes
+                .iter()
+                .map(|&n| measured("all_reduce", n, &STEADY, 0))
+                .collect(),
+        );
+        // The sizes disagree by ±10%, and the largest is 1.4x slower: a run-to-run swing.
+        let factors = [0.9, 1.1, 0.95, 1.08, 1.0, 1.4];
+        let swing = side(
+            sizes
+                .iter()
+                .zip(factors)
+                .map(|(&n, f)| measured("all_reduce", n, &scaled(f, &STEADY), 0))
+                .collect(),
+        );
+        let c = compare(&before, &swing, &OPTS).unwrap();
+        assert_eq!(c.verdict(), Verdict::Inconclusive, "{:?}", c.rows);
+        assert!(matches!(
+            c.rows[5].call,
+            Call::Inconclusive {
+                between_runs: true,
+                ..
+            }
+        ));
+        assert!(c.doubts[0].contains("between-run noise"), "{:?}", c.doubts);
+        assert!(
+            c.between_runs_pct.is_some_and(|b| b > 10.0),
+            "{:?}",
+            c.between_runs_pct
+        );
+        // Every size 1.4x slower: a real change.
+        let slower = side(
+            sizes
+                .iter()
+                .map(|&n| measured("all_reduce", n, &scaled(1.4, &STEADY), 0))
+                .collect(),
+        );
+        let c = compare(&before, &slower, &OPTS).unwrap();
+        assert_eq!(c.verdict(), Verdict::Regressed);
+        assert!(c.between_runs_pct.is_some_and(|b| b < 1.0));
+    }
+
+    #[test]
     fn three_repeats_a_side_judge_at_90_percent_not_at_95() {
         let before = side(vec![measured("all_reduce", 1 << 24, &STEADY[..3], 0)]);
         let after = side(vec![measured(

@@ -126,6 +126,9 @@ pub fn read_side(path: &Path, pattern: Option<&str>) -> Result<Side, InputError>
         msg,
     };
     let bytes = super::results::read_bounded(path).map_err(|e| io(e.to_string()))?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(io("it is empty".into()));
+    }
     let text = String::from_utf8_lossy(&bytes);
     let head = text.trim_start();
     if head.starts_with('{') {

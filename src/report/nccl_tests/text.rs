@@ -127,9 +127,8 @@ impl State {
             if self.pattern.is_none() {
                 self.pattern = hint.map(str::to_string);
             }
-        } else if c.starts_with("Avg bus bandwidth") {
-            self.in_table = false;
-        } else if c.starts_with("Collective test concluded:") {
+        } else if c.starts_with("Avg bus bandwidth") || c.starts_with("Collective test concluded:")
+        {
             self.in_table = false;
         } else {
             return false;
