@@ -228,11 +228,20 @@ fn print_rows(c: &Comparison, level: f64) {
                     Call::NoRegression => String::new(),
                 }
             };
+            // Bandwidth that rounds to 0.000 says so, rather than print a 0 beside a change
+            // (which comes from the times).
+            let bw = |x: f64| {
+                if x < 0.0005 {
+                    "<0.001".to_string()
+                } else {
+                    format!("{x:.3}")
+                }
+            };
             println!(
-                "  {:>10}  {:>10.3}  {:>10.3}  {:>8}  {:>17}  {:>10.2}  {:>10.2}{mark}",
+                "  {:>10}  {:>10}  {:>10}  {:>8}  {:>17}  {:>10.2}  {:>10.2}{mark}",
                 r.size_bytes,
-                r.before_busbw,
-                r.after_busbw,
+                bw(r.before_busbw),
+                bw(r.after_busbw),
                 change,
                 interval,
                 r.before_us,
