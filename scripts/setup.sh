@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian bookworm machine (as root) to build, run and test nccl-smoke.
 # Idempotent: what is already there is left alone.
-#   - build requirements: Open MPI (the `mpi` feature), libclang (bindgen, for mpi-sys)
+#   - build requirements: Open MPI (the `mpi` feature), libclang (bindgen, for mpi-sys);
+#     rsvg-convert (librsvg2-bin) for the test that renders compare's plot to PNG
 #   - the real libnccl.so.2 from the PyPI wheel nvidia-nccl-cu12, oldest and newest supported
 #     releases (NCCL_WHEEL_VERSIONS="2.19.3 2.32.3"), unpacked into .deps/nccl/<version>/
 #     (each loads without a GPU and fails at CUDA init: a real failure for the tests to pin down)
@@ -11,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 # Real NCCL releases to test against: the oldest and the newest supported, by default.
 NCCL_WHEEL_VERSIONS=${NCCL_WHEEL_VERSIONS:-2.19.3 2.32.3}
-packages=(libopenmpi-dev openmpi-bin libclang-dev pkg-config)
+packages=(libopenmpi-dev openmpi-bin libclang-dev pkg-config librsvg2-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -240,7 +240,8 @@ pub const PEER_MARGIN: std::time::Duration = std::time::Duration::from_millis(15
 pub mod exit {
     /// Everything passed.
     pub const PASS: u8 = 0;
-    /// A bug in nccl-smoke itself (it should have been a stage failure).
+    /// A bug in nccl-smoke itself (it should have been a stage failure) — or, under mpirun or
+    /// srun, the launcher's own refusal to start the job (as root, not enough slots).
     pub const INTERNAL: u8 = 1;
     /// Bad flags, sizes, environment or input files; nothing was run.
     pub const USAGE: u8 = 2;
@@ -251,6 +252,15 @@ pub mod exit {
     pub const CANCELLED: u8 = 130;
     /// `compare`: the second run regressed against the first.
     pub const REGRESSED: u8 = 30;
+    /// `compare`: too noisy to tell at the threshold (the report gives the noise and the
+    /// repeats that would settle it).
+    pub const INCONCLUSIVE: u8 = 33;
+    /// `compare`: an input file (a nccl-tests log, a `-J` JSON file) is malformed or cut
+    /// short; the message names the file and line.
+    pub const MALFORMED_INPUT: u8 = 34;
+    /// `run --expect`: every stage passed, but bus bandwidth fell below a floor of the
+    /// expectations file.
+    pub const BELOW_EXPECTED: u8 = 25;
     /// `doctor`: at least one warning, no failure.
     pub const DOCTOR_WARN: u8 = 31;
     /// `doctor`: at least one failed check.
@@ -278,7 +288,13 @@ pub mod exit {
     /// The exit codes below the stages' and above them.
     const BELOW: [Code; 4] = [
         fixed(PASS, "pass", "everything passed"),
-        fixed(INTERNAL, "internal error", "a bug in nccl-smoke"),
+        fixed(
+            INTERNAL,
+            "internal error",
+            "a bug in nccl-smoke; or, under mpirun/srun, the launcher's own refusal to start the \
+             job (as root without `--allow-run-as-root`, more ranks than slots without \
+             `--oversubscribe`), before any rank ran",
+        ),
         fixed(
             USAGE,
             "bad input",
@@ -290,10 +306,33 @@ pub mod exit {
             "everything ran, but an output file (`--json`, `--plot`) could not be written",
         ),
     ];
-    const ABOVE: [Code; 4] = [
-        fixed(REGRESSED, "compare: regressed", "the second run regressed"),
+    const ABOVE: [Code; 7] = [
+        fixed(
+            BELOW_EXPECTED,
+            "run --expect: below a floor",
+            "every stage passed, but bus bandwidth fell below a floor of the `--expect` file; the \
+             verdict names the sizes and hosts",
+        ),
+        fixed(
+            REGRESSED,
+            "compare: regressed",
+            "the second run lost more than the threshold, beyond the noise (or has wrong data, or \
+             failed)",
+        ),
         fixed(DOCTOR_WARN, "doctor: warnings", "warnings, no failure"),
         fixed(DOCTOR_FAIL, "doctor: failures", "at least one failure"),
+        fixed(
+            INCONCLUSIVE,
+            "compare: inconclusive",
+            "too noisy to tell at the threshold; the report gives the noise and the repeats that \
+             would settle it",
+        ),
+        fixed(
+            MALFORMED_INPUT,
+            "compare: malformed input",
+            "a nccl-tests log or `-J` file is malformed or cut short; the message names the file \
+             and line",
+        ),
         fixed(
             CANCELLED,
             "cancelled",
@@ -314,11 +353,10 @@ pub mod exit {
         BELOW.into_iter().chain(stages).chain(ABOVE).collect()
     }
 
-    /// `--help`'s list: `0 pass · 2 bad input · … · 130 cancelled` (no internal error).
+    /// `--help`'s list: `0 pass · 1 internal error · … · 130 cancelled`.
     pub fn help() -> String {
         let codes: Vec<String> = all()
             .iter()
-            .filter(|c| c.code != INTERNAL)
             .map(|c| format!("{} {}", c.code, c.name))
             .collect();
         format!("Exit codes: {}", codes.join(" · "))
@@ -364,12 +402,14 @@ mod tests {
     }
 
     #[test]
-    fn help_lists_every_code_but_the_internal_one() {
+    fn help_lists_every_code() {
         assert_eq!(
             exit::help(),
-            "Exit codes: 0 pass · 2 bad input · 3 output file not written · 10 launch · 11 nccl-load · 12 driver · 13 device · \
+            "Exit codes: 0 pass · 1 internal error · 2 bad input · 3 output file not written · 10 launch · 11 nccl-load · 12 driver · 13 device · \
 14 alloc · 15 unique-id · 16 init · 17 connect · 18 connect:buffer-import · 19 connect:proxy · \
-20 connect:shm · 21 connect:net · 22 run · 23 verify · 24 finalize · 30 compare: regressed · 31 doctor: warnings · 32 doctor: failures · 130 cancelled"
+20 connect:shm · 21 connect:net · 22 run · 23 verify · 24 finalize · 25 run --expect: below a floor · \
+30 compare: regressed · 31 doctor: warnings · 32 doctor: failures · 33 compare: inconclusive · \
+34 compare: malformed input · 130 cancelled"
         );
     }
 

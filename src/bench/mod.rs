@@ -307,6 +307,28 @@ pub struct SizeResult {
     /// The first wrong element and the rank that received it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_wrong: Option<(u32, WrongElement)>,
+    /// Every repeat's figures when the size was measured more than once (`run --repeat`);
+    /// the row's own figures are then their medians (see `report::repeats`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<Repeat>,
+    /// The range of the repeats' times (largest − smallest), % of their median.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread_pct: Option<f64>,
+}
+
+/// One repeat of one size (`run --repeat`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Repeat {
+    /// Wall time per iteration, mean over ranks, µs.
+    pub time_us: f64,
+    /// Wall time per iteration on the slowest rank, µs.
+    pub slowest_us: f64,
+    /// GB/s.
+    pub busbw_gbs: f64,
+    /// Each rank's average time, µs, in rank order.
+    pub rank_avg_us: Vec<f64>,
+    /// Wrong elements over all ranks.
+    pub wrong: u64,
 }
 
 /// Times of one size, µs.
@@ -375,6 +397,8 @@ pub fn combine(
         first_wrong: samples
             .iter()
             .find_map(|s| s.first_wrong.clone().map(|w| (s.rank, w))),
+        repeats: Vec::new(),
+        spread_pct: None,
     }
 }
 

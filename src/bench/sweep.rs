@@ -122,7 +122,8 @@ pub fn buffer_sizes(
 pub trait Observer {
     /// A pattern begins.
     fn pattern(&mut self, p: &dyn Pattern, nranks: u32);
-    /// A size begins: its bytes, and its place (1-based) among the sweep's sizes.
+    /// A measurement begins: its bytes, and its place (1-based) among all the sweep's
+    /// measurements.
     fn size(&mut self, p: &dyn Pattern, bytes: usize, n: usize, of: usize);
     /// Rank 0: one size, measured on every rank.
     fn row(&mut self, row: &SizeResult);
@@ -133,6 +134,12 @@ pub trait Observer {
 /// The measured sweep: every selected pattern over every size (a size that rounds to the same
 /// message as the one before it is skipped), each size measured, gathered to rank 0 and
 /// combined as nccl-tests combines it. Rank 0 gets every row; the others none.
+///
+/// With `repeat` > 1 the whole sweep runs `repeat` times over, every pattern and size once
+/// before any again, so that drift over the run (a warming machine, a neighbour's burst)
+/// spreads over every row's repeats instead of landing on one pattern's. Each measurement is
+/// its own row, in measuring order; the observer hears of patterns only on the first pass.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     comm: &mut Communicator,
     boot: &dyn Bootstrap,
@@ -140,44 +147,62 @@ pub fn run(
     sizes: &[usize],
     bufs: &mut Buffers,
     timing: &Timing,
+    repeat: u32,
     obs: &mut dyn Observer,
 ) -> Result<Vec<SizeResult>, CommError> {
     let nranks = comm.nranks;
+    let repeat = repeat.max(1);
     let mut rows = Vec::new();
     // The last size measured (bytes, µs per iteration on this rank).
     let mut last: Option<(usize, f64)> = None;
-    for p in selected {
-        obs.pattern(*p, nranks);
-        let mut last_count = None;
-        let mut pattern_rows = Vec::new();
-        for (epoch, &size) in sizes.iter().enumerate() {
-            let layout = p.layout(size, timing.dtype.size(), nranks);
-            if last_count == Some(layout.count) {
-                continue; // rounding made it the same message as the previous size
+    let mut done = 0;
+    for pass in 0..repeat {
+        for p in selected {
+            let tell = pass == 0 && repeat == 1;
+            if tell {
+                obs.pattern(*p, nranks);
             }
-            last_count = Some(layout.count);
-            let bytes = layout.bytes(timing.dtype);
-            obs.size(*p, bytes, epoch + 1, sizes.len());
-            // The run deadline bounds the time without progress, so each size's waits get the
-            // deadline plus the time its iterations are expected to take (see `size_budget`),
-            // and the supervisor is told so.
-            let (per_wait, whole) = size_budget(last, bytes, timing);
-            progress::budget(whole.as_secs_f64());
-            let sized = Timing {
-                deadline: timing.deadline + per_wait,
-                ..*timing
-            };
-            let sample = super::measure(comm, boot, *p, &layout, bufs, &sized, epoch as u32)?;
-            last = Some((bytes, sample.avg_us));
-            progress::beat();
-            if let Some(all) = gather_json(boot, &sample) {
-                let row = super::combine(*p, &layout, timing, nranks, &all);
-                obs.row(&row);
-                pattern_rows.push(row);
+            let mut last_count = None;
+            let mut pattern_rows = Vec::new();
+            for (i, &size) in sizes.iter().enumerate() {
+                let layout = p.layout(size, timing.dtype.size(), nranks);
+                if last_count == Some(layout.count) {
+                    continue; // rounding made it the same message as the previous size
+                }
+                last_count = Some(layout.count);
+                let bytes = layout.bytes(timing.dtype);
+                done += 1;
+                obs.size(
+                    *p,
+                    bytes,
+                    done,
+                    sizes.len() * selected.len() * repeat as usize,
+                );
+                // The run deadline bounds the time without progress, so each size's waits get
+                // the deadline plus the time its iterations are expected to take (see
+                // `size_budget`), and the supervisor is told so.
+                let (per_wait, whole) = size_budget(last, bytes, timing);
+                progress::budget(whole.as_secs_f64());
+                let sized = Timing {
+                    deadline: timing.deadline + per_wait,
+                    ..*timing
+                };
+                // A fresh data epoch per size and pass: a stale buffer never passes the check.
+                let epoch = (pass as usize * sizes.len() + i) as u32;
+                let sample = super::measure(comm, boot, *p, &layout, bufs, &sized, epoch)?;
+                last = Some((bytes, sample.avg_us));
+                progress::beat();
+                if let Some(all) = gather_json(boot, &sample) {
+                    let row = super::combine(*p, &layout, timing, nranks, &all);
+                    obs.row(&row);
+                    pattern_rows.push(row);
+                }
             }
+            if tell {
+                obs.pattern_done(&pattern_rows);
+            }
+            rows.extend(pattern_rows);
         }
-        obs.pattern_done(&pattern_rows);
-        rows.extend(pattern_rows);
     }
     Ok(rows)
 }

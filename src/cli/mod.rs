@@ -160,6 +160,14 @@ pub struct RunArgs {
     /// Deadline for one stage, e.g. `init=60` (repeatable; overrides --timeout).
     #[arg(long, value_name = "STAGE=SECS", value_parser = parse_stage_timeout)]
     pub stage_timeout: Vec<(Stage, f64)>,
+    /// Measure each size this many times, interleaved (every size, then every size again),
+    /// so `compare` can tell a change from noise; the table shows medians and their spread.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
+    /// Bus bandwidth floors per pattern and size (a TOML file, see deploy/expect/): a run
+    /// below one fails with exit code 25, naming the hosts.
+    #[arg(long, value_name = "FILE")]
+    pub expect: Option<PathBuf>,
 }
 
 fn parse_stage_timeout(s: &str) -> Result<(Stage, f64), String> {
@@ -246,6 +254,8 @@ impl RunArgs {
             json: self.json.clone(),
             timeout: self.timeout,
             stage_timeout: self.stage_timeout.clone(),
+            repeat: self.repeat,
+            expect: self.expect.clone(),
         }
     }
 

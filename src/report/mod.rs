@@ -1,9 +1,13 @@
 //! What rank 0 shows and keeps: the fingerprint, nccl-tests-style tables, the results file.
 
 pub mod compare;
+pub mod expect;
 pub mod fingerprint;
+pub mod nccl_tests;
 pub mod output;
 pub mod plot;
+pub mod repeats;
 pub mod results;
+pub mod stats;
 pub mod table;
 pub mod verdict;

@@ -210,6 +210,8 @@ mod tests {
             slowest_rank: 3,
             rank_avg_us: vec![],
             first_wrong: None,
+            repeats: Vec::new(),
+            spread_pct: None,
         };
         let row = table_row(&r);
         let head = &table_header("all_reduce", 4, true)[2];

@@ -21,6 +21,7 @@ macro_rules! say_err {
 pub mod conclude;
 pub mod env;
 pub mod evidence;
+pub mod expect;
 pub mod libs;
 pub mod link;
 pub mod plan;

@@ -6,6 +6,7 @@ use super::libs::LibChoice;
 use crate::bench::Timing;
 use crate::bench::sweep::{self, Step};
 use crate::data::{DataType, RedOp};
+use crate::report::expect::{self, Expectations};
 use crate::report::results::RunConfig;
 use crate::stage::Stage;
 use std::path::PathBuf;
@@ -37,6 +38,10 @@ pub struct Settings {
     /// `--timeout`, and `--stage-timeout STAGE=SECS` in the order given.
     pub timeout: Option<f64>,
     pub stage_timeout: Vec<(Stage, f64)>,
+    /// `--repeat N`: each size measured N times, interleaved.
+    pub repeat: u32,
+    /// `--expect FILE`: bus bandwidth floors.
+    pub expect: Option<PathBuf>,
 }
 
 /// A checked plan.
@@ -60,6 +65,10 @@ pub struct Plan {
     pub json: Option<PathBuf>,
     /// The sweep settings as the results file records them.
     pub config: RunConfig,
+    /// How many times each size is measured (interleaved; see [`crate::bench::sweep::run`]).
+    pub repeat: u32,
+    /// The `--expect` file and its floors, read once here.
+    pub expect: Option<(PathBuf, Expectations)>,
     deadlines: [Duration; Stage::ALL.len()],
 }
 
@@ -115,6 +124,16 @@ impl Settings {
             ));
         }
         let sizes = sweep::sizes(self.minbytes, self.maxbytes(), self.step())?;
+        if self.repeat == 0 {
+            return Err("--repeat must be at least 1".into());
+        }
+        let expect = match &self.expect {
+            Some(path) => Some((
+                path.clone(),
+                expect::load(path).map_err(|e| format!("--expect: {e}"))?,
+            )),
+            None => None,
+        };
         if self.libs.sim {
             nccl_smoke_fault::FaultSet::from_env().map_err(|e| e.to_string())?;
         }
@@ -143,6 +162,8 @@ impl Settings {
             device: self.device,
             json: self.json,
             config,
+            repeat: self.repeat,
+            expect,
         })
     }
 }

@@ -15,7 +15,7 @@ use crate::progress::{self, Event};
 use crate::report::fingerprint::{self, DriverInfo, Fingerprint, NcclInfo, RankInfo};
 use crate::report::results::{self, RankRecord, RankState};
 use crate::report::results::{ResultsDoc, ResultsFile, Status, Verdict};
-use crate::report::table;
+use crate::report::{repeats, table};
 use crate::stage::StageRecord;
 use crate::stage::{Stage, exit};
 use std::io::IsTerminal;
@@ -160,8 +160,38 @@ impl Run<'_> {
         bufs: &mut Buffers,
         timing: &Timing,
     ) -> Result<Vec<SizeResult>, Failure> {
-        let swept = bench::sweep::run(comm, boot, selected, sizes, bufs, timing, self);
-        swept.map_err(|e| self.comm_failure(Stage::Run, e))
+        let repeat = self.plan.repeat;
+        let swept = bench::sweep::run(comm, boot, selected, sizes, bufs, timing, repeat, self)
+            .map_err(|e| self.comm_failure(Stage::Run, e))?;
+        if repeat <= 1 {
+            return Ok(swept);
+        }
+        // `--repeat`: one row per pattern and size, of the medians of its repeats; the tables
+        // come at the end, when every repeat is in.
+        let mut rows = Vec::new();
+        for row in swept {
+            repeats::record(&mut rows, row, repeat);
+        }
+        if self.who.rank == Some(0) {
+            let nranks = comm.nranks;
+            for p in selected {
+                let mine: Vec<SizeResult> = rows
+                    .iter()
+                    .filter(|r| r.pattern == p.name())
+                    .cloned()
+                    .collect();
+                for line in repeats::header(p.name(), nranks, self.simulated, repeat) {
+                    println!("{line}");
+                }
+                for row in &mine {
+                    println!("{}", repeats::row(row));
+                }
+                for line in table::footer_lines(&mine, self.simulated) {
+                    println!("{line}");
+                }
+            }
+        }
+        Ok(rows)
     }
 
     pub(super) fn pass(&mut self, selected: &[&dyn Pattern], sizes: &[usize], nranks: u32) -> u8 {
@@ -220,9 +250,12 @@ impl bench::sweep::Observer for Run<'_> {
     }
 
     fn row(&mut self, row: &SizeResult) {
-        println!("{}", table::table_row(row));
+        let repeat = self.plan.repeat;
+        if repeat <= 1 {
+            println!("{}", table::table_row(row));
+        }
         if let Some(r) = self.results.as_mut() {
-            r.doc.results.push(row.clone());
+            repeats::record(&mut r.doc.results, row.clone(), repeat);
         }
         self.save();
     }

@@ -25,6 +25,7 @@ pub(super) fn ours(code: u8) -> bool {
     code <= exit::WRITE_FAILED
         || Stage::ALL.iter().any(|s| s.exit_code() == code)
         || code == exit::CANCELLED
+        || code == exit::BELOW_EXPECTED
 }
 
 /// Whether a rank in this stage is waiting for other ranks (the worker also says so per step,

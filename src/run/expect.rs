@@ -1,0 +1,50 @@
+//! `run --expect FILE`, on rank 0 once every stage has passed: the sweep's rows against the
+//! file's bus bandwidth floors (see [`crate::report::expect`]). A shortfall fails the run with
+//! its own exit code and names the sizes and hosts.
+
+use super::worker::Run;
+use crate::bench::SizeResult;
+use crate::report::expect;
+use crate::report::results::{Status, Verdict};
+use crate::stage::exit;
+
+impl Run<'_> {
+    /// The exit code of a run below a floor; `None` without a file, off rank 0, or with every
+    /// floor met.
+    pub(super) fn below_expected(&mut self, rows: &[SizeResult], nranks: u32) -> Option<u8> {
+        if self.who.rank != Some(0) {
+            return None;
+        }
+        let (path, exp) = self.plan.expect.as_ref()?;
+        for f in expect::unchecked(exp, rows, nranks) {
+            println!("# expect: not checked (no such size or rank count in this run): {f}");
+        }
+        let short = expect::check(exp, rows, nranks);
+        if short.is_empty() {
+            println!("# expect: every floor of {} met", path.display());
+            return None;
+        }
+        let hosts: Vec<String> = (0..nranks)
+            .map(|r| self.host_of(r).unwrap_or_else(|| "?".into()))
+            .collect();
+        let lines = expect::describe(&short, &hosts);
+        for l in &lines {
+            println!("# below expected: {l}");
+        }
+        let line = format!("BELOW EXPECTED — {}", lines.join("; "));
+        println!("{line}");
+        if let Some(r) = self.results.as_mut() {
+            r.doc.stages = self.stages.clone();
+            r.doc.verdict = Verdict {
+                status: Status::Fail,
+                line,
+                exit_code: exit::BELOW_EXPECTED,
+                stage: None,
+                consequences: Vec::new(),
+                ranks: Vec::new(),
+            };
+        }
+        self.save();
+        Some(exit::BELOW_EXPECTED)
+    }
+}
