@@ -99,12 +99,14 @@ pub(super) fn conclude(
             }
         }
     }
+    let failure = own.clone().or(failure);
     let (job_lines, remote): (Vec<String>, Vec<Failure>) = match &w.job {
         Some(job) => job
             .lock()
             .map(|v| {
                 let lines = if code != exit::PASS {
-                    v.summary(Some((w.stage, w.step.as_deref())))
+                    let mine = failure.as_ref().filter(|f| !f.is_stopped());
+                    v.summary(Some((w.stage, w.step.as_deref(), mine)))
                 } else {
                     Vec::new()
                 };
@@ -113,7 +115,6 @@ pub(super) fn conclude(
             .unwrap_or_default(),
         None => Default::default(),
     };
-    let failure = own.clone().or(failure);
     // The job's verdict, on rank 0: the culprit among every failure known.
     let counted: Vec<Failure> = failure
         .iter()

@@ -250,6 +250,8 @@ impl JobView {
                 Some((c, f)) => (RankState::ended(*c, f.as_ref()), Some(*c)),
                 None if v.lost => (RankState::Lost, None),
                 None if v.unresponsive => (RankState::Unresponsive, None),
+                // Its failure arrived, its end not yet: failed, as `failures` says, not running.
+                None if self.failure_of(rank).is_some() => (RankState::Failed, None),
                 None => (RankState::Running, None),
             };
             out.push(RankRecord {
@@ -265,15 +267,25 @@ impl JobView {
         out
     }
 
-    /// One line per rank other than rank 0, plus the ranks never heard from: what rank 0
-    /// prints when the job fails or hangs.
-    pub fn summary(&self, me: Option<(Stage, Option<&str>)>) -> Vec<String> {
+    /// The failure a rank reported, if any (its own, or the one it saw).
+    fn failure_of(&self, rank: u32) -> Option<&Failure> {
+        self.failures.iter().find(|f| f.rank == Some(rank))
+    }
+
+    /// One line per rank, plus the ranks never heard from: what rank 0 prints when the job
+    /// fails or hangs. `me` is rank 0's stage and step, and its failure when it has one, so
+    /// that its line agrees with the verdict above it.
+    pub fn summary(&self, me: Option<(Stage, Option<&str>, Option<&Failure>)>) -> Vec<String> {
         let mut out = Vec::new();
-        if let Some((stage, step)) = me {
-            out.push(format!(
+        match me {
+            Some((_, _, Some(f))) => {
+                out.push(format!("# job: rank 0 failed at {} (above)", f.stage))
+            }
+            Some((stage, step, None)) => out.push(format!(
                 "# job: rank 0 in {stage}{}",
                 step.map(|s| format!(" ({s})")).unwrap_or_default()
-            ));
+            )),
+            None => {}
         }
         for (rank, v) in &self.ranks {
             let state = match (&v.ended, v.lost) {
@@ -282,6 +294,13 @@ impl JobView {
                     format!("ended with exit code {code} (FAIL at {}, above)", f.stage)
                 }
                 (Some((code, None)), _) => format!("ended with exit code {code}"),
+                // Its failure is known (above), its process has not ended yet.
+                (None, false) if self.failure_of(*rank).is_some() => format!(
+                    "failed at {} (above), not ended yet",
+                    self.failure_of(*rank)
+                        .map(|f| f.stage.name())
+                        .unwrap_or("?")
+                ),
                 (None, true) => format!(
                     "lost contact during {} {:.0} s ago (process or host gone)",
                     v.stage.map(|s| s.name()).unwrap_or("launch"),
@@ -291,6 +310,11 @@ impl JobView {
                     "stopped answering during {}, last heard {:.0} s ago",
                     v.stage.map(|s| s.name()).unwrap_or("launch"),
                     v.last_heard.elapsed().as_secs_f64()
+                ),
+                // Its failure is known (above), its process has not ended yet.
+                (None, false) if self.failure_of(*rank).is_some() => format!(
+                    "failed at {} (above), not ended yet",
+                    self.failure_of(*rank).map(|f| f.stage.name()).unwrap_or("?")
                 ),
                 (None, false) => format!(
                     "in {}{}, last heard {:.0} s ago",

@@ -69,7 +69,7 @@ fn the_summary_names_stages_ends_losses_and_silence() {
         ]
     );
     assert!(!v.all_ended());
-    let s = v.summary(Some((Stage::Init, Some("waiting"))));
+    let s = v.summary(Some((Stage::Init, Some("waiting"), None)));
     assert_eq!(s[0], "# job: rank 0 in init (waiting)");
     assert!(s[1].starts_with("# job: rank 1 (host h1) in init"), "{s:?}");
     assert!(
@@ -82,6 +82,53 @@ fn the_summary_names_stages_ends_losses_and_silence() {
     );
     assert_eq!(s[4], "# job: ranks never heard from after launch: 4");
     assert_eq!(v.failures, vec![f]);
+}
+
+/// A rank whose failure has arrived but whose process has not ended yet is `failed` in the
+/// table and in the summary, never `running`; rank 0's own line agrees with its failure.
+#[test]
+fn a_reported_failure_is_never_shown_as_running() {
+    let mut v = JobView {
+        nranks: 3,
+        ..Default::default()
+    };
+    for rank in 1..3 {
+        v.apply(report(
+            rank,
+            Event::Stage {
+                stage: Stage::Connect,
+                rank: Some(rank),
+            },
+        ));
+    }
+    let who = |rank: u32| Who {
+        rank: Some(rank),
+        host: format!("h{rank}"),
+    };
+    let f = Failure::new(Stage::ConnectShm, &who(2), "no space in /dev/shm");
+    v.apply(report(2, Event::Failed { failure: f }));
+    let me = RankRecord {
+        rank: 0,
+        host: "h0".into(),
+        state: RankState::Failed,
+        exit_code: Some(20),
+        stage: Some(Stage::Connect),
+        step: None,
+        stages: Vec::new(),
+    };
+    let states: Vec<String> = v.records(me).iter().map(|r| r.state.to_string()).collect();
+    assert_eq!(states, ["failed", "running", "failed"]);
+    let mine = Failure::new(Stage::ConnectShm, &who(0), "no space in /dev/shm");
+    let s = v.summary(Some((Stage::Connect, None, Some(&mine))));
+    assert_eq!(s[0], "# job: rank 0 failed at connect:shm (above)");
+    assert!(
+        s[1].starts_with("# job: rank 1 (host h1) in connect"),
+        "{s:?}"
+    );
+    assert_eq!(
+        s[2],
+        "# job: rank 2 (host h2) failed at connect:shm (above), not ended yet"
+    );
 }
 
 #[test]
