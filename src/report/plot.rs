@@ -165,13 +165,7 @@ fn label_count(lo: f64, hi: f64) -> usize {
 
 /// Sizes in binary units, as powers of two read: 1024 → "1 KiB", 1048576 → "1 MiB".
 fn human_bytes(x: f64) -> String {
-    let units = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
-    for (u, n) in units {
-        if x >= n as f64 {
-            return format!("{} {u}", (x / n as f64 * 100.0).round() / 100.0);
-        }
-    }
-    format!("{} B", x.round())
+    super::table::binary_size(x.max(0.0).round() as usize)
 }
 
 #[cfg(test)]

@@ -150,10 +150,71 @@ pub fn footer_lines(rows: &[SizeResult], simulated: bool) -> Vec<String> {
         ),
         format!("# {:<20} : {} ", "Avg bus bandwidth", format_g(avg)),
     ];
+    if let Some(line) = coverage_line(rows) {
+        out.push(line);
+    }
+    let launch_bound = rows
+        .iter()
+        .filter(|r| r.time_us.avg > r.time_us.max)
+        .count();
+    if launch_bound > 0 {
+        out.push(format!(
+            "# (time is host wall-clock per iteration, as nccl-tests times it; p50/p99 are the \
+             GPU-event intervals between iterations: at {launch_bound} size(s) the host's launch \
+             overhead put the time above every interval, i.e. those sizes are launch-bound)"
+        ));
+    }
     if simulated {
         out.push("# (SIMULATED: CPU/TCP figures, not a GPU measurement)".into());
     }
     out
+}
+
+/// Which sizes nccl-tests' average covers (all of them, latency-bound ones included), and the
+/// average over the bandwidth-bound ones (≥ [`BANDWIDTH_BOUND_BYTES`]) when there are both.
+fn coverage_line(rows: &[SizeResult]) -> Option<String> {
+    let first = rows.first()?;
+    let last = rows.last()?;
+    let big: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.size_bytes >= BANDWIDTH_BOUND_BYTES)
+        .map(|r| r.busbw_gbs)
+        .collect();
+    let mut line = format!(
+        "# (the average covers {} size(s), {} to {}, as nccl-tests averages",
+        rows.len(),
+        binary_size(first.size_bytes),
+        binary_size(last.size_bytes)
+    );
+    if !big.is_empty() && big.len() < rows.len() {
+        line += &format!(
+            "; over the {} size(s) from {}: {}",
+            big.len(),
+            binary_size(BANDWIDTH_BOUND_BYTES),
+            format_g(big.iter().sum::<f64>() / big.len() as f64)
+        );
+    }
+    line.push(')');
+    Some(line)
+}
+
+/// From this size up a message is taken as bandwidth-bound (the `compare` default too).
+pub const BANDWIDTH_BOUND_BYTES: usize = 1 << 20;
+
+/// `8 B`, `64 KiB`, `128 MiB`, `1.5 GiB`: powers of 1024, as `-b`/`-e` take them.
+pub fn binary_size(bytes: usize) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 /// C's `printf("%g")`: 6 significant digits, trailing zeros dropped, exponent form outside
@@ -187,6 +248,58 @@ mod tests {
     use super::*;
     use crate::bench::Times;
     use crate::data::{DataType, RedOp};
+
+    fn row(size: usize, busbw: f64, avg: f64, max: f64) -> SizeResult {
+        SizeResult {
+            pattern: "all_reduce".into(),
+            size_bytes: size,
+            count: size / 4,
+            dtype: DataType::Float,
+            redop: Some(RedOp::Sum),
+            time_us: Times {
+                avg,
+                slowest: avg,
+                p50: max,
+                p99: max,
+                max,
+            },
+            algbw_gbs: busbw / 2.0,
+            busbw_gbs: busbw,
+            wrong: 0,
+            checked: true,
+            slowest_rank: 0,
+            rank_avg_us: vec![],
+            first_wrong: None,
+            repeats: Vec::new(),
+            spread_pct: None,
+        }
+    }
+
+    /// The footer says which sizes nccl-tests' average covers and gives the bandwidth-bound
+    /// average beside it; a time above every timed interval is explained, not left to look
+    /// like a contradiction.
+    #[test]
+    fn the_footer_says_what_its_numbers_cover() {
+        let rows = [
+            row(8, 0.0, 7.0, 3.0),
+            row(1 << 20, 10.0, 200.0, 250.0),
+            row(4 << 20, 20.0, 400.0, 450.0),
+        ];
+        let f = footer_lines(&rows, false);
+        assert_eq!(f[1], "# Avg bus bandwidth    : 10 ");
+        assert_eq!(
+            f[2],
+            "# (the average covers 3 size(s), 8 B to 4 MiB, as nccl-tests averages; over the 2 \
+             size(s) from 1 MiB: 15)"
+        );
+        assert!(
+            f[3].contains("at 1 size(s) the host's launch overhead"),
+            "{f:?}"
+        );
+        assert_eq!(f.len(), 4);
+        assert_eq!(binary_size(1536), "1.5 KiB");
+        assert_eq!(binary_size(128 << 20), "128 MiB");
+    }
 
     #[test]
     fn rows_line_up_with_the_header() {
@@ -364,15 +477,20 @@ mod tests {
                 .collect();
             footer_lines(&mine, false)
         };
+        assert!(
+            footer("all_reduce")[2].starts_with("# (the average covers "),
+            "{:?}",
+            footer("all_reduce")
+        );
         assert_eq!(
-            footer("all_reduce"),
+            footer("all_reduce")[..2],
             [
                 "# Out of bounds values : 0 OK",
                 "# Avg bus bandwidth    : 4.32178 "
             ]
         );
         assert_eq!(
-            footer("all_to_all"),
+            footer("all_to_all")[..2],
             [
                 "# Out of bounds values : 0 OK",
                 "# Avg bus bandwidth    : 0.507636 "

@@ -202,8 +202,15 @@ impl Run<'_> {
         } else {
             "NOT verified (-c 0)"
         };
+        let alone = if nranks == 1 {
+            " (1 rank: nothing crossed a process boundary, so this tested the library, the \
+             driver and the GPU, not communication)"
+        } else {
+            ""
+        };
         let line = format!(
-            "PASS{label} — {} patterns × {} sizes, {checked}, on {nranks} ranks, {hosts} host(s)",
+            "PASS{label} — {} patterns × {} sizes, {checked}, on {nranks} ranks, {hosts} \
+             host(s){alone}",
             selected.len(),
             sizes.len(),
         );

@@ -314,7 +314,9 @@ impl JobView {
                 // Its failure is known (above), its process has not ended yet.
                 (None, false) if self.failure_of(*rank).is_some() => format!(
                     "failed at {} (above), not ended yet",
-                    self.failure_of(*rank).map(|f| f.stage.name()).unwrap_or("?")
+                    self.failure_of(*rank)
+                        .map(|f| f.stage.name())
+                        .unwrap_or("?")
                 ),
                 (None, false) => format!(
                     "in {}{}, last heard {:.0} s ago",
