@@ -155,7 +155,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Deadline in seconds for every stage (a hang is named when it passes); 0.1 to 86400.
-    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    #[arg(long, value_name = "SECS", value_parser = parse_secs, long_help = crate::run::plan::deadline_help())]
     pub timeout: Option<f64>,
     /// Deadline for one stage, e.g. `init=60` (repeatable; overrides --timeout).
     #[arg(long, value_name = "STAGE=SECS", value_parser = parse_stage_timeout)]
@@ -164,8 +164,8 @@ pub struct RunArgs {
     /// so `compare` can tell a change from noise; the table shows medians and their spread.
     #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
-    /// Bus bandwidth floors per pattern and size (a TOML file, see deploy/expect/): a run
-    /// below one fails with exit code 25, naming the hosts.
+    /// Bus bandwidth floors per pattern and size (a JSON file, schema nccl-smoke/expect/v1;
+    /// examples in deploy/expect/): a run below one fails with exit code 25, naming the hosts.
     #[arg(long, value_name = "FILE")]
     pub expect: Option<PathBuf>,
 }

@@ -175,6 +175,25 @@ impl Plan {
         self.deadlines[i]
     }
 
+    /// The deadlines this run uses, as it uses them (one line for the run's header): every
+    /// stage's, the run stage's growth with each size's expected time, and the margin a rank
+    /// waiting on others gets so that the stuck rank reports first.
+    pub fn deadline_line(&self) -> String {
+        let each: Vec<String> = Stage::ALL
+            .iter()
+            .filter(|s| s.name() == s.row().name && !s.name().contains(':'))
+            .map(|s| format!("{} {}", s.name(), secs(self.deadline(*s))))
+            .collect();
+        format!(
+            "# deadlines (s without progress): {}; run and verify: per size, + {}× the size's \
+             expected time; a rank waiting on others: + {} (set with --timeout, \
+             --stage-timeout STAGE=SECS)",
+            each.join(" · "),
+            crate::bench::sweep::BUDGET_MARGIN,
+            secs(crate::stage::PEER_MARGIN)
+        )
+    }
+
     /// The measurement settings, with `deadline` for each wait.
     pub fn timing(&self, deadline: Duration) -> Timing {
         Timing {
@@ -185,5 +204,89 @@ impl Plan {
             op: self.op,
             deadline,
         }
+    }
+}
+
+/// `run --timeout`'s long help: what a deadline bounds, and every stage's default, from the
+/// stage table.
+pub fn deadline_help() -> String {
+    let defaults: Vec<String> = crate::stage::TABLE
+        .iter()
+        .filter(|r| !r.name.contains(':'))
+        .map(|r| format!("{} {}", r.name, r.deadline_s))
+        .collect();
+    format!(
+        "Deadline in seconds for every stage (0.1 to 86400): a stage that makes no progress for \
+         this long is named as hung, on the rank and host where it hung. Defaults, in seconds: \
+         {}. The run and verify deadlines bound each size, plus {}× the time the size is \
+         expected to take from the size before it; a rank that waits on others gets {} s more, \
+         so that the stuck rank reports first. Every run prints the deadlines it uses in its \
+         header (`# deadlines`).",
+        defaults.join(", "),
+        sweep::BUDGET_MARGIN,
+        crate::stage::PEER_MARGIN.as_secs_f64()
+    )
+}
+
+/// `120`, `0.5`, `1.5`: seconds as a person writes them.
+fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{s}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(timeout: Option<f64>, stage_timeout: Vec<(Stage, f64)>) -> Plan {
+        Settings {
+            libs: LibChoice {
+                sim: true,
+                nccl_lib: None,
+                sim_dir: None,
+            },
+            patterns: vec!["all_reduce".into()],
+            minbytes: 8,
+            maxbytes: None,
+            stepfactor: 2.0,
+            stepbytes: None,
+            iters: 20,
+            warmup_iters: 5,
+            check: true,
+            datatype: DataType::Float,
+            op: RedOp::Sum,
+            device: None,
+            json: None,
+            timeout,
+            stage_timeout,
+            repeat: 1,
+            expect: None,
+        }
+        .plan()
+        .unwrap()
+    }
+
+    /// The header's deadlines are the ones the run uses: defaults, --timeout, a stage's own.
+    #[test]
+    fn the_deadline_line_shows_the_deadlines_used() {
+        let p = plan(None, Vec::new());
+        let line = p.deadline_line();
+        for s in [Stage::Launch, Stage::Init, Stage::Run, Stage::Finalize] {
+            let want = format!("{} {}", s.name(), s.default_deadline_s());
+            assert!(line.contains(&want), "{want} in {line}");
+        }
+        assert!(!line.contains("connect:shm"), "{line}");
+        let p = plan(Some(30.0), vec![(Stage::Run, 10.0)]);
+        assert_eq!(p.deadline(Stage::Run), Duration::from_secs(10));
+        let line = p.deadline_line();
+        assert!(
+            line.contains("init 30 ·") && line.contains("run 10 ·"),
+            "{line}"
+        );
+        assert!(line.contains("+ 1.5 (set with"), "{line}");
     }
 }

@@ -128,6 +128,7 @@ impl Run<'_> {
                 .for_each(|l| println!("{l}"));
             let blocking = crate::comm::makes_blocking(&nccl);
             println!("{}", table::comm_mode_line(blocking));
+            println!("{}", self.plan.deadline_line());
         }
 
         self.enter(Stage::Driver);
