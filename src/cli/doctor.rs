@@ -17,7 +17,7 @@ pub struct DoctorArgs {
     /// Read every file-system fact under DIR instead of / (fixture nodes in tests).
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub sysroot: PathBuf,
-    /// Ranks that will run on this node (sizes the /dev/shm check) [default: 8].
+    /// Ranks that will run on this node (sizes the /dev/shm check).
     #[arg(long, default_value = "8")]
     pub local_ranks: u32,
     /// Print the report as JSON.
@@ -129,8 +129,12 @@ fn print_text(r: &Report) {
             Status::Fail => "FAIL",
         };
         println!("{tag}  {:<16} {}", c.id, c.evidence);
-        if !c.hint.is_empty() && c.status != Status::Ok {
-            println!("      {:<16} try: {}", "", c.hint);
+        // A skipped check's hint says why it was skipped; the others' say what to do.
+        match c.status {
+            Status::Ok => {}
+            _ if c.hint.is_empty() => {}
+            Status::Skipped => println!("      {:<16} why: {}", "", c.hint),
+            _ => println!("      {:<16} try: {}", "", c.hint),
         }
     }
     let verdict = match r.status {

@@ -48,7 +48,8 @@ pub enum Command {
     Explain(explain::ExplainArgs),
     /// Check this node before any GPU work: driver, GPUs, libnccl and its capabilities,
     /// GPUDirect RDMA, InfiniBand, NCCL_SOCKET_IFNAME, /dev/shm, limits, MPI (HCOLL), container
-    /// settings, known-bad version combinations. Exit code: 0 ok, 31 warnings, 32 failures.
+    /// settings, known-bad version combinations. Exit code: 0 ok (or skipped), 31 warnings,
+    /// 32 failures, 2 bad flags.
     Doctor(doctor::DoctorArgs),
     /// Start N ranks on this node without MPI, e.g. `nccl-smoke launch -n 8 run`: each gets
     /// its rank, local rank and the address of rank 0 through the environment.
@@ -95,9 +96,10 @@ pub enum Backend {
 #[derive(Args, Debug, Clone)]
 pub struct LibArgs {
     /// Libraries to run against.
-    #[arg(long, value_enum, default_value = "nccl")]
+    #[arg(long, value_enum, default_value = "nccl", long_help = backend_help())]
     pub backend: Backend,
-    /// The libnccl to load (default: libnccl.so.2 through the dynamic linker).
+    /// The libnccl to load (default: libnccl.so.2 through the dynamic linker, else a pip wheel's
+    /// copy in site-packages/nvidia/nccl/lib of the active venv/conda or the site folders).
     #[arg(long, env = "NCCL_SMOKE_NCCL_LIB", value_name = "PATH")]
     pub nccl_lib: Option<String>,
     /// Where the simulation libraries are (default: next to the nccl-smoke binary).
@@ -112,6 +114,7 @@ pub struct RunArgs {
     /// Patterns to run, comma-separated; a prefix selects a family (`send_recv`).
     #[arg(
         long,
+        long_help = patterns_help(),
         value_delimiter = ',',
         default_value = "all_reduce,all_to_all,send_recv"
     )]
@@ -168,6 +171,37 @@ pub struct RunArgs {
     /// examples in deploy/expect/): a run below one fails with exit code 25, naming the hosts.
     #[arg(long, value_name = "FILE")]
     pub expect: Option<PathBuf>,
+}
+
+/// `--backend`'s long help, with the simulation's fault grammar (from the parser's own list).
+fn backend_help() -> String {
+    let wheres: Vec<&str> = nccl_smoke_fault::Where::ALL
+        .iter()
+        .map(|w| w.name())
+        .collect();
+    format!(
+        "Libraries to run against: `nccl`, the node's libnccl and CUDA driver; `sim`, \
+         nccl-smoke's CPU simulation of both (real processes and bytes, no GPU; every result is \
+         labelled SIMULATED). With `sim`, faults are injected with \
+         {}=WHERE[@RANK][:KIND][,…]: WHERE one of {}; RANK the rank it strikes (default: every \
+         rank); KIND error (default: the return code and log lines the real library gives), \
+         hang, crash, slow=F (transfers F times slower, 1 to {}) or corrupt (one received \
+         element flipped). E.g. `shm@1:error`, `net@1:slow=1.5`, `init@0:hang`. See \
+         sim/README.md.",
+        nccl_smoke_fault::FAULT_ENV,
+        wheres.join(", "),
+        nccl_smoke_fault::MAX_SLOW
+    )
+}
+
+/// `--patterns`' long help, listing the registry.
+fn patterns_help() -> String {
+    let names: Vec<&str> = crate::patterns::REGISTRY.iter().map(|p| p.name()).collect();
+    format!(
+        "Patterns to run, comma-separated; a prefix selects a family (`send_recv` is every \
+         send_recv_* pattern). Known: {}.",
+        names.join(", ")
+    )
 }
 
 fn parse_stage_timeout(s: &str) -> Result<(Stage, f64), String> {
