@@ -143,3 +143,22 @@ fn sim_backend_defaults_to_a_smaller_sweep() {
     );
     assert_eq!(parse(&[]).unwrap().settings().maxbytes(), 128 << 20);
 }
+
+/// `--preset nccl-tests` is nccl-tests' own defaults (one 32 MiB message, 20 iterations,
+/// 1 warm-up), and refuses sweep flags beside it rather than mixing the two silently.
+#[test]
+fn the_nccl_tests_preset_is_its_defaults_and_excludes_sweep_flags() {
+    let plan = parse(&["--preset", "nccl-tests"]).unwrap().plan().unwrap();
+    assert_eq!(plan.sizes, [32 << 20]);
+    assert_eq!((plan.iters, plan.warmup_iters), (20, 1));
+    for flag in [
+        ["-b", "8"],
+        ["-e", "1M"],
+        ["-n", "5"],
+        ["-w", "2"],
+        ["-f", "4"],
+    ] {
+        let e = parse(&["--preset", "nccl-tests", flag[0], flag[1]]).unwrap_err();
+        assert!(e.to_string().contains("cannot be used with"), "{e}");
+    }
+}

@@ -92,6 +92,13 @@ pub enum Backend {
     Sim,
 }
 
+/// Named sweeps (`run --preset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Preset {
+    /// nccl-tests' defaults: -b 32M -e 32M, 20 iterations, 1 warm-up.
+    NcclTests,
+}
+
 /// Which libraries to load: shared by `run` and `doctor`.
 #[derive(Args, Debug, Clone)]
 pub struct LibArgs {
@@ -119,6 +126,12 @@ pub struct RunArgs {
         default_value = "all_reduce,all_to_all,send_recv"
     )]
     pub patterns: Vec<String>,
+    /// A named sweep instead of -b/-e/-f/-i/-n/-w. `nccl-tests`: nccl-tests' own defaults
+    /// (one 32 MiB message, 20 iterations, 1 warm-up; `src/common.cu`, v2.19.6). Without a
+    /// preset the sweep is the one nccl-tests' README shows first (-b 8 -e 128M -f 2), up to
+    /// 1M with --backend sim.
+    #[arg(long, value_enum, conflicts_with_all = ["minbytes", "maxbytes", "stepfactor", "stepbytes", "iters", "warmup_iters"])]
+    pub preset: Option<Preset>,
     /// Smallest message size in bytes (K, M, G suffixes allowed).
     #[arg(short = 'b', long = "minbytes", default_value = "8", value_parser = sweep::parse_size)]
     pub minbytes: usize,
@@ -272,15 +285,28 @@ impl LibArgs {
 impl RunArgs {
     /// The settings as given, for the engine's [`Plan`].
     pub fn settings(&self) -> Settings {
+        // nccl-tests' defaults (`minBytes`, `maxBytes`, `iters`, `warmup_iters` in
+        // src/common.cu, v2.19.6): one 32 MiB message.
+        let (minbytes, maxbytes, stepfactor, stepbytes, iters, warmup_iters) = match self.preset {
+            Some(Preset::NcclTests) => (32 << 20, Some(32 << 20), 1.0, None, 20, 1),
+            None => (
+                self.minbytes,
+                self.maxbytes,
+                self.stepfactor,
+                self.stepbytes,
+                self.iters,
+                self.warmup_iters,
+            ),
+        };
         Settings {
             libs: self.libs.choice(),
             patterns: self.patterns.clone(),
-            minbytes: self.minbytes,
-            maxbytes: self.maxbytes,
-            stepfactor: self.stepfactor,
-            stepbytes: self.stepbytes,
-            iters: self.iters,
-            warmup_iters: self.warmup_iters,
+            minbytes,
+            maxbytes,
+            stepfactor,
+            stepbytes,
+            iters,
+            warmup_iters,
             check: self.check == 1,
             datatype: self.datatype,
             op: self.op,

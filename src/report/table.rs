@@ -180,11 +180,18 @@ fn coverage_line(rows: &[SizeResult]) -> Option<String> {
         .filter(|r| r.size_bytes >= BANDWIDTH_BOUND_BYTES)
         .map(|r| r.busbw_gbs)
         .collect();
+    let span = if first.size_bytes == last.size_bytes {
+        binary_size(first.size_bytes)
+    } else {
+        format!(
+            "{} to {}",
+            binary_size(first.size_bytes),
+            binary_size(last.size_bytes)
+        )
+    };
     let mut line = format!(
-        "# (the average covers {} size(s), {} to {}, as nccl-tests averages",
-        rows.len(),
-        binary_size(first.size_bytes),
-        binary_size(last.size_bytes)
+        "# (the average covers {} size(s), {span}, as nccl-tests averages",
+        rows.len()
     );
     if !big.is_empty() && big.len() < rows.len() {
         line += &format!(
