@@ -314,6 +314,11 @@ pub struct SizeResult {
     /// The range of the repeats' times (largest − smallest), % of their median.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spread_pct: Option<f64>,
+    /// The size asked for (`-b`..`-e`), before the pattern rounded it to whole elements per
+    /// peer as nccl-tests rounds; `compare` matches rows on it, so runs of different rank
+    /// counts line up. Absent in files written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_bytes: Option<usize>,
 }
 
 /// One repeat of one size (`run --repeat`).
@@ -399,6 +404,7 @@ pub fn combine(
             .find_map(|s| s.first_wrong.clone().map(|w| (s.rank, w))),
         repeats: Vec::new(),
         spread_pct: None,
+        requested_bytes: None,
     }
 }
 

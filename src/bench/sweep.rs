@@ -193,7 +193,8 @@ pub fn run(
                 last = Some((bytes, sample.avg_us));
                 progress::beat();
                 if let Some(all) = gather_json(boot, &sample) {
-                    let row = super::combine(*p, &layout, timing, nranks, &all);
+                    let mut row = super::combine(*p, &layout, timing, nranks, &all);
+                    row.requested_bytes = Some(size);
                     obs.row(&row);
                     pattern_rows.push(row);
                 }

@@ -143,6 +143,7 @@ pub(crate) mod tests {
             first_wrong: None,
             repeats: Vec::new(),
             spread_pct: None,
+            requested_bytes: None,
         }
     }
 

@@ -153,6 +153,9 @@ pub fn footer_lines(rows: &[SizeResult], simulated: bool) -> Vec<String> {
     if let Some(line) = coverage_line(rows) {
         out.push(line);
     }
+    if let Some(line) = rounding_line(rows) {
+        out.push(line);
+    }
     let launch_bound = rows
         .iter()
         .filter(|r| r.time_us.avg > r.time_us.max)
@@ -205,6 +208,35 @@ fn coverage_line(rows: &[SizeResult]) -> Option<String> {
     Some(line)
 }
 
+/// The sizes the pattern rounded (to whole elements, or whole 16-byte chunks per peer as
+/// nccl-tests' all-to-all does), asked → measured, so a size column that depends on the rank
+/// count is never a surprise.
+fn rounding_line(rows: &[SizeResult]) -> Option<String> {
+    let rounded: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            let asked = r.requested_bytes?;
+            (asked != r.size_bytes).then(|| format!("{asked} → {}", r.size_bytes))
+        })
+        .collect();
+    if rounded.is_empty() {
+        return None;
+    }
+    let shown = rounded
+        .iter()
+        .take(4)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = if rounded.len() > 4 { ", …" } else { "" };
+    Some(format!(
+        "# (sizes rounded down as nccl-tests rounds them, to whole elements per peer: {} of {} \
+         sizes, B asked → B measured: {shown}{more}; compare matches rows on the size asked)",
+        rounded.len(),
+        rows.len()
+    ))
+}
+
 /// From this size up a message is taken as bandwidth-bound (the `compare` default too).
 pub const BANDWIDTH_BOUND_BYTES: usize = 1 << 20;
 
@@ -219,8 +251,11 @@ pub fn binary_size(bytes: usize) -> String {
     }
     if v.fract() == 0.0 {
         format!("{v:.0} {}", UNITS[u])
-    } else {
+    } else if (v * 10.0).fract() == 0.0 {
         format!("{v:.1} {}", UNITS[u])
+    } else {
+        // Not a round number of the unit (a rounded message size): the bytes themselves.
+        format!("{bytes} B")
     }
 }
 
@@ -279,6 +314,7 @@ mod tests {
             first_wrong: None,
             repeats: Vec::new(),
             spread_pct: None,
+            requested_bytes: None,
         }
     }
 
@@ -306,6 +342,7 @@ mod tests {
         assert_eq!(f.len(), 4);
         assert_eq!(binary_size(1536), "1.5 KiB");
         assert_eq!(binary_size(128 << 20), "128 MiB");
+        assert_eq!(binary_size(4080), "4080 B");
     }
 
     #[test]
@@ -332,6 +369,7 @@ mod tests {
             first_wrong: None,
             repeats: Vec::new(),
             spread_pct: None,
+            requested_bytes: None,
         };
         let row = table_row(&r);
         let head = &table_header("all_reduce", 4, true)[2];
