@@ -6,7 +6,7 @@
 #
 # NP       ranks to start (default 4); more ranks than cores is allowed (--oversubscribe).
 # RESULTS  results file, when the arguments carry no --json of their own
-#          (default results/run-<date>-<time>.json, a folder git ignores).
+#          (default results/run-<date>-<time>.json; results/ is made, and git ignores it).
 # Every other argument goes to `nccl-smoke run` (see `nccl-smoke run --help`), e.g.
 #   NP=2 bash scripts/run.sh -e 1M --patterns all_reduce --json before.json
 # As root, Open MPI's refusal to run is lifted for this command only.
@@ -28,6 +28,7 @@ if ! printf '%s\n' "$@" | grep -q -- '^--backend'; then
     echo "run.sh: no CUDA driver library (libcuda.so.1) here: running the simulation (--backend sim)" >&2
   fi
 fi
+mkdir -p results   # git ignores it: a home for this script's results files
 json=()
 if ! printf '%s\n' "$@" | grep -q -- '^--json'; then
   results=${RESULTS:-results/run-$(date +%Y%m%d-%H%M%S).json}
