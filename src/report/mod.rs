@@ -3,6 +3,7 @@
 pub mod compare;
 pub mod expect;
 pub mod fingerprint;
+pub mod footer;
 pub mod nccl_tests;
 pub mod output;
 pub mod plot;
