@@ -1,293 +1,11 @@
-//! Two runs side by side — a run before and a run after a change (a driver upgrade, a new
-//! NCCL) — with a verdict that does not cry wolf: what changed in the environment, and per
-//! pattern and size whether the second run is slower beyond the threshold *and* beyond the
-//! noise of the repeats (see [`super::stats`] for the method).
-//!
-//! Either run may be a nccl-smoke results file or a nccl-tests log (text or `-J` JSON, see
-//! [`super::nccl_tests`]); both become a [`Side`].
+//! The call on each size (noise, threshold and between-run noise weighed) and the words for
+//! the verdict: the reasons a run regressed, the doubts that leave it inconclusive, the notes
+//! on how little too few repeats tell.
 
-use super::fingerprint::{self, Change, Fingerprint};
-use super::results::{ResultsDoc, Status};
-use super::stats::{self, Shift};
+use super::{Call, Measured, Options, Row, SUGGESTED_REPEATS, Side, patterns};
+use crate::report::stats::{self, Shift};
 
-/// The confidence of the interval each size is judged with, unless told otherwise.
-pub const LEVEL: f64 = 0.95;
-/// Repeats per run `compare` asks for when a run has too few to estimate noise.
-pub const SUGGESTED_REPEATS: u32 = 5;
-
-/// What counts as a regression.
-#[derive(Debug, Clone, Copy)]
-pub struct Options {
-    /// Bus bandwidth may drop this many percent before a size counts as regressed.
-    pub threshold_pct: f64,
-    /// Sizes below this are shown but not judged: latency-bound, their bandwidth is noise.
-    pub min_bytes: usize,
-    /// Compare a SIMULATED run with a GPU run anyway.
-    pub mixed_backends: bool,
-    /// The confidence of the interval each size is judged with (e.g. [`LEVEL`]).
-    pub level: f64,
-}
-
-/// One pattern and size of one run, its repeats as measured.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Measured {
-    /// nccl-smoke's pattern name.
-    pub pattern: String,
-    pub size_bytes: usize,
-    /// Element type and reduction, e.g. `float/sum` (`float/-` when the pattern reduces
-    /// nothing): sizes of another type are other rows.
-    pub kind: String,
-    /// Time per iteration of each repeat, µs.
-    pub times_us: Vec<f64>,
-    /// Bus bandwidth of each repeat, GB/s.
-    pub busbw_gbs: Vec<f64>,
-    /// Wrong elements over all repeats.
-    pub wrong: u64,
-}
-
-/// One run as `compare` sees it, whatever file it came from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Side {
-    /// What kind of file: `nccl-smoke`, `nccl-tests text`, `nccl-tests JSON`.
-    pub source: String,
-    /// When it ran, when the file says.
-    pub started_at: Option<String>,
-    pub ranks: usize,
-    pub simulated: bool,
-    pub fingerprint: Option<Fingerprint>,
-    /// The NCCL version the file names.
-    pub nccl_version: Option<String>,
-    /// The run's own failure line, when it failed.
-    pub failed: Option<String>,
-    pub rows: Vec<Measured>,
-}
-
-/// The element type and reduction key of a row.
-pub fn kind(dtype: &str, redop: Option<&str>) -> String {
-    format!("{dtype}/{}", redop.unwrap_or("-"))
-}
-
-/// Adds one measurement to `rows`, as a further repeat of a row with the same pattern, size
-/// and kind when there is one (a log that holds several runs of one sweep).
-pub fn add_measurement(rows: &mut Vec<Measured>, m: Measured) {
-    match rows
-        .iter_mut()
-        .find(|r| r.pattern == m.pattern && r.size_bytes == m.size_bytes && r.kind == m.kind)
-    {
-        Some(r) => {
-            r.times_us.extend(m.times_us);
-            r.busbw_gbs.extend(m.busbw_gbs);
-            r.wrong += m.wrong;
-        }
-        None => rows.push(m),
-    }
-}
-
-impl Side {
-    /// A nccl-smoke results file.
-    pub fn from_results(doc: &ResultsDoc) -> Side {
-        let rows = doc
-            .results
-            .iter()
-            .map(|r| {
-                let (times_us, busbw_gbs) = if r.repeats.is_empty() {
-                    (vec![r.time_us.avg], vec![r.busbw_gbs])
-                } else {
-                    (
-                        r.repeats.iter().map(|x| x.time_us).collect(),
-                        r.repeats.iter().map(|x| x.busbw_gbs).collect(),
-                    )
-                };
-                Measured {
-                    pattern: r.pattern.clone(),
-                    size_bytes: r.size_bytes,
-                    kind: kind(r.dtype.name(), r.redop.map(|o| o.name())),
-                    times_us,
-                    busbw_gbs,
-                    wrong: r.wrong,
-                }
-            })
-            .collect();
-        Side {
-            source: "nccl-smoke".into(),
-            started_at: Some(doc.started_at.clone()),
-            ranks: doc.fingerprint.ranks.len(),
-            simulated: doc.simulated,
-            fingerprint: Some(doc.fingerprint.clone()),
-            nccl_version: doc.fingerprint.nccl.as_ref().map(|n| n.version.clone()),
-            failed: (doc.verdict.status == Status::Fail).then(|| doc.verdict.line.clone()),
-            rows,
-        }
-    }
-
-    /// The fewest repeats any of its rows has.
-    pub fn repeats(&self) -> usize {
-        self.rows
-            .iter()
-            .map(|r| r.times_us.len())
-            .min()
-            .unwrap_or(0)
-    }
-}
-
-/// How one size came out.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Call {
-    /// Below `min_bytes`: shown, not judged.
-    NotJudged,
-    /// The whole confidence interval lies within the threshold (or, without repeats, the
-    /// one measurement does).
-    NoRegression,
-    /// The whole confidence interval lies beyond the threshold.
-    Regressed,
-    /// The interval straddles the threshold, or a single measurement lost more than the
-    /// threshold with no noise figure to weigh it against.
-    Inconclusive {
-        /// The noise: pooled standard deviation of the repeats, % of time.
-        noise_pct: f64,
-        /// Repeats per run that would settle it if shift and noise stay as seen.
-        repeats_needed: Option<u32>,
-        /// Beyond the threshold and the repeats' noise, not beyond the between-run noise:
-        /// more repeats in a run do not settle it, more runs do.
-        between_runs: bool,
-    },
-}
-
-/// One pattern and size measured in both runs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Row {
-    pub pattern: String,
-    pub size_bytes: usize,
-    /// Medians of the repeats.
-    pub before_busbw: f64,
-    pub after_busbw: f64,
-    pub before_us: f64,
-    pub after_us: f64,
-    /// Smallest and largest bus bandwidth of the repeats.
-    pub before_busbw_range: (f64, f64),
-    pub after_busbw_range: (f64, f64),
-    /// Repeats per run.
-    pub repeats: (usize, usize),
-    /// Bus bandwidth change, percent (negative: slower), estimated from the times (so it
-    /// means something for sizes whose bandwidth prints as 0.000); `None` when a time is
-    /// missing or 0.
-    pub change_pct: Option<f64>,
-    /// Its confidence interval, percent, when the repeats allow one.
-    pub interval_pct: Option<(f64, f64)>,
-    pub call: Call,
-    /// Wrong elements in the second run.
-    pub wrong_after: u64,
-}
-
-impl Row {
-    /// Judged and regressed, or wrong data in the second run.
-    pub fn regressed(&self) -> bool {
-        self.call == Call::Regressed || self.wrong_after > 0
-    }
-}
-
-/// The verdict of a comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    NoRegression,
-    Inconclusive,
-    Regressed,
-}
-
-/// The comparison of two runs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Comparison {
-    pub changes: Vec<Change>,
-    pub rows: Vec<Row>,
-    /// (pattern, size) measured in one run only.
-    pub only_before: Vec<(String, usize)>,
-    pub only_after: Vec<(String, usize)>,
-    /// Why the second run counts as regressed, one reason each; empty: no regression.
-    pub reasons: Vec<String>,
-    /// Why the verdict is inconclusive, one line per pattern.
-    pub doubts: Vec<String>,
-    /// Notes on how much the comparison can tell (a run without repeats).
-    pub notes: Vec<String>,
-    /// How much the two runs differ from each other beyond their repeats' noise, % of time
-    /// (see [`between_runs`]); `None` when too few sizes tell.
-    pub between_runs_pct: Option<f64>,
-}
-
-impl Comparison {
-    pub fn regressed(&self) -> bool {
-        !self.reasons.is_empty()
-    }
-
-    pub fn verdict(&self) -> Verdict {
-        if self.regressed() {
-            Verdict::Regressed
-        } else if !self.doubts.is_empty() {
-            Verdict::Inconclusive
-        } else {
-            Verdict::NoRegression
-        }
-    }
-}
-
-/// Compares `after` with `before`. Refuses runs that cannot be compared (a simulated run
-/// against a GPU run, unless `mixed_backends`).
-pub fn compare(before: &Side, after: &Side, opts: &Options) -> Result<Comparison, String> {
-    if before.simulated != after.simulated && !opts.mixed_backends {
-        return Err(
-            "one run is SIMULATED and the other is not: CPU numbers say nothing about a GPU run \
-             (--mixed-backends compares them anyway)"
-                .into(),
-        );
-    }
-    let same = |a: &Measured, b: &Measured| {
-        a.pattern == b.pattern && a.size_bytes == b.size_bytes && a.kind == b.kind
-    };
-    let mut pairs = Vec::new();
-    let mut only_before = Vec::new();
-    for b in &before.rows {
-        match after.rows.iter().find(|a| same(a, b)) {
-            Some(a) => pairs.push((b, a, stats::shift(&b.times_us, &a.times_us, opts.level))),
-            None => only_before.push((b.pattern.clone(), b.size_bytes)),
-        }
-    }
-    let between = between_runs(&pairs, opts);
-    let rows: Vec<Row> = pairs
-        .iter()
-        .map(|(b, a, shift)| row(b, a, shift.as_ref(), between.unwrap_or(0.0), opts))
-        .collect();
-    let only_after = after
-        .rows
-        .iter()
-        .filter(|a| !before.rows.iter().any(|b| same(a, b)))
-        .map(|a| (a.pattern.clone(), a.size_bytes))
-        .collect();
-    Ok(Comparison {
-        changes: changes(before, after),
-        reasons: reasons(before, after, &rows, opts),
-        doubts: doubts(&rows, between.map(|b| (b.exp() - 1.0) * 100.0)),
-        notes: notes(before, after, opts.level),
-        between_runs_pct: between.map(|b| (b.exp() - 1.0) * 100.0),
-        rows,
-        only_before,
-        only_after,
-    })
-}
-
-fn changes(before: &Side, after: &Side) -> Vec<Change> {
-    match (&before.fingerprint, &after.fingerprint) {
-        (Some(b), Some(a)) => fingerprint::diff(b, a),
-        _ => match (&before.nccl_version, &after.nccl_version) {
-            (Some(b), Some(a)) if b != a => vec![Change {
-                field: "nccl.version".into(),
-                before: b.clone(),
-                after: a.clone(),
-            }],
-            _ => Vec::new(),
-        },
-    }
-}
-
-fn reasons(before: &Side, after: &Side, rows: &[Row], opts: &Options) -> Vec<String> {
+pub(super) fn reasons(before: &Side, after: &Side, rows: &[Row], opts: &Options) -> Vec<String> {
     let mut reasons = Vec::new();
     if let (Some(line), None) = (&after.failed, &before.failed) {
         reasons.push(format!("the second run failed: {line}"));
@@ -334,7 +52,7 @@ fn reasons(before: &Side, after: &Side, rows: &[Row], opts: &Options) -> Vec<Str
     reasons
 }
 
-fn doubts(rows: &[Row], between_pct: Option<f64>) -> Vec<String> {
+pub(super) fn doubts(rows: &[Row], between_pct: Option<f64>) -> Vec<String> {
     let mut out = Vec::new();
     for pattern in patterns(rows) {
         let unsure: Vec<(&Row, f64, Option<u32>, bool)> = rows
@@ -396,7 +114,7 @@ fn doubts(rows: &[Row], between_pct: Option<f64>) -> Vec<String> {
     out
 }
 
-fn notes(before: &Side, after: &Side, level: f64) -> Vec<String> {
+pub(super) fn notes(before: &Side, after: &Side, level: f64) -> Vec<String> {
     let (nb, na) = (before.repeats(), after.repeats());
     let fewest = stats::fewest_repeats(level);
     if nb.min(na) >= fewest {
@@ -422,7 +140,10 @@ const BETWEEN_MIN_SIZES: usize = 6;
 /// run share that run's conditions (its connections, the machine's load while it ran), so
 /// their spread misses what changes from run to run; a real change moves the sizes together,
 /// a run-to-run swing moves one size away from the others. `None` from fewer than 6 sizes.
-fn between_runs(pairs: &[(&Measured, &Measured, Option<Shift>)], opts: &Options) -> Option<f64> {
+pub(super) fn between_runs(
+    pairs: &[(&Measured, &Measured, Option<Shift>)],
+    opts: &Options,
+) -> Option<f64> {
     let from = (opts.min_bytes / BETWEEN_SPAN).max(1);
     let shifts: Vec<f64> = pairs
         .iter()
@@ -432,7 +153,13 @@ fn between_runs(pairs: &[(&Measured, &Measured, Option<Shift>)], opts: &Options)
     (shifts.len() >= BETWEEN_MIN_SIZES).then(|| stats::sd(&shifts))
 }
 
-fn row(b: &Measured, a: &Measured, shift: Option<&Shift>, between: f64, opts: &Options) -> Row {
+pub(super) fn row(
+    b: &Measured,
+    a: &Measured,
+    shift: Option<&Shift>,
+    between: f64,
+    opts: &Options,
+) -> Row {
     let med = |xs: &[f64]| stats::median(xs).unwrap_or(0.0);
     let range = |xs: &[f64]| {
         xs.iter()
@@ -492,56 +219,10 @@ fn judge(shift: Option<&Shift>, between: f64, opts: &Options) -> Call {
     }
 }
 
-/// The patterns of `rows`, in first-seen order.
-pub fn patterns(rows: &[Row]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for r in rows {
-        if !out.contains(&r.pattern) {
-            out.push(r.pattern.clone());
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    fn measured(pattern: &str, size: usize, times: &[f64], wrong: u64) -> Measured {
-        Measured {
-            pattern: pattern.into(),
-            size_bytes: size,
-            kind: kind("float", Some("sum")),
-            times_us: times.to_vec(),
-            busbw_gbs: times.iter().map(|t| size as f64 / t / 1e3).collect(),
-            wrong,
-        }
-    }
-
-    fn side(rows: Vec<Measured>) -> Side {
-        Side {
-            source: "nccl-smoke".into(),
-            started_at: None,
-            ranks: 2,
-            simulated: true,
-            fingerprint: None,
-            nccl_version: None,
-            failed: None,
-            rows,
-        }
-    }
-
-    const OPTS: Options = Options {
-        threshold_pct: 5.0,
-        min_bytes: 1 << 20,
-        mixed_backends: false,
-        level: LEVEL,
-    };
-    const STEADY: [f64; 5] = [100.0, 101.0, 99.0, 100.5, 99.5];
-
-    fn scaled(f: f64, xs: &[f64]) -> Vec<f64> {
-        xs.iter().map(|x| x * f).collect()
-    }
+    use super::super::tests::{OPTS, STEADY, measured, scaled, side};
+    use super::super::{Call, Options, Side, Verdict, compare};
 
     #[test]
     fn a_loss_beyond_threshold_and_noise_regresses_a_judged_size_only() {
@@ -715,42 +396,6 @@ mod tests {
     }
 
     #[test]
-    fn a_repeated_nccl_tests_log_becomes_repeats_and_runs_of_one_kind_only_match() {
-        let mut rows = Vec::new();
-        add_measurement(&mut rows, measured("all_reduce", 8, &[1.0], 0));
-        add_measurement(&mut rows, measured("all_reduce", 16, &[2.0], 0));
-        add_measurement(&mut rows, measured("all_reduce", 8, &[3.0], 1));
-        assert_eq!(rows.len(), 2);
-        assert_eq!(
-            (rows[0].times_us.clone(), rows[0].wrong),
-            (vec![1.0, 3.0], 1)
-        );
-        let before = side(rows);
-        let after = side(vec![measured("all_to_all", 8, &[1.0], 0)]);
-        let c = compare(&before, &after, &OPTS).unwrap();
-        assert_eq!(c.only_before.len(), 2);
-        assert_eq!(c.only_after, vec![("all_to_all".to_string(), 8)]);
-        let mut gpu = after.clone();
-        gpu.simulated = false;
-        assert!(
-            compare(&before, &gpu, &OPTS)
-                .unwrap_err()
-                .contains("SIMULATED")
-        );
-        assert!(
-            compare(
-                &before,
-                &gpu,
-                &Options {
-                    mixed_backends: true,
-                    ..OPTS
-                }
-            )
-            .is_ok()
-        );
-    }
-
-    #[test]
     fn a_failed_second_run_regresses_and_nccl_versions_are_compared_without_fingerprints() {
         let before = Side {
             nccl_version: Some("2.19.3".into()),
@@ -767,17 +412,5 @@ mod tests {
             vec!["the second run failed: FAIL at init on rank 1 (host b): boom".to_string()]
         );
         assert_eq!(c.changes[0].to_string(), "nccl.version: 2.19.3 -> 2.21.5");
-    }
-
-    #[test]
-    fn a_results_file_with_repeats_gives_its_repeats() {
-        let mut doc = super::super::results::tests::sample_doc();
-        let mut r = super::super::repeats::tests::measured(1 << 20, 100.0, 0);
-        crate::report::repeats::record(&mut doc.results, r.clone(), 2);
-        r.time_us.avg = 110.0;
-        crate::report::repeats::record(&mut doc.results, r, 2);
-        let s = Side::from_results(&doc);
-        assert_eq!(s.rows[0].times_us, vec![100.0, 110.0]);
-        assert_eq!(s.repeats(), 2);
     }
 }

@@ -1,0 +1,124 @@
+//! One run as `compare` sees it, whatever file it came from: [`Measured`] rows gathered
+//! into a [`Side`], read from a nccl-smoke results file here (nccl-tests logs in
+//! `report::nccl_tests`).
+
+use crate::report::results::{ResultsDoc, Status};
+
+/// One pattern and size of one run, its repeats as measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured {
+    /// nccl-smoke's pattern name.
+    pub pattern: String,
+    pub size_bytes: usize,
+    /// Element type and reduction, e.g. `float/sum` (`float/-` when the pattern reduces
+    /// nothing): sizes of another type are other rows.
+    pub kind: String,
+    /// Time per iteration of each repeat, µs.
+    pub times_us: Vec<f64>,
+    /// Bus bandwidth of each repeat, GB/s.
+    pub busbw_gbs: Vec<f64>,
+    /// Wrong elements over all repeats.
+    pub wrong: u64,
+}
+
+/// One run as `compare` sees it, whatever file it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Side {
+    /// What kind of file: `nccl-smoke`, `nccl-tests text`, `nccl-tests JSON`.
+    pub source: String,
+    /// When it ran, when the file says.
+    pub started_at: Option<String>,
+    pub ranks: usize,
+    pub simulated: bool,
+    pub fingerprint: Option<crate::report::fingerprint::Fingerprint>,
+    /// The NCCL version the file names.
+    pub nccl_version: Option<String>,
+    /// The run's own failure line, when it failed.
+    pub failed: Option<String>,
+    pub rows: Vec<Measured>,
+}
+
+/// The element type and reduction key of a row.
+pub fn kind(dtype: &str, redop: Option<&str>) -> String {
+    format!("{dtype}/{}", redop.unwrap_or("-"))
+}
+
+/// Adds one measurement to `rows`, as a further repeat of a row with the same pattern, size
+/// and kind when there is one (a log that holds several runs of one sweep).
+pub fn add_measurement(rows: &mut Vec<Measured>, m: Measured) {
+    match rows
+        .iter_mut()
+        .find(|r| r.pattern == m.pattern && r.size_bytes == m.size_bytes && r.kind == m.kind)
+    {
+        Some(r) => {
+            r.times_us.extend(m.times_us);
+            r.busbw_gbs.extend(m.busbw_gbs);
+            r.wrong += m.wrong;
+        }
+        None => rows.push(m),
+    }
+}
+
+impl Side {
+    /// A nccl-smoke results file.
+    pub fn from_results(doc: &ResultsDoc) -> Side {
+        let rows = doc
+            .results
+            .iter()
+            .map(|r| {
+                let (times_us, busbw_gbs) = if r.repeats.is_empty() {
+                    (vec![r.time_us.avg], vec![r.busbw_gbs])
+                } else {
+                    (
+                        r.repeats.iter().map(|x| x.time_us).collect(),
+                        r.repeats.iter().map(|x| x.busbw_gbs).collect(),
+                    )
+                };
+                Measured {
+                    pattern: r.pattern.clone(),
+                    size_bytes: r.size_bytes,
+                    kind: kind(r.dtype.name(), r.redop.map(|o| o.name())),
+                    times_us,
+                    busbw_gbs,
+                    wrong: r.wrong,
+                }
+            })
+            .collect();
+        Side {
+            source: "nccl-smoke".into(),
+            started_at: Some(doc.started_at.clone()),
+            ranks: doc.fingerprint.ranks.len(),
+            simulated: doc.simulated,
+            fingerprint: Some(doc.fingerprint.clone()),
+            nccl_version: doc.fingerprint.nccl.as_ref().map(|n| n.version.clone()),
+            failed: (doc.verdict.status == Status::Fail).then(|| doc.verdict.line.clone()),
+            rows,
+        }
+    }
+
+    /// The fewest repeats any of its rows has.
+    pub fn repeats(&self) -> usize {
+        self.rows
+            .iter()
+            .map(|r| r.times_us.len())
+            .min()
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_results_file_with_repeats_gives_its_repeats() {
+        let mut doc = crate::report::results::tests::sample_doc();
+        let mut r = crate::report::repeats::tests::measured(1 << 20, 100.0, 0);
+        crate::report::repeats::record(&mut doc.results, r.clone(), 2);
+        r.time_us.avg = 110.0;
+        crate::report::repeats::record(&mut doc.results, r, 2);
+        let s = Side::from_results(&doc);
+        assert_eq!(s.rows[0].times_us, vec![100.0, 110.0]);
+        assert_eq!(s.repeats(), 2);
+    }
+}
