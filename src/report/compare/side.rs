@@ -76,7 +76,10 @@ impl Side {
                 };
                 Measured {
                     pattern: r.pattern.clone(),
-                    size_bytes: r.size_bytes,
+                    // The size asked, where the file keeps it: a pattern rounds it by the rank
+                    // count (pairwise at 4 ranks: 64 B → 48 B), so runs of different shapes
+                    // would otherwise never line up.
+                    size_bytes: r.requested_bytes.unwrap_or(r.size_bytes),
                     kind: kind(r.dtype.name(), r.redop.map(|o| o.name())),
                     times_us,
                     busbw_gbs,
@@ -120,5 +123,18 @@ mod tests {
         let s = Side::from_results(&doc);
         assert_eq!(s.rows[0].times_us, vec![100.0, 110.0]);
         assert_eq!(s.repeats(), 2);
+    }
+
+    /// Rows are keyed by the size asked when the file has it, the size measured otherwise.
+    #[test]
+    fn rows_match_on_the_size_asked() {
+        let mut doc = crate::report::results::tests::sample_doc();
+        let mut r = crate::report::repeats::tests::measured(48, 10.0, 0);
+        r.requested_bytes = Some(64);
+        doc.results = vec![r.clone()];
+        assert_eq!(Side::from_results(&doc).rows[0].size_bytes, 64);
+        r.requested_bytes = None;
+        doc.results = vec![r];
+        assert_eq!(Side::from_results(&doc).rows[0].size_bytes, 48);
     }
 }
