@@ -294,13 +294,6 @@ impl JobView {
                     format!("ended with exit code {code} (FAIL at {}, above)", f.stage)
                 }
                 (Some((code, None)), _) => format!("ended with exit code {code}"),
-                // Its failure is known (above), its process has not ended yet.
-                (None, false) if self.failure_of(*rank).is_some() => format!(
-                    "failed at {} (above), not ended yet",
-                    self.failure_of(*rank)
-                        .map(|f| f.stage.name())
-                        .unwrap_or("?")
-                ),
                 (None, true) => format!(
                     "lost contact during {} {:.0} s ago (process or host gone)",
                     v.stage.map(|s| s.name()).unwrap_or("launch"),
@@ -312,12 +305,9 @@ impl JobView {
                     v.last_heard.elapsed().as_secs_f64()
                 ),
                 // Its failure is known (above), its process has not ended yet.
-                (None, false) if self.failure_of(*rank).is_some() => format!(
-                    "failed at {} (above), not ended yet",
-                    self.failure_of(*rank)
-                        .map(|f| f.stage.name())
-                        .unwrap_or("?")
-                ),
+                (None, false) if let Some(f) = self.failure_of(*rank) => {
+                    format!("failed at {} (above), not ended yet", f.stage)
+                }
                 (None, false) => format!(
                     "in {}{}, last heard {:.0} s ago",
                     v.stage.map(|s| s.name()).unwrap_or("launch"),

@@ -175,6 +175,17 @@ fn a_vanished_or_silent_supervisor_is_named_once_and_a_teardown_is_not() {
         .map(|r| r.state.to_string())
         .collect();
     assert_eq!(states, ["stopped", "unresponsive", "lost", "lost"]);
+    // The summary agrees with the table: the failures named for ranks 1 and 2 are the
+    // supervisor's own words for them, not failures they reported.
+    let s = v.summary(None);
+    assert!(
+        s[0].contains("rank 1 (host h1) stopped answering during run"),
+        "{s:?}"
+    );
+    assert!(
+        s[1].contains("rank 2 (host h2) lost contact during run"),
+        "{s:?}"
+    );
 }
 
 #[test]
