@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::{bin, bounded, require_sim};
+use common::{bin, bounded, require_sim, text};
 use std::path::Path;
 use std::process::Command;
 
@@ -114,7 +114,7 @@ fn run_block(root: &Path, b: &Block, check: &Check) -> Result<(), String> {
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     let out = bounded(cmd, check.timeout_s);
-    let text = format!("{}{}", text_of(&out.stdout), text_of(&out.stderr));
+    let text = text(&out);
     let code = out.status.code().unwrap_or(-1);
     if Some(code) != check.exit {
         return Err(format!("exit {code}, README says {:?}\n{text}", check.exit));
@@ -125,10 +125,6 @@ fn run_block(root: &Path, b: &Block, check: &Check) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-fn text_of(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 #[test]

@@ -138,7 +138,8 @@ pub trait Observer {
 /// With `repeat` > 1 the whole sweep runs `repeat` times over, every pattern and size once
 /// before any again, so that drift over the run (a warming machine, a neighbour's burst)
 /// spreads over every row's repeats instead of landing on one pattern's. Each measurement is
-/// its own row, in measuring order; the observer hears of patterns only on the first pass.
+/// its own row, in measuring order, and the observer hears of patterns only without repeats
+/// (the caller prints the tables of medians once every repeat is in).
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     comm: &mut Communicator,
@@ -156,9 +157,9 @@ pub fn run(
     // The last size measured (bytes, µs per iteration on this rank).
     let mut last: Option<(usize, f64)> = None;
     let mut done = 0;
+    let tell = repeat == 1;
     for pass in 0..repeat {
         for p in selected {
-            let tell = pass == 0 && repeat == 1;
             if tell {
                 obs.pattern(*p, nranks);
             }

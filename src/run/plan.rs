@@ -179,16 +179,11 @@ impl Plan {
     /// stage's, the run stage's growth with each size's expected time, and the margin a rank
     /// waiting on others gets so that the stuck rank reports first.
     pub fn deadline_line(&self) -> String {
-        let each: Vec<String> = Stage::ALL
-            .iter()
-            .filter(|s| s.name() == s.row().name && !s.name().contains(':'))
-            .map(|s| format!("{} {}", s.name(), secs(self.deadline(*s))))
-            .collect();
         format!(
             "# deadlines (s without progress): {}; run and verify: per size, + {}× the size's \
              expected time; a rank waiting on others: + {} (set with --timeout, \
              --stage-timeout STAGE=SECS)",
-            each.join(" · "),
+            deadline_list(|s| self.deadline(s), " · "),
             crate::bench::sweep::BUDGET_MARGIN,
             secs(crate::stage::PEER_MARGIN)
         )
@@ -210,11 +205,7 @@ impl Plan {
 /// `run --timeout`'s long help: what a deadline bounds, and every stage's default, from the
 /// stage table.
 pub fn deadline_help() -> String {
-    let defaults: Vec<String> = crate::stage::TABLE
-        .iter()
-        .filter(|r| !r.name.contains(':'))
-        .map(|r| format!("{} {}", r.name, r.deadline_s))
-        .collect();
+    let default = |s: Stage| Duration::from_secs(s.default_deadline_s());
     format!(
         "Deadline in seconds for every stage (0.1 to 86400): a stage that makes no progress for \
          this long is named as hung, on the rank and host where it hung. Defaults, in seconds: \
@@ -222,10 +213,21 @@ pub fn deadline_help() -> String {
          expected to take from the size before it; a rank that waits on others gets {} s more, \
          so that the stuck rank reports first. Every run prints the deadlines it uses in its \
          header (`# deadlines`).",
-        defaults.join(", "),
+        deadline_list(default, ", "),
         sweep::BUDGET_MARGIN,
         crate::stage::PEER_MARGIN.as_secs_f64()
     )
+}
+
+/// `launch 120 · nccl-load 60 · …`: each stage's deadline in seconds, the connect sub-stages
+/// (`connect:shm`, …) left out, as they share connect's.
+fn deadline_list(deadline: impl Fn(Stage) -> Duration, sep: &str) -> String {
+    let each: Vec<String> = Stage::ALL
+        .iter()
+        .filter(|s| !s.name().contains(':'))
+        .map(|s| format!("{} {}", s.name(), secs(deadline(*s))))
+        .collect();
+    each.join(sep)
 }
 
 /// `120`, `0.5`, `1.5`: seconds as a person writes them.
