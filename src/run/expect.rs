@@ -5,7 +5,7 @@
 use super::worker::Run;
 use crate::bench::SizeResult;
 use crate::report::expect;
-use crate::report::results::{Status, Verdict};
+use crate::report::results::Status;
 use crate::stage::exit;
 
 impl Run<'_> {
@@ -33,18 +33,7 @@ impl Run<'_> {
         }
         let line = format!("BELOW EXPECTED — {}", lines.join("; "));
         println!("{line}");
-        if let Some(r) = self.results.as_mut() {
-            r.doc.stages = self.stages.clone();
-            r.doc.verdict = Verdict {
-                status: Status::Fail,
-                line,
-                exit_code: exit::BELOW_EXPECTED,
-                stage: None,
-                consequences: Vec::new(),
-                ranks: Vec::new(),
-            };
-        }
-        self.save();
+        self.save_end(Status::Fail, line, exit::BELOW_EXPECTED);
         Some(exit::BELOW_EXPECTED)
     }
 }

@@ -194,6 +194,23 @@ impl Run<'_> {
         Ok(rows)
     }
 
+    /// Records the end of a run that walked every stage (a pass, or a run below an `--expect`
+    /// floor): rank 0's stage times and a verdict that names no stage and no rank, then saves.
+    pub(super) fn save_end(&mut self, status: Status, line: String, exit_code: u8) {
+        if let Some(r) = self.results.as_mut() {
+            r.doc.stages = self.stages.clone();
+            r.doc.verdict = Verdict {
+                status,
+                line,
+                exit_code,
+                stage: None,
+                consequences: Vec::new(),
+                ranks: Vec::new(),
+            };
+        }
+        self.save();
+    }
+
     pub(super) fn pass(&mut self, selected: &[&dyn Pattern], sizes: &[usize], nranks: u32) -> u8 {
         let hosts = self.hosts;
         let label = if self.simulated { " [SIMULATED]" } else { "" };
@@ -217,18 +234,7 @@ impl Run<'_> {
         if self.who.rank == Some(0) {
             println!("{line}");
         }
-        if let Some(r) = self.results.as_mut() {
-            r.doc.stages = self.stages.clone();
-            r.doc.verdict = Verdict {
-                status: Status::Pass,
-                line,
-                exit_code: exit::PASS,
-                stage: None,
-                consequences: Vec::new(),
-                ranks: Vec::new(),
-            };
-        }
-        self.save();
+        self.save_end(Status::Pass, line, exit::PASS);
         if self.write_failed.get() {
             eprintln!(
                 "nccl-smoke: the run passed, but the results file could not be written (above)"
