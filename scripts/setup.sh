@@ -6,7 +6,8 @@
 #   - the real libnccl.so.2 from the PyPI wheel nvidia-nccl-cu12, oldest and newest supported
 #     releases (NCCL_WHEEL_VERSIONS="2.19.3 2.32.3"), unpacked into .deps/nccl/<version>/
 #     (each loads without a GPU and fails at CUDA init: a real failure for the tests to pin down)
-#   - a release build of the harness and of the simulation libraries
+#   - a release build of the harness and of the simulation libraries, and one of the harness
+#     without MPI
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,4 +45,9 @@ fi
 
 echo "setup: building (release)"
 cargo build --release --workspace
+# The same binary without the `mpi` feature (ranks from launcher variables over nccl-smoke's
+# own TCP rendezvous; tests/launchers.rs runs it).
+echo "setup: building without MPI (target/no-mpi)"
+cargo build --release --no-default-features -p nccl-smoke --bin nccl-smoke \
+  --target-dir "${CARGO_TARGET_DIR:-target}/no-mpi"
 echo "setup: done — target/release/nccl-smoke, simulation libraries beside it"

@@ -1,64 +1,135 @@
-//! What the launcher's environment says about this process, read before any MPI call.
+//! What the launcher's environment says about this process, read before any MPI call: which
+//! launcher started it, its rank, the world's size, and — for ranks that meet over
+//! nccl-smoke's own TCP rendezvous instead of MPI — where rank 0 listens.
+
+use super::rendezvous;
+
+/// A family of launcher variables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Family {
+    /// Names the launcher and its variables, e.g. "Slurm srun (SLURM_PROCID, SLURM_STEP_NUM_TASKS)".
+    pub label: &'static str,
+    pub size: &'static str,
+    pub rank: &'static str,
+    pub local_rank: &'static str,
+    /// Where rank 0 listens when nothing more explicit says (see [`rendezvous::address`]).
+    pub rendezvous: rendezvous::Default,
+}
+
+use rendezvous::Default as At;
+
+/// Launcher variable families, in the order they are believed. The explicit `nccl-smoke
+/// launch` variables first; then MPI launchers' (whose ranks, when nccl-smoke is built with
+/// MPI, MPI itself gives). torchrun-style variables come before Slurm's because srun never sets
+/// them: seen beside Slurm's, they come from a launcher nested inside the step (`srun torchrun`),
+/// whose world is the one the process belongs to. A Kubernetes indexed Job sets only
+/// `JOB_COMPLETION_INDEX`; its manifest sets `WORLD_SIZE` and the address.
+pub const FAMILIES: &[Family] = &[
+    Family {
+        label: "nccl-smoke launch (NCCL_SMOKE_RANK, NCCL_SMOKE_WORLD_SIZE)",
+        size: super::tcp::SIZE_ENV,
+        rank: super::tcp::RANK_ENV,
+        local_rank: super::tcp::LOCAL_RANK_ENV,
+        rendezvous: At::Explicit,
+    },
+    Family {
+        label: "Open MPI (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE)",
+        size: "OMPI_COMM_WORLD_SIZE",
+        rank: "OMPI_COMM_WORLD_RANK",
+        local_rank: "OMPI_COMM_WORLD_LOCAL_RANK",
+        rendezvous: At::LocalJob {
+            local_size: "OMPI_COMM_WORLD_LOCAL_SIZE",
+            job_ids: &["OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"],
+        },
+    },
+    Family {
+        label: "PMI (PMI_RANK, PMI_SIZE)",
+        size: "PMI_SIZE",
+        rank: "PMI_RANK",
+        local_rank: "MPI_LOCALRANKID",
+        rendezvous: At::LocalJob {
+            local_size: "MPI_LOCALNRANKS",
+            job_ids: &["PMI_KVSNAME", "PMI_JOBID"],
+        },
+    },
+    Family {
+        label: "torchrun-style (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)",
+        size: "WORLD_SIZE",
+        rank: "RANK",
+        local_rank: "LOCAL_RANK",
+        rendezvous: At::Explicit,
+    },
+    Family {
+        label: "Slurm srun (SLURM_PROCID, SLURM_STEP_NUM_TASKS)",
+        size: "SLURM_STEP_NUM_TASKS",
+        rank: "SLURM_PROCID",
+        local_rank: "SLURM_LOCALID",
+        rendezvous: At::SlurmStep,
+    },
+    Family {
+        label: "Kubernetes indexed Job (JOB_COMPLETION_INDEX, WORLD_SIZE)",
+        size: "WORLD_SIZE",
+        rank: "JOB_COMPLETION_INDEX",
+        local_rank: "LOCAL_RANK",
+        rendezvous: At::Explicit,
+    },
+];
+
+/// Variables whose presence says an MPI launcher started this process (Open MPI's mpirun,
+/// PMIx — mpirun or `srun --mpi=pmix` — or a PMI-1/2 launcher such as MPICH's Hydra or
+/// `srun --mpi=pmi2`): with `--bootstrap auto` an MPI build then lets MPI find the ranks.
+pub const MPI_MARKERS: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"];
 
 /// A launcher's view of this process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LauncherView {
-    /// Which variable family spoke, e.g. "Open MPI (OMPI_COMM_WORLD_SIZE)".
+    /// Which variable family spoke.
     pub source: &'static str,
     pub rank: Option<u32>,
     pub size: u32,
     pub local_rank: Option<u32>,
 }
 
-/// Launcher variable families, most specific first: (label, size, rank, local rank).
-const FAMILIES: &[(&str, &str, &str, &str)] = &[
-    (
-        "nccl-smoke launch (NCCL_SMOKE_WORLD_SIZE)",
-        super::tcp::SIZE_ENV,
-        super::tcp::RANK_ENV,
-        super::tcp::LOCAL_RANK_ENV,
-    ),
-    (
-        "Open MPI (OMPI_COMM_WORLD_SIZE)",
-        "OMPI_COMM_WORLD_SIZE",
-        "OMPI_COMM_WORLD_RANK",
-        "OMPI_COMM_WORLD_LOCAL_RANK",
-    ),
-    (
-        "PMIx (PMIX_SIZE)",
-        "PMIX_SIZE",
-        "PMIX_RANK",
-        "PMIX_LOCAL_RANK",
-    ),
-    (
-        "MPICH/Hydra PMI (PMI_SIZE)",
-        "PMI_SIZE",
-        "PMI_RANK",
-        "MPI_LOCALRANKID",
-    ),
-    (
-        "Slurm srun (SLURM_STEP_NUM_TASKS)",
-        "SLURM_STEP_NUM_TASKS",
-        "SLURM_PROCID",
-        "SLURM_LOCALID",
-    ),
-    (
-        "torchrun-style (WORLD_SIZE)",
-        "WORLD_SIZE",
-        "RANK",
-        "LOCAL_RANK",
-    ),
-];
+/// A complete family: the process's place in the world and where rank 0 listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvWorld {
+    pub family: Family,
+    pub rank: u32,
+    pub size: u32,
+    pub local_rank: Option<u32>,
+    /// `host:port`.
+    pub address: String,
+    /// Which variables gave the address, e.g. "MASTER_ADDR, MASTER_PORT".
+    pub address_from: String,
+}
 
-/// Reads the launcher variables through `get` (the environment, or a map in tests).
+fn number(get: &impl Fn(&str) -> Option<String>, name: &str) -> Result<Option<u32>, String> {
+    match get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .trim()
+            .parse::<u32>()
+            .map(Some)
+            .map_err(|_| format!("{name}='{v}' is not a non-negative integer")),
+    }
+}
+
+/// Reads the launcher variables through `get` (the environment, or a map in tests): the first
+/// family whose size variable is set. Lenient: it serves the supervisor, which only labels the
+/// rank, and the MPI cross-check.
 pub fn read(get: impl Fn(&str) -> Option<String>) -> Option<LauncherView> {
     let num = |k: &str| get(k).and_then(|v| v.trim().parse::<u32>().ok());
-    FAMILIES.iter().find_map(|(source, size, rank, local)| {
+    FAMILIES.iter().find_map(|f| {
+        let rank = num(f.rank);
+        // A WORLD_SIZE alone belongs to whichever family also has its rank variable.
+        if f.size == "WORLD_SIZE" && rank.is_none() {
+            return None;
+        }
         Some(LauncherView {
-            source,
-            size: num(size)?,
-            rank: num(rank),
-            local_rank: num(local),
+            source: f.label,
+            size: num(f.size)?,
+            rank,
+            local_rank: num(f.local_rank),
         })
     })
 }
@@ -66,6 +137,66 @@ pub fn read(get: impl Fn(&str) -> Option<String>) -> Option<LauncherView> {
 /// The launcher's view of this process from the real environment.
 pub fn from_env() -> Option<LauncherView> {
     read(|k| std::env::var(k).ok())
+}
+
+/// Whether an MPI launcher started this process (see [`MPI_MARKERS`]).
+pub fn mpi_launched(get: impl Fn(&str) -> Option<String>) -> bool {
+    MPI_MARKERS.iter().any(|k| get(k).is_some())
+}
+
+/// The first complete family, for the TCP rendezvous. `Ok(None)`: no launcher variables at
+/// all. A family half set (a rank without a size, a size without a rank, a value that is not a
+/// number, a rank not below the size) with no complete family after it is an error that names
+/// the variables.
+pub fn resolve(get: impl Fn(&str) -> Option<String>) -> Result<Option<EnvWorld>, String> {
+    let mut partial: Option<String> = None;
+    for f in FAMILIES {
+        let (size, rank) = match (number(&get, f.size), number(&get, f.rank)) {
+            (Ok(s), Ok(r)) => (s, r),
+            (Err(e), _) | (_, Err(e)) => {
+                partial.get_or_insert(e);
+                continue;
+            }
+        };
+        let (size, rank) = match (size, rank) {
+            (Some(s), Some(r)) => (s, r),
+            (None, None) => continue,
+            (Some(_), None) if f.size == "WORLD_SIZE" => {
+                partial.get_or_insert(
+                    "WORLD_SIZE is set but neither RANK nor JOB_COMPLETION_INDEX is".into(),
+                );
+                continue;
+            }
+            (Some(_), None) => {
+                partial.get_or_insert(format!("{} is set but {} is not", f.size, f.rank));
+                continue;
+            }
+            (None, Some(_)) => {
+                partial.get_or_insert(format!("{} is set but {} is not", f.rank, f.size));
+                continue;
+            }
+        };
+        if size == 0 || rank >= size {
+            return Err(format!(
+                "{}={rank} is not below {}={size} ({})",
+                f.rank, f.size, f.label
+            ));
+        }
+        let local_rank = number(&get, f.local_rank)?;
+        let (address, address_from) = rendezvous::address(f, &get)?;
+        return Ok(Some(EnvWorld {
+            family: *f,
+            rank,
+            size,
+            local_rank,
+            address,
+            address_from,
+        }));
+    }
+    match partial {
+        Some(p) => Err(format!("launcher variables incomplete: {p}")),
+        None => Ok(None),
+    }
 }
 
 /// When MPI says the world has one rank but the launcher started more, the binary was built
@@ -86,7 +217,7 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    pub(crate) fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let m: HashMap<String, String> = pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -124,5 +255,95 @@ mod tests {
         assert!(msg.contains("PMI_SIZE"), "{msg}");
         assert_eq!(mismatch(2, Some(&v)), None);
         assert_eq!(mismatch(1, None), None);
+    }
+
+    #[test]
+    fn torchrun_variables_resolve_with_their_address() {
+        let w = resolve(env(&[
+            ("RANK", "3"),
+            ("WORLD_SIZE", "4"),
+            ("LOCAL_RANK", "1"),
+            ("MASTER_ADDR", "10.0.0.1"),
+            ("MASTER_PORT", "29500"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!((w.rank, w.size, w.local_rank), (3, 4, Some(1)));
+        assert_eq!(w.address, "10.0.0.1:29500");
+        assert!(w.family.label.starts_with("torchrun"));
+    }
+
+    #[test]
+    fn torchrun_inside_a_slurm_step_belongs_to_torchrun() {
+        let w = resolve(env(&[
+            ("SLURM_PROCID", "1"),
+            ("SLURM_STEP_NUM_TASKS", "2"),
+            ("SLURM_STEP_NODELIST", "gpu[01-02]"),
+            ("SLURM_JOB_ID", "7"),
+            ("RANK", "9"),
+            ("WORLD_SIZE", "16"),
+            ("MASTER_ADDR", "gpu01"),
+            ("MASTER_PORT", "29500"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!((w.rank, w.size), (9, 16));
+    }
+
+    #[test]
+    fn an_indexed_job_takes_its_rank_from_the_completion_index() {
+        let w = resolve(env(&[
+            ("JOB_COMPLETION_INDEX", "2"),
+            ("WORLD_SIZE", "4"),
+            ("MASTER_ADDR", "smoke-0.smoke"),
+            ("MASTER_PORT", "29500"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!((w.rank, w.size), (2, 4));
+        assert!(
+            w.family.label.starts_with("Kubernetes"),
+            "{}",
+            w.family.label
+        );
+        assert_eq!(
+            read(env(&[("JOB_COMPLETION_INDEX", "2"), ("WORLD_SIZE", "4")]))
+                .unwrap()
+                .rank,
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn half_set_or_inconsistent_variables_are_named() {
+        let e = resolve(env(&[("RANK", "1")])).unwrap_err();
+        assert!(e.contains("RANK is set but WORLD_SIZE is not"), "{e}");
+        let e = resolve(env(&[("WORLD_SIZE", "4")])).unwrap_err();
+        assert!(e.contains("WORLD_SIZE"), "{e}");
+        let e = resolve(env(&[("RANK", "x"), ("WORLD_SIZE", "4")])).unwrap_err();
+        assert!(e.contains("RANK='x'"), "{e}");
+        let e = resolve(env(&[
+            ("RANK", "4"),
+            ("WORLD_SIZE", "4"),
+            ("MASTER_ADDR", "a"),
+            ("MASTER_PORT", "1"),
+        ]))
+        .unwrap_err();
+        assert!(e.contains("RANK=4 is not below WORLD_SIZE=4"), "{e}");
+        let e = resolve(env(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "a"),
+        ]))
+        .unwrap_err();
+        assert!(e.contains("MASTER_PORT"), "{e}");
+        assert_eq!(resolve(env(&[])).unwrap(), None);
+    }
+
+    #[test]
+    fn mpi_launch_is_told_by_its_markers() {
+        assert!(mpi_launched(env(&[("PMIX_RANK", "0")])));
+        assert!(mpi_launched(env(&[("OMPI_COMM_WORLD_SIZE", "2")])));
+        assert!(!mpi_launched(env(&[("SLURM_PROCID", "0"), ("RANK", "0")])));
     }
 }

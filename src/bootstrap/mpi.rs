@@ -57,6 +57,16 @@ impl Bootstrap for Mpi {
             })
             .unwrap_or_else(|_| "MPI".into())
     }
+    fn info(&self) -> super::Info {
+        super::Info {
+            kind: "mpi".into(),
+            source: match super::launcher::from_env() {
+                Some(v) => format!("{}; launcher: {}", self.describe(), v.source),
+                None => self.describe(),
+            },
+            rendezvous: None,
+        }
+    }
     fn barrier(&self) {
         self.world.barrier();
     }

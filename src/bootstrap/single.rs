@@ -18,7 +18,14 @@ impl Bootstrap for Single {
         1
     }
     fn describe(&self) -> String {
-        "single process (no MPI)".into()
+        "single process (no launcher)".into()
+    }
+    fn info(&self) -> super::Info {
+        super::Info {
+            kind: "single".into(),
+            source: "no launcher variables".into(),
+            rendezvous: None,
+        }
     }
     fn barrier(&self) {}
     fn broadcast(&self, _buf: &mut [u8]) {}

@@ -1,130 +1,494 @@
-//! Ranks over plain TCP, for jobs without MPI (`nccl-smoke launch`, or any launcher that sets
-//! the variables below): rank 0 listens, every other rank connects once, and the collectives
-//! nccl-smoke needs travel over that star.
+//! Ranks over plain TCP, for jobs without MPI (`nccl-smoke launch`, Slurm without PMIx,
+//! torchrun-style variables, a Kubernetes indexed Job; see [`super::launcher`]): rank 0
+//! listens, every other rank connects with retries until the launch deadline, and the
+//! collectives nccl-smoke needs travel over that star.
+//!
+//! The rendezvous is also where absence is named: rank 0 names the ranks that never
+//! connected, a rank names the rank 0 it could not reach, and two processes claiming one rank
+//! (or ranks started with different world sizes) are refused with both named, on every rank
+//! that got that far. Local ranks come from the hosts the ranks report, so no launcher needs to
+//! say them.
 
-use super::Bootstrap;
-use std::io::{Read, Write};
+use super::launcher::EnvWorld;
+use super::{Bootstrap, Info};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// `host:port` where rank 0 listens.
+/// `host:port` where rank 0 listens (set by `nccl-smoke launch`, or by hand).
 pub const ADDR_ENV: &str = "NCCL_SMOKE_BOOTSTRAP";
 pub const RANK_ENV: &str = "NCCL_SMOKE_RANK";
 pub const SIZE_ENV: &str = "NCCL_SMOKE_WORLD_SIZE";
 pub const LOCAL_RANK_ENV: &str = "NCCL_SMOKE_LOCAL_RANK";
-pub const LOCAL_SIZE_ENV: &str = "NCCL_SMOKE_LOCAL_SIZE";
 /// Largest message a rank may gather (per-size results are a few hundred bytes).
 const MAX_MESSAGE: u64 = 64 << 20;
+/// Opens every hello and every answer: what is not nccl-smoke's rendezvous is told apart.
+const MAGIC: &[u8; 8] = b"ncclsmk1";
+/// How much longer than the deadline a connected rank waits for rank 0's answer, so that rank
+/// 0's own verdict at the deadline (which ranks never came) reaches it; within the
+/// supervisor's grace (see `run::supervisor::GRACE`).
+const ANSWER_GRACE: Duration = Duration::from_millis(500);
+/// How long rank 0 waits for a connected process's hello.
+const HELLO_WAIT: Duration = Duration::from_secs(5);
 
 pub struct Tcp {
     rank: u32,
     size: u32,
     local_rank: u32,
     local_size: u32,
+    info: Info,
     /// Rank 0: one stream per other rank, in rank order. Others: the stream to rank 0.
     peers: Mutex<Vec<TcpStream>>,
 }
 
-fn env_u32(name: &str) -> Result<u32, String> {
-    let v = std::env::var(name).map_err(|_| format!("{name} is not set"))?;
-    v.trim()
-        .parse()
-        .map_err(|_| format!("{name}='{v}' is not a non-negative integer"))
+/// What a rank says when it connects.
+#[derive(Debug, Clone)]
+struct Hello {
+    rank: u32,
+    size: u32,
+    pid: u32,
+    host: String,
+}
+
+impl Hello {
+    fn who(&self) -> String {
+        format!("pid {} on {}", self.pid, self.host)
+    }
+    fn encode(&self) -> Vec<u8> {
+        let mut b = MAGIC.to_vec();
+        b.extend(self.rank.to_le_bytes());
+        b.extend(self.size.to_le_bytes());
+        b.extend(self.pid.to_le_bytes());
+        put_str(&mut b, &self.host);
+        b
+    }
+    fn read(s: &mut TcpStream) -> std::io::Result<Hello> {
+        expect_magic(s)?;
+        Ok(Hello {
+            rank: get_u32(s)?,
+            size: get_u32(s)?,
+            pid: get_u32(s)?,
+            host: get_str(s)?,
+        })
+    }
+}
+
+/// Rank 0's answer: the local rank and size, or why the job was refused.
+enum Answer {
+    Welcome { local_rank: u32, local_size: u32 },
+    Refused(String),
+}
+
+impl Answer {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = MAGIC.to_vec();
+        match self {
+            Answer::Welcome {
+                local_rank,
+                local_size,
+            } => {
+                b.push(0);
+                b.extend(local_rank.to_le_bytes());
+                b.extend(local_size.to_le_bytes());
+            }
+            Answer::Refused(why) => {
+                b.push(1);
+                put_str(&mut b, why);
+            }
+        }
+        b
+    }
+    fn read(s: &mut TcpStream) -> std::io::Result<Answer> {
+        expect_magic(s)?;
+        let mut kind = [0u8; 1];
+        s.read_exact(&mut kind)?;
+        Ok(match kind[0] {
+            0 => Answer::Welcome {
+                local_rank: get_u32(s)?,
+                local_size: get_u32(s)?,
+            },
+            _ => Answer::Refused(get_str(s)?),
+        })
+    }
+}
+
+fn put_str(b: &mut Vec<u8>, s: &str) {
+    let s = &s.as_bytes()[..s.len().min(u16::MAX as usize)];
+    b.extend((s.len() as u16).to_le_bytes());
+    b.extend(s);
+}
+
+fn get_u32(s: &mut TcpStream) -> std::io::Result<u32> {
+    let mut b = [0u8; 4];
+    s.read_exact(&mut b)?;
+    Ok(u32::from_le_bytes(b))
+}
+
+fn get_str(s: &mut TcpStream) -> std::io::Result<String> {
+    let mut n = [0u8; 2];
+    s.read_exact(&mut n)?;
+    let mut v = vec![0u8; u16::from_le_bytes(n) as usize];
+    s.read_exact(&mut v)?;
+    Ok(String::from_utf8_lossy(&v).into_owned())
+}
+
+fn expect_magic(s: &mut TcpStream) -> std::io::Result<()> {
+    let mut m = [0u8; 8];
+    s.read_exact(&mut m)?;
+    if &m != MAGIC {
+        return Err(std::io::Error::new(
+            ErrorKind::InvalidData,
+            "not nccl-smoke's rendezvous",
+        ));
+    }
+    Ok(())
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.0} s", d.as_secs_f64())
 }
 
 impl Tcp {
-    /// Whether the environment asks for this bootstrap.
-    pub fn requested() -> bool {
-        std::env::var_os(ADDR_ENV).is_some()
-    }
-
-    /// Joins the star within `deadline`.
-    pub fn init(deadline: Duration) -> Result<Tcp, String> {
-        let addr = std::env::var(ADDR_ENV).map_err(|_| format!("{ADDR_ENV} is not set"))?;
-        let rank = env_u32(RANK_ENV)?;
-        let size = env_u32(SIZE_ENV)?;
-        if size == 0 || rank >= size {
-            return Err(format!("{RANK_ENV}={rank} is not below {SIZE_ENV}={size}"));
-        }
-        let local_rank = env_u32(LOCAL_RANK_ENV).unwrap_or(rank);
-        let local_size = env_u32(LOCAL_SIZE_ENV).unwrap_or(size);
-        let start = Instant::now();
-        let peers = if rank == 0 {
-            accept_all(&addr, size, deadline)?
+    /// Joins the star at `world.address` within `deadline`.
+    pub fn join(world: &EnvWorld, deadline: Duration) -> Result<Tcp, String> {
+        let me = Hello {
+            rank: world.rank,
+            size: world.size,
+            pid: std::process::id(),
+            host: crate::ffi::os::hostname(),
+        };
+        let info = Info {
+            kind: "env".into(),
+            source: world.family.label.into(),
+            rendezvous: Some(format!("{} ({})", world.address, world.address_from)),
+        };
+        let (local_rank, local_size, peers) = if world.rank == 0 {
+            let (peers, local_size) = Rank0::assemble(world, &me, deadline)?;
+            (0, local_size, peers)
         } else {
-            vec![connect(&addr, rank, start, deadline)?]
+            let (stream, local_rank, local_size) = connect(world, &me, deadline)?;
+            (local_rank, local_size, vec![stream])
         };
         Ok(Tcp {
-            rank,
-            size,
-            local_rank,
+            rank: world.rank,
+            size: world.size,
+            // The launcher's local rank, when it gives one, picks the GPU as it intends.
+            local_rank: world.local_rank.unwrap_or(local_rank),
             local_size,
+            info,
             peers: Mutex::new(peers),
         })
     }
 }
 
-fn accept_all(addr: &str, size: u32, deadline: Duration) -> Result<Vec<TcpStream>, String> {
-    let listener =
-        TcpListener::bind(addr).map_err(|e| format!("rank 0 cannot listen on {addr}: {e}"))?;
-    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let start = Instant::now();
-    let mut slots: Vec<Option<TcpStream>> = (1..size).map(|_| None).collect();
-    while slots.iter().any(Option::is_none) {
-        match listener.accept() {
-            Ok((mut s, _)) => {
-                s.set_nonblocking(false).map_err(|e| e.to_string())?;
-                let mut r = [0u8; 4];
-                s.read_exact(&mut r)
-                    .map_err(|e| format!("bootstrap handshake: {e}"))?;
-                let r = u32::from_le_bytes(r);
-                match slots.get_mut(r.wrapping_sub(1) as usize) {
-                    Some(slot @ None) => *slot = Some(s),
-                    _ => return Err(format!("bootstrap: unexpected or duplicate rank {r}")),
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if start.elapsed() > deadline {
-                    let missing: Vec<String> = slots
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, s)| s.is_none())
-                        .map(|(i, _)| (i + 1).to_string())
-                        .collect();
-                    return Err(format!(
-                        "ranks {} never connected to rank 0 at {addr} within {:.0} s",
-                        missing.join(", "),
-                        deadline.as_secs_f64()
-                    ));
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Err(e) => return Err(format!("bootstrap accept: {e}")),
-        }
-    }
-    Ok(slots.into_iter().flatten().collect())
+/// Rank 0's side of the rendezvous.
+struct Rank0 {
+    /// One slot per rank; slot 0 is rank 0 itself.
+    slots: Vec<Option<(Hello, Option<TcpStream>)>>,
+    /// Connected processes refused or not yet placed, to be told why the job ended.
+    others: Vec<TcpStream>,
+    /// Who holds each rank (pid and host), for the processes that come too late.
+    taken: Vec<String>,
 }
 
-fn connect(addr: &str, rank: u32, start: Instant, deadline: Duration) -> Result<TcpStream, String> {
-    loop {
-        let attempt = addr
-            .to_socket_addrs()
-            .map_err(|e| format!("bootstrap address {addr}: {e}"))?
-            .find_map(|a| TcpStream::connect_timeout(&a, Duration::from_secs(1)).ok());
-        if let Some(mut s) = attempt {
-            s.write_all(&rank.to_le_bytes())
-                .map_err(|e| e.to_string())?;
-            let _ = s.set_nodelay(true);
-            return Ok(s);
+impl Rank0 {
+    fn assemble(
+        world: &EnvWorld,
+        me: &Hello,
+        deadline: Duration,
+    ) -> Result<(Vec<TcpStream>, u32), String> {
+        let mut r = Rank0 {
+            slots: (0..world.size).map(|_| None).collect(),
+            others: Vec::new(),
+            taken: vec![String::new(); world.size as usize],
+        };
+        r.taken[0] = me.who();
+        r.slots[0] = Some((me.clone(), None));
+        if world.size == 1 {
+            return Ok((Vec::new(), 1));
+        }
+        let listener = listen(world)?;
+        let start = Instant::now();
+        while r.slots.iter().any(Option::is_none) {
+            match listener.accept() {
+                Ok((s, from)) => {
+                    if let Err(why) = r.admit(s, from, me) {
+                        return Err(r.refuse_all(why));
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    if start.elapsed() > deadline {
+                        let missing = r.missing();
+                        let why = format!(
+                            "rank{} {} never connected to rank 0 at {} ({}) within {}: {} not \
+                             start, or {} a different address",
+                            if missing.len() > 1 { "s" } else { "" },
+                            missing.join(", "),
+                            world.address,
+                            world.address_from,
+                            secs(deadline),
+                            if missing.len() > 1 {
+                                "they did"
+                            } else {
+                                "it did"
+                            },
+                            if missing.len() > 1 {
+                                "were given"
+                            } else {
+                                "was given"
+                            },
+                        );
+                        return Err(r.refuse_all(why));
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => return Err(r.refuse_all(format!("rendezvous accept: {e}"))),
+            }
+        }
+        // Local ranks: a rank's index among the ranks on its host, in rank order.
+        let hosts: Vec<String> = r
+            .slots
+            .iter()
+            .map(|s| s.as_ref().map(|(h, _)| h.host.clone()).unwrap_or_default())
+            .collect();
+        let mut peers = Vec::new();
+        for (rank, slot) in r.slots.iter_mut().enumerate() {
+            let host = &hosts[rank];
+            let local_rank = hosts[..rank].iter().filter(|h| *h == host).count() as u32;
+            let local_size = hosts.iter().filter(|h| *h == host).count() as u32;
+            if let Some((_, Some(mut s))) = slot.take() {
+                let answer = Answer::Welcome {
+                    local_rank,
+                    local_size,
+                };
+                s.write_all(&answer.encode())
+                    .map_err(|e| format!("rendezvous: rank {rank} went away: {e}"))?;
+                let _ = s.set_read_timeout(None);
+                let _ = s.set_nodelay(true);
+                peers.push(s);
+            }
+        }
+        let local_size = hosts.iter().filter(|h| **h == me.host).count() as u32;
+        let taken: Vec<String> = r.taken;
+        std::thread::spawn(move || late_arrivals(listener, taken));
+        Ok((peers, local_size))
+    }
+
+    /// Reads a connected process's hello and places it, or says why the job cannot go on.
+    fn admit(
+        &mut self,
+        mut s: TcpStream,
+        from: std::net::SocketAddr,
+        me: &Hello,
+    ) -> Result<(), String> {
+        let _ = s.set_nonblocking(false);
+        let _ = s.set_read_timeout(Some(HELLO_WAIT));
+        let hello = match Hello::read(&mut s) {
+            Ok(h) => h,
+            Err(e) => {
+                // A port scan or a health check is no rank: note it and go on waiting.
+                eprintln!(
+                    "nccl-smoke: rendezvous: ignored a connection from {from} that is not an \
+                     nccl-smoke rank ({e})"
+                );
+                return Ok(());
+            }
+        };
+        if hello.size != me.size {
+            self.others.push(s);
+            return Err(format!(
+                "rank {} ({}) was started with a world of {} ranks, rank 0 ({}) with {}: \
+                 the ranks do not belong to one launch",
+                hello.rank,
+                hello.who(),
+                hello.size,
+                me.who(),
+                me.size
+            ));
+        }
+        match self.slots.get_mut(hello.rank as usize) {
+            Some(slot @ None) => {
+                self.taken[hello.rank as usize] = hello.who();
+                *slot = Some((hello, Some(s)));
+                Ok(())
+            }
+            Some(Some((first, _))) => {
+                let why = format!(
+                    "two processes claim rank {}: {} and {}",
+                    hello.rank,
+                    first.who(),
+                    hello.who()
+                );
+                self.others.push(s);
+                Err(why)
+            }
+            None => {
+                self.others.push(s);
+                Err(format!(
+                    "{} claims rank {} of a world of {}",
+                    hello.who(),
+                    hello.rank,
+                    me.size
+                ))
+            }
+        }
+    }
+
+    fn missing(&self) -> Vec<String> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.is_none())
+            .map(|(i, _)| i.to_string())
+            .collect()
+    }
+
+    /// Tells every connected process why the job ends; returns the reason.
+    fn refuse_all(&mut self, why: String) -> String {
+        let answer = Answer::Refused(why.clone()).encode();
+        let placed = self
+            .slots
+            .iter_mut()
+            .filter_map(|s| s.as_mut().and_then(|(_, s)| s.take()));
+        for mut s in placed.chain(self.others.drain(..)) {
+            let _ = s.write_all(&answer);
+        }
+        why
+    }
+}
+
+/// Rank 0 keeps its port for the whole job: a process that arrives after the job assembled (a
+/// second process claiming a rank, a copy started twice) is refused with the holder named, and
+/// rank 0 says so; a second job given the same port is refused when it tries to listen.
+fn late_arrivals(listener: TcpListener, taken: Vec<String>) {
+    let _ = listener.set_nonblocking(false);
+    for conn in listener.incoming() {
+        let Ok(mut s) = conn else { continue };
+        let _ = s.set_read_timeout(Some(HELLO_WAIT));
+        let Ok(hello) = Hello::read(&mut s) else {
+            continue;
+        };
+        let why = match taken.get(hello.rank as usize) {
+            Some(holder) => format!(
+                "two processes claim rank {}: {holder} (in the job, which had assembled) and {}",
+                hello.rank,
+                hello.who()
+            ),
+            None => format!(
+                "{} claims rank {} of a world of {}",
+                hello.who(),
+                hello.rank,
+                taken.len()
+            ),
+        };
+        eprintln!("nccl-smoke: rendezvous: refused a late process: {why}");
+        let _ = s.write_all(&Answer::Refused(why).encode());
+    }
+}
+
+fn listen(world: &EnvWorld) -> Result<TcpListener, String> {
+    let port = world
+        .address
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse::<u16>().ok())
+        .ok_or_else(|| format!("rendezvous address '{}' has no port", world.address))?;
+    // Every interface: the address may name this host by a name or an address the host
+    // does not hold itself (a Service's DNS name, a NAT).
+    let any = if world.address.starts_with('[') {
+        format!("[::]:{port}")
+    } else {
+        format!("0.0.0.0:{port}")
+    };
+    let listener = TcpListener::bind(&any).map_err(|e| {
+        if e.kind() == ErrorKind::AddrInUse {
+            format!(
+                "rank 0 cannot listen on port {port} ({}): {e}: another process holds it — a \
+                 second process claiming rank 0, or another job on the same port",
+                world.address_from
+            )
+        } else {
+            format!("rank 0 cannot listen on {any}: {e}")
+        }
+    })?;
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    Ok(listener)
+}
+
+/// A non-zero rank's side: connect (retrying until the deadline: rank 0 may start later, its
+/// name may not resolve yet), say hello, and wait for the job to assemble.
+fn connect(
+    world: &EnvWorld,
+    me: &Hello,
+    deadline: Duration,
+) -> Result<(TcpStream, u32, u32), String> {
+    let start = Instant::now();
+    let addr = &world.address;
+    let mut last = String::from("no attempt");
+    let mut stream = loop {
+        match addr.to_socket_addrs() {
+            Ok(mut addrs) => {
+                let attempt = addrs.find_map(|a| {
+                    match TcpStream::connect_timeout(&a, Duration::from_secs(1)) {
+                        Ok(s) => Some(s),
+                        Err(e) => {
+                            last = e.to_string();
+                            None
+                        }
+                    }
+                });
+                if let Some(s) = attempt {
+                    break s;
+                }
+            }
+            Err(e) => last = format!("cannot resolve {addr}: {e}"),
         }
         if start.elapsed() > deadline {
             return Err(format!(
-                "rank {rank} could not reach rank 0 at {addr} within {:.0} s",
-                deadline.as_secs_f64()
+                "rank {} could not reach rank 0 at {addr} ({}) within {} (last: {last}): rank 0 \
+                 is not running there, or the address is not the one it listens on",
+                me.rank,
+                world.address_from,
+                secs(deadline)
             ));
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let lost = |e: std::io::Error| {
+        if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+            format!(
+                "rank {} reached rank 0 at {addr}, but the job did not assemble within {}: \
+                 ranks are missing (rank 0's report names them)",
+                me.rank,
+                secs(deadline)
+            )
+        } else if e.kind() == ErrorKind::InvalidData {
+            format!(
+                "the process at {addr} ({}) is not nccl-smoke's rank 0: the address or port \
+                 names another service",
+                world.address_from
+            )
+        } else {
+            format!(
+                "rank {}: the connection to rank 0 at {addr} closed before the job assembled \
+                 ({e}): rank 0 ended, or {addr} is not nccl-smoke's rendezvous",
+                me.rank
+            )
+        }
+    };
+    stream.write_all(&me.encode()).map_err(lost)?;
+    let left = deadline.saturating_sub(start.elapsed()) + ANSWER_GRACE;
+    let _ = stream.set_read_timeout(Some(left));
+    match Answer::read(&mut stream).map_err(lost)? {
+        Answer::Welcome {
+            local_rank,
+            local_size,
+        } => {
+            let _ = stream.set_read_timeout(None);
+            let _ = stream.set_nodelay(true);
+            Ok((stream, local_rank, local_size))
+        }
+        Answer::Refused(why) => Err(format!("rank 0 refused this rank: {why}")),
     }
 }
 
@@ -154,7 +518,14 @@ impl Bootstrap for Tcp {
         self.local_size
     }
     fn describe(&self) -> String {
-        "nccl-smoke TCP bootstrap (no MPI)".into()
+        format!(
+            "nccl-smoke TCP bootstrap (no MPI): {}; rendezvous {}",
+            self.info.source,
+            self.info.rendezvous.as_deref().unwrap_or("-")
+        )
+    }
+    fn info(&self) -> Info {
+        self.info.clone()
     }
     fn barrier(&self) {
         let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());

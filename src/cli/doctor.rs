@@ -115,6 +115,7 @@ fn node_fingerprint(found: &Examination, host: &str) -> Fingerprint {
         driver: found.driver.as_ref().map(DriverInfo::from),
         nccl: found.nccl.as_ref().map(NcclInfo::from),
         launcher: String::new(),
+        bootstrap: None,
         env: fingerprint::env_snapshot(),
     }
 }

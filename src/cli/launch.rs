@@ -48,7 +48,6 @@ pub fn launch(args: &LaunchArgs) -> u8 {
             .env(tcp::RANK_ENV, rank.to_string())
             .env(tcp::SIZE_ENV, args.np.to_string())
             .env(tcp::LOCAL_RANK_ENV, rank.to_string())
-            .env(tcp::LOCAL_SIZE_ENV, args.np.to_string())
             .spawn();
         match spawned {
             Ok(c) => children.push(c),

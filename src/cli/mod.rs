@@ -184,6 +184,50 @@ pub struct RunArgs {
     /// examples in deploy/expect/): a run below one fails with exit code 25, naming the hosts.
     #[arg(long, value_name = "FILE")]
     pub expect: Option<PathBuf>,
+    /// How the ranks find each other: `mpi`, `env` (nccl-smoke's TCP rendezvous from launcher
+    /// variables) or `auto`.
+    #[arg(long, value_enum, default_value = "auto", long_help = bootstrap_help())]
+    pub bootstrap: BootstrapMode,
+}
+
+/// `--bootstrap`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BootstrapMode {
+    Auto,
+    Mpi,
+    Env,
+}
+
+impl From<BootstrapMode> for crate::bootstrap::Mode {
+    fn from(m: BootstrapMode) -> Self {
+        match m {
+            BootstrapMode::Auto => Self::Auto,
+            BootstrapMode::Mpi => Self::Mpi,
+            BootstrapMode::Env => Self::Env,
+        }
+    }
+}
+
+/// `--bootstrap`'s long help: the sources, in the order they are believed.
+fn bootstrap_help() -> String {
+    let families: Vec<&str> = crate::bootstrap::launcher::FAMILIES
+        .iter()
+        .map(|f| f.label)
+        .collect();
+    format!(
+        "How the ranks find each other. `mpi`: MPI_Init (a build with the `mpi` feature, \
+         started by mpirun or `srun --mpi=pmix`). `env`: nccl-smoke's own TCP rendezvous: rank \
+         0 listens, the others connect within the launch deadline; rank, world size and local \
+         rank come from the first of: {}. Rank 0's address is NCCL_SMOKE_BOOTSTRAP=host:port, \
+         else MASTER_ADDR and MASTER_PORT, else under srun the step's first node (port from \
+         SLURM_STEP_RESV_PORTS, or derived from the job and step ids), else under mpirun on one \
+         host loopback. `auto` (default): `env` when NCCL_SMOKE_BOOTSTRAP is set, `mpi` when \
+         built with MPI and an MPI launcher's variables are present ({}), else `env` when \
+         launcher variables are present, else a single rank. The choice is recorded in the \
+         results (fingerprint.bootstrap).",
+        families.join("; "),
+        crate::bootstrap::launcher::MPI_MARKERS.join(", ")
+    )
 }
 
 /// `--backend`'s long help, with the simulation's fault grammar (from the parser's own list).
@@ -316,6 +360,7 @@ impl RunArgs {
             stage_timeout: self.stage_timeout.clone(),
             repeat: self.repeat,
             expect: self.expect.clone(),
+            bootstrap: self.bootstrap.into(),
         }
     }
 

@@ -77,8 +77,12 @@ pub struct Fingerprint {
     pub driver: Option<DriverInfo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl: Option<NcclInfo>,
-    /// What launched the ranks (MPI library version line).
+    /// What launched the ranks (MPI library version line, or the TCP rendezvous and its
+    /// variables).
     pub launcher: String,
+    /// How the ranks found each other: carrier, variables believed, rendezvous address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<crate::bootstrap::Info>,
     /// Variables that change NCCL's behaviour, as rank 0 saw them.
     pub env: BTreeMap<String, String>,
 }
@@ -289,6 +293,7 @@ mod tests {
                 simulated: None,
             }),
             launcher: "Open MPI v4.1.4".into(),
+            bootstrap: None,
             env: [("NCCL_IB_HCA".to_string(), "mlx5".to_string())].into(),
         }
     }

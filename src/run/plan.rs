@@ -5,6 +5,7 @@
 use super::libs::LibChoice;
 use crate::bench::Timing;
 use crate::bench::sweep::{self, Step};
+use crate::bootstrap::Mode;
 use crate::data::{DataType, RedOp};
 use crate::report::expect::{self, Expectations};
 use crate::report::results::RunConfig;
@@ -42,6 +43,8 @@ pub struct Settings {
     pub repeat: u32,
     /// `--expect FILE`: bus bandwidth floors.
     pub expect: Option<PathBuf>,
+    /// `--bootstrap`: how the ranks find each other.
+    pub bootstrap: Mode,
 }
 
 /// A checked plan.
@@ -69,6 +72,8 @@ pub struct Plan {
     pub repeat: u32,
     /// The `--expect` file and its floors, read once here.
     pub expect: Option<(PathBuf, Expectations)>,
+    /// How the ranks find each other (see [`crate::bootstrap::init`]).
+    pub bootstrap: Mode,
     deadlines: [Duration; Stage::ALL.len()],
 }
 
@@ -124,6 +129,13 @@ impl Settings {
             ));
         }
         let sizes = sweep::sizes(self.minbytes, self.maxbytes(), self.step())?;
+        if self.bootstrap == Mode::Mpi && !cfg!(feature = "mpi") {
+            return Err(
+                "--bootstrap mpi: this nccl-smoke was built without MPI (feature `mpi`); use \
+                 --bootstrap env or auto"
+                    .into(),
+            );
+        }
         if self.repeat == 0 {
             return Err("--repeat must be at least 1".into());
         }
@@ -164,6 +176,7 @@ impl Settings {
             config,
             repeat: self.repeat,
             expect,
+            bootstrap: self.bootstrap,
         })
     }
 }
@@ -267,6 +280,7 @@ mod tests {
             stage_timeout,
             repeat: 1,
             expect: None,
+            bootstrap: Mode::Auto,
         }
         .plan()
         .unwrap()

@@ -93,6 +93,7 @@ impl Run<'_> {
             config: self.plan.config.clone(),
             fingerprint: Fingerprint {
                 launcher: boot.describe(),
+                bootstrap: Some(boot.info()),
                 env: fingerprint::env_snapshot(),
                 ..Fingerprint::default()
             },
@@ -131,6 +132,7 @@ impl Run<'_> {
             driver: Some(DriverInfo::from(driver)),
             nccl: Some(NcclInfo::from(nccl)),
             launcher: boot.describe(),
+            bootstrap: Some(boot.info()),
             env: fingerprint::env_snapshot(),
         };
         for line in table::fingerprint_lines(&fp, self.simulated) {

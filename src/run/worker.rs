@@ -233,7 +233,7 @@ impl Run<'_> {
     pub(super) fn launch(&mut self) -> Result<Box<dyn Bootstrap>, Failure> {
         progress::enter(Stage::Launch, self.who.rank);
         progress::waiting("in MPI_Init (or the launcher's bootstrap)");
-        let boot = bootstrap::init_bootstrap(self.plan.deadline(Stage::Launch))
+        let boot = bootstrap::init(self.plan.bootstrap, self.plan.deadline(Stage::Launch))
             .at(Stage::Launch, &self.who)?;
         if let Some(msg) =
             bootstrap::launcher::mismatch(boot.size(), bootstrap::launcher::from_env().as_ref())

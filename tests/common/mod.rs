@@ -104,6 +104,16 @@ pub fn mpirun_command<S: AsRef<std::ffi::OsStr>>(
     args: &[S],
     env: &[(&str, &str)],
 ) -> Command {
+    mpirun_command_of(&bin(), np, args, env)
+}
+
+/// [`mpirun_command`] of another build of nccl-smoke.
+pub fn mpirun_command_of<S: AsRef<std::ffi::OsStr>>(
+    binary: &Path,
+    np: u32,
+    args: &[S],
+    env: &[(&str, &str)],
+) -> Command {
     let mut cmd = Command::new("mpirun");
     cmd.arg("--oversubscribe")
         .arg("--bind-to")
@@ -113,7 +123,7 @@ pub fn mpirun_command<S: AsRef<std::ffi::OsStr>>(
     for (k, _) in env {
         cmd.arg("-x").arg(k);
     }
-    cmd.arg(bin()).args(args);
+    cmd.arg(binary).args(args);
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .env("OMPI_MCA_btl", "self,tcp")

@@ -1,0 +1,432 @@
+//! The same 4-rank simulated run through every launcher nccl-smoke supports without a cluster
+//! scheduler — mpirun (MPI), `nccl-smoke launch`, torchrun-style variables, Slurm's variables
+//! without srun's MPI support, a Kubernetes indexed Job's — and the absences the TCP rendezvous
+//! must name within the launch deadline: a rank that never starts, a wrong MASTER_PORT, rank 0
+//! absent, two processes claiming one rank. (srun and sbatch on a real Slurm cluster:
+//! tests/slurm.rs.)
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// Every launcher variable a test process could inherit: each rank gets only its own.
+const LAUNCHER_VARS: &[&str] = &[
+    "NCCL_SMOKE_BOOTSTRAP",
+    "NCCL_SMOKE_RANK",
+    "NCCL_SMOKE_WORLD_SIZE",
+    "NCCL_SMOKE_LOCAL_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMIX_RANK",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "SLURM_PROCID",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_LOCALID",
+    "SLURM_STEP_NODELIST",
+    "SLURM_JOB_ID",
+    "SLURM_STEP_ID",
+    "JOB_COMPLETION_INDEX",
+];
+
+/// A port nobody listens on right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn sim_args(json: &Path, launch_s: &str) -> Vec<String> {
+    [
+        "run",
+        "--backend",
+        "sim",
+        "-e",
+        "16K",
+        "-n",
+        "3",
+        "-w",
+        "1",
+        "--patterns",
+        "all_reduce,send_recv_ring",
+        "--stage-timeout",
+        &format!("launch={launch_s}"),
+        "--json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([json.display().to_string()])
+    .collect()
+}
+
+/// Starts one process per entry of `ranks` (each with its own variables) at once, optionally
+/// `delay`ed, and returns their outputs in the same order.
+fn start_world(ranks: Vec<(Vec<(String, String)>, Duration)>, args: &[String]) -> Vec<Output> {
+    let threads: Vec<_> = ranks
+        .into_iter()
+        .map(|(vars, delay)| {
+            let args = args.to_vec();
+            std::thread::spawn(move || {
+                std::thread::sleep(delay);
+                let mut cmd = Command::new(bin());
+                cmd.args(&args);
+                for k in LAUNCHER_VARS {
+                    cmd.env_remove(k);
+                }
+                cmd.envs(vars);
+                bounded(cmd, 90)
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+fn vars(pairs: &[(&str, String)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
+fn torchrun(rank: u32, size: u32, port: u16) -> Vec<(String, String)> {
+    vars(&[
+        ("RANK", rank.to_string()),
+        ("WORLD_SIZE", size.to_string()),
+        ("LOCAL_RANK", rank.to_string()),
+        ("MASTER_ADDR", "127.0.0.1".into()),
+        ("MASTER_PORT", port.to_string()),
+    ])
+}
+
+fn hostname() -> String {
+    let out = Command::new("hostname").output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn read_json(p: &Path) -> Value {
+    let text = std::fs::read_to_string(p)
+        .unwrap_or_else(|e| panic!("no results file {}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// What must be the same whatever launched the job: verdict, rank count, and per row the
+/// pattern, size, count and that every element was verified.
+/// A results row's pattern, size, count, wrong elements and whether it was checked.
+type Row = (String, u64, u64, u64, bool);
+
+fn essence(doc: &Value) -> (String, usize, Vec<Row>) {
+    let rows = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["pattern"].as_str().unwrap().to_string(),
+                r["size_bytes"].as_u64().unwrap(),
+                r["count"].as_u64().unwrap(),
+                r["wrong"].as_u64().unwrap(),
+                r["checked"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    (
+        doc["verdict"]["status"].as_str().unwrap().to_string(),
+        doc["fingerprint"]["ranks"].as_array().unwrap().len(),
+        rows,
+    )
+}
+
+fn all_passed(outs: &[Output]) {
+    for (i, o) in outs.iter().enumerate() {
+        assert_eq!(code(o), 0, "process {i}:\n{}", text(o));
+    }
+}
+
+#[test]
+fn one_run_through_every_launcher_gives_the_same_results_with_its_source_recorded() {
+    require_sim();
+    let dir = scratch("launchers");
+    let mut docs: Vec<(&str, Value)> = Vec::new();
+
+    // mpirun: MPI finds the ranks.
+    let json = dir.join("mpirun.json");
+    let o = mpirun(
+        4,
+        &sim_args(&json, "60")
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        &[],
+        120,
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    docs.push(("mpi", read_json(&json)));
+
+    // nccl-smoke launch -n 4.
+    let json = dir.join("launch.json");
+    let mut cmd = Command::new(bin());
+    cmd.args(["launch", "-n", "4"]).args(sim_args(&json, "60"));
+    let o = bounded(cmd, 120);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    docs.push(("nccl-smoke launch", read_json(&json)));
+
+    // torchrun-style variables.
+    let json = dir.join("torchrun.json");
+    let port = free_port();
+    let ranks = (0..4)
+        .map(|r| (torchrun(r, 4, port), Duration::ZERO))
+        .collect();
+    all_passed(&start_world(ranks, &sim_args(&json, "60")));
+    docs.push(("torchrun-style", read_json(&json)));
+
+    // Slurm's variables, as srun --mpi=none sets them: the rendezvous is on the step's first
+    // node (this host), on a port derived from the job and step ids.
+    let json = dir.join("slurm.json");
+    let job = (std::process::id() % 100_000).to_string();
+    let ranks = (0..4)
+        .map(|r| {
+            let v = vars(&[
+                ("SLURM_PROCID", r.to_string()),
+                ("SLURM_STEP_NUM_TASKS", "4".into()),
+                ("SLURM_LOCALID", r.to_string()),
+                ("SLURM_STEP_NODELIST", hostname()),
+                ("SLURM_JOB_ID", job.clone()),
+                ("SLURM_STEP_ID", "0".into()),
+            ]);
+            (v, Duration::ZERO)
+        })
+        .collect();
+    all_passed(&start_world(ranks, &sim_args(&json, "60")));
+    docs.push(("Slurm srun", read_json(&json)));
+
+    // A Kubernetes indexed Job: JOB_COMPLETION_INDEX, and the manifest's WORLD_SIZE and address.
+    let json = dir.join("indexed.json");
+    let port = free_port().to_string();
+    let ranks = (0..4)
+        .map(|r| {
+            let v = vars(&[
+                ("JOB_COMPLETION_INDEX", r.to_string()),
+                ("WORLD_SIZE", "4".into()),
+                ("MASTER_ADDR", "localhost".into()),
+                ("MASTER_PORT", port.clone()),
+            ]);
+            (v, Duration::ZERO)
+        })
+        .collect();
+    all_passed(&start_world(ranks, &sim_args(&json, "60")));
+    docs.push(("Kubernetes indexed Job", read_json(&json)));
+
+    // A build without the `mpi` feature, under mpirun (Open MPI's variables, loopback
+    // rendezvous) and under `nccl-smoke launch`.
+    let no_mpi = build_without_mpi();
+    let json = dir.join("no-mpi-mpirun.json");
+    let sim_dir = bin().parent().unwrap().display().to_string();
+    let cmd = mpirun_command_of(
+        &no_mpi,
+        4,
+        &sim_args(&json, "60"),
+        &[("NCCL_SMOKE_SIM_DIR", &sim_dir)],
+    );
+    let o = bounded(cmd, 120);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    docs.push(("Open MPI", read_json(&json)));
+    let json = dir.join("no-mpi-launch.json");
+    let mut cmd = Command::new(&no_mpi);
+    cmd.args(["launch", "-n", "4"])
+        .args(sim_args(&json, "60"))
+        .env("NCCL_SMOKE_SIM_DIR", bin().parent().unwrap());
+    let o = bounded(cmd, 120);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    docs.push(("nccl-smoke launch", read_json(&json)));
+
+    let reference = essence(&docs[0].1);
+    assert_eq!(reference.0, "PASS");
+    assert_eq!(reference.1, 4);
+    assert_eq!(reference.2.len(), 2 * 12, "2 patterns × 8 B..16 KiB");
+    for (want, doc) in &docs {
+        assert_eq!(essence(doc), reference, "{want} differs from mpirun");
+        let boot = &doc["fingerprint"]["bootstrap"];
+        let (kind, source) = (
+            boot["kind"].as_str().unwrap(),
+            boot["source"].as_str().unwrap(),
+        );
+        if *want == "mpi" {
+            assert_eq!(kind, "mpi", "{boot}");
+            assert!(source.contains("Open MPI"), "{boot}");
+        } else {
+            assert_eq!(kind, "env", "{boot}");
+            assert!(source.starts_with(want), "{want}: {boot}");
+            assert!(boot["rendezvous"].as_str().is_some(), "{boot}");
+        }
+        // Local ranks as the launcher meant them: all four ranks on this one host.
+        let locals: Vec<u64> = doc["fingerprint"]["ranks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["local_rank"].as_u64().unwrap())
+            .collect();
+        assert_eq!(locals, [0, 1, 2, 3], "{want}");
+    }
+    assert!(leftovers_after_grace(&dir.display().to_string()).is_empty());
+}
+
+/// nccl-smoke built without the `mpi` feature (scripts/setup.sh builds it first; this only
+/// brings it up to date), in `<target>/no-mpi`.
+fn build_without_mpi() -> std::path::PathBuf {
+    let target = bin().parent().unwrap().parent().unwrap().join("no-mpi");
+    let o = bounded(
+        {
+            let mut c = Command::new(env!("CARGO"));
+            c.current_dir(env!("CARGO_MANIFEST_DIR")).args([
+                "build",
+                "--release",
+                "--no-default-features",
+                "-p",
+                "nccl-smoke",
+                "--bin",
+                "nccl-smoke",
+                "--target-dir",
+            ]);
+            c.arg(&target);
+            c
+        },
+        600,
+    );
+    assert_eq!(
+        code(&o),
+        0,
+        "cargo build --no-default-features:\n{}",
+        text(&o)
+    );
+    let b = target.join("release/nccl-smoke");
+    let ldd = Command::new("ldd").arg(&b).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&ldd.stdout).contains("libmpi"),
+        "the build without MPI links libmpi"
+    );
+    b
+}
+
+/// Runs a 4-rank torchrun-style world with the given ranks (rank number, port, delay),
+/// launch deadline 3 s; returns the outputs and the wall time.
+fn absent(name: &str, ranks: &[(u32, u16)]) -> (Vec<Output>, Duration, String) {
+    require_sim();
+    let dir = scratch(name);
+    let args = sim_args(&dir.join("r.json"), "3");
+    let world = ranks
+        .iter()
+        .map(|&(r, port)| (torchrun(r, 4, port), Duration::ZERO))
+        .collect();
+    let start = Instant::now();
+    let outs = start_world(world, &args);
+    let took = start.elapsed();
+    let tag = dir.display().to_string();
+    assert!(
+        leftovers_after_grace(&tag).is_empty(),
+        "processes left behind: {:?}",
+        leftovers(&tag)
+    );
+    (outs, took, tag)
+}
+
+/// The verdict line each process printed.
+fn fail_line(o: &Output) -> String {
+    let t = text(o);
+    t.lines()
+        .find(|l| l.contains("FAIL at launch"))
+        .unwrap_or_else(|| panic!("no launch failure in:\n{t}"))
+        .to_string()
+}
+
+/// Within the 3 s launch deadline plus the worker's start and the supervisor's grace.
+const BOUND: Duration = Duration::from_secs(12);
+
+#[test]
+fn a_rank_that_never_starts_is_named_by_rank_0_and_its_peers() {
+    let port = free_port();
+    let (outs, took, _) = absent("never-starts", &[(0, port), (1, port), (2, port)]);
+    assert!(took < BOUND, "took {took:?}");
+    for o in &outs {
+        assert_eq!(code(o), 10, "launch's exit code:\n{}", text(o));
+        let l = fail_line(o);
+        assert!(l.contains("rank 3 never connected to rank 0"), "{l}");
+    }
+    assert!(fail_line(&outs[0]).contains("on rank 0"));
+    assert!(text(&outs[0]).contains("# job: ranks 1, 2, 3: no status line"));
+}
+
+#[test]
+fn a_wrong_master_port_is_named_on_both_sides() {
+    let (port, wrong) = (free_port(), free_port());
+    let (outs, took, _) = absent("wrong-port", &[(0, port), (1, port), (2, wrong), (3, port)]);
+    assert!(took < BOUND, "took {took:?}");
+    let l = fail_line(&outs[2]);
+    assert!(
+        l.contains(&format!("could not reach rank 0 at 127.0.0.1:{wrong}"))
+            && l.contains("MASTER_ADDR, MASTER_PORT"),
+        "{l}"
+    );
+    assert!(fail_line(&outs[0]).contains("rank 2 never connected"));
+    assert!(fail_line(&outs[3]).contains("rank 0 refused this rank: rank 2 never connected"));
+}
+
+#[test]
+fn rank_0_absent_is_named_by_every_rank() {
+    let port = free_port();
+    let (outs, took, _) = absent("no-rank-0", &[(1, port), (2, port), (3, port)]);
+    assert!(took < BOUND, "took {took:?}");
+    for o in &outs {
+        assert_eq!(code(o), 10);
+        assert!(fail_line(o).contains("rank 0 is not running there"));
+    }
+}
+
+#[test]
+fn two_processes_claiming_one_rank_are_both_named() {
+    // Rank 3 never comes, so the job cannot assemble before both claimants of rank 1 arrive.
+    let port = free_port();
+    let (outs, took, _) = absent("two-claim", &[(0, port), (1, port), (1, port), (2, port)]);
+    assert!(took < BOUND, "took {took:?}");
+    let l = fail_line(&outs[0]);
+    assert!(l.contains("two processes claim rank 1: pid "), "{l}");
+    assert!(l.matches(" on ").count() >= 2, "both named: {l}");
+    // Both claimants are told; rank 2 may have come after rank 0 ended the rendezvous.
+    for o in &outs[1..3] {
+        assert!(
+            fail_line(o).contains("two processes claim rank 1"),
+            "{}",
+            text(o)
+        );
+    }
+    assert_eq!(code(&outs[3]), 10, "{}", text(&outs[3]));
+}
+
+#[test]
+fn half_set_launcher_variables_are_refused_with_their_names() {
+    require_sim();
+    let dir = scratch("half-set");
+    let args = sim_args(&dir.join("r.json"), "3");
+    let outs = start_world(vec![(vars(&[("RANK", "1".into())]), Duration::ZERO)], &args);
+    let l = fail_line(&outs[0]);
+    assert!(l.contains("RANK is set but WORLD_SIZE is not"), "{l}");
+    let outs = start_world(
+        vec![(
+            vars(&[("RANK", "0".into()), ("WORLD_SIZE", "2".into())]),
+            Duration::ZERO,
+        )],
+        &args,
+    );
+    let l = fail_line(&outs[0]);
+    assert!(l.contains("MASTER_ADDR and MASTER_PORT"), "{l}");
+}
