@@ -126,7 +126,7 @@ pub const TABLE: [Row; 15] = [
         "launch",
         10,
         120,
-        "MPI init, launcher mismatch, first MPI collective",
+        "MPI init or the TCP rendezvous (a rank absent, a wrong address, two processes claiming a rank), launcher mismatch, first collective",
     ),
     row(
         Stage::NcclLoad,

@@ -107,7 +107,8 @@ fn seed_004_dev_shm_too_small() {
     assert!(v.contains("emptyDir"), "{v}");
 }
 
-/// 003 (its other face): a process out of file descriptors. Under `ulimit -n 12` the
+/// 003 (its other face): a process out of file descriptors. Under `ulimit -n 14` (rank 0
+/// holds its rendezvous port for the whole job, and a descriptor more leaves room for the results file) the
 /// simulated bootstrap root's accept fails with EMFILE, as NCCL's does (`socketTryAccept`); the
 /// peers then see their connections close. The verdict names the rank that ran out and why,
 /// not the ranks that only saw it go.
@@ -117,7 +118,7 @@ fn seed_003_open_files_exhausted() {
     let dir = scratch("emfile");
     let json = dir.join("run.json");
     let script = format!(
-        "ulimit -n 12; exec {} launch -n 3 run --backend sim -e 1K --timeout 5 --json {}",
+        "ulimit -n 14; exec {} launch -n 3 run --backend sim -e 1K --timeout 5 --json {}",
         bin().display(),
         json.display()
     );
