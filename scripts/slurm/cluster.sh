@@ -40,6 +40,7 @@ CPUS=${SLURM_SMOKE_CPUS:-4}
 GPUS=${SLURM_SMOKE_GPUS:-$CPUS}
 DAEMONS=(slurmd slurmctld munged) # the order they are stopped in
 
+PATH=$PATH:/usr/sbin:/sbin # the daemons, for a caller whose PATH lacks them
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 conf=$dir/slurm.conf
