@@ -3,6 +3,10 @@
 # Idempotent: what is already there is left alone.
 #   - build requirements: Open MPI (the `mpi` feature), libclang (bindgen, for mpi-sys);
 #     rsvg-convert (librsvg2-bin) for the test that renders compare's plot to PNG
+#   - Slurm and munge (slurm-wlm, munge) for tests/slurm.rs, which starts a single-node cluster
+#     of its own with scripts/slurm/cluster.sh (this script configures none); libpmix-dev
+#     because Slurm's PMIx plugin (srun --mpi=pmix) loads the unversioned pmix2/lib/libpmix.so,
+#     which only the -dev package ships
 #   - the real libnccl.so.2 from the PyPI wheel nvidia-nccl-cu12, oldest and newest supported
 #     releases (NCCL_WHEEL_VERSIONS="2.19.3 2.32.3"), unpacked into .deps/nccl/<version>/
 #     (each loads without a GPU and fails at CUDA init: a real failure for the tests to pin down)
@@ -13,7 +17,7 @@ cd "$(dirname "$0")/.."
 
 # Real NCCL releases to test against: the oldest and the newest supported, by default.
 NCCL_WHEEL_VERSIONS=${NCCL_WHEEL_VERSIONS:-2.19.3 2.32.3}
-packages=(libopenmpi-dev openmpi-bin libclang-dev pkg-config librsvg2-bin)
+packages=(libopenmpi-dev openmpi-bin libclang-dev pkg-config librsvg2-bin slurm-wlm munge libpmix-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
