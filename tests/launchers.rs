@@ -430,3 +430,39 @@ fn half_set_launcher_variables_are_refused_with_their_names() {
     let l = fail_line(&outs[0]);
     assert!(l.contains("MASTER_ADDR and MASTER_PORT"), "{l}");
 }
+
+#[test]
+fn verdict_gives_a_results_files_line_and_code() {
+    require_sim();
+    let dir = scratch("verdict");
+    let json = dir.join("r.json");
+    let o = run1(
+        &[
+            "run",
+            "--backend",
+            "sim",
+            "-e",
+            "1K",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        &[("NCCL_SMOKE_SIM_FAULT", "init:error")],
+    );
+    assert_eq!(code(&o), 16, "{}", text(&o));
+    let v = run1(&["verdict", json.to_str().unwrap()], &[]);
+    assert_eq!(code(&v), 16, "{}", text(&v));
+    assert!(
+        String::from_utf8_lossy(&v.stdout).starts_with("FAIL at init on rank 0"),
+        "{}",
+        text(&v)
+    );
+    let not_results = dir.join("x.json");
+    std::fs::write(&not_results, "{}").unwrap();
+    let v = run1(&["verdict", not_results.to_str().unwrap()], &[]);
+    assert_eq!(code(&v), 2, "{}", text(&v));
+    assert!(
+        text(&v).contains("not an nccl-smoke results file"),
+        "{}",
+        text(&v)
+    );
+}

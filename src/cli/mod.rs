@@ -4,6 +4,7 @@ mod compare;
 mod doctor;
 mod explain;
 mod launch;
+mod verdict;
 
 use crate::bench::sweep;
 use crate::data::{DataType, RedOp};
@@ -58,6 +59,10 @@ pub enum Command {
     /// in the environment, bus bandwidth per pattern and size, and a verdict. Exit code: 0 no
     /// regression, 30 regressed, 2 when a file is unreadable or the runs are not comparable.
     Compare(compare::CompareArgs),
+    /// Print a results file's verdict line and exit with its code (0 PASS, else the stage's):
+    /// for batch scripts whose launcher's status is not the verdict. Exit 2 when the file is
+    /// unreadable or not a results file.
+    Verdict(verdict::VerdictArgs),
     /// The second process of the NCCL one-rank init probe (started by a failing rank).
     #[command(name = "probe-nccl-init", hide = true)]
     ProbeNcclInit {
@@ -374,7 +379,7 @@ impl RunArgs {
 pub fn dispatch(cli: Cli) -> u8 {
     if matches!(
         cli.command,
-        Command::Explain(_) | Command::Doctor(_) | Command::Compare(_)
+        Command::Explain(_) | Command::Doctor(_) | Command::Compare(_) | Command::Verdict(_)
     ) {
         crate::ffi::os::default_sigpipe();
     }
@@ -383,6 +388,7 @@ pub fn dispatch(cli: Cli) -> u8 {
         Command::Doctor(args) => doctor::doctor(&args),
         Command::Launch(args) => launch::launch(&args),
         Command::Compare(args) => compare::compare(&args),
+        Command::Verdict(args) => verdict::verdict(&args),
         Command::ProbeNcclInit { nccl_lib } => {
             crate::diagnose::probe::nccl_solo_init_side(&nccl_lib)
         }

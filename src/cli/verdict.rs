@@ -1,0 +1,28 @@
+//! `nccl-smoke verdict FILE`: a results file's verdict line, and its exit code as this
+//! process's own — for scripts and batch jobs whose launcher's status is not the verdict (a
+//! Slurm step under `--mpi=pmix` ends with SIGKILL when one rank fails).
+
+use crate::report::results;
+use crate::stage::exit;
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Args, Debug)]
+pub struct VerdictArgs {
+    /// A results file written by `nccl-smoke run --json`.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+}
+
+pub fn verdict(args: &VerdictArgs) -> u8 {
+    match results::load(&args.file) {
+        Ok(doc) => {
+            println!("{}", doc.verdict.line);
+            doc.verdict.exit_code
+        }
+        Err(e) => {
+            eprintln!("nccl-smoke verdict: {e}");
+            exit::USAGE
+        }
+    }
+}
