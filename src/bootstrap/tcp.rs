@@ -383,6 +383,7 @@ fn late_arrivals(listener: TcpListener, taken: Vec<String>) {
             ),
         };
         eprintln!("nccl-smoke: rendezvous: refused a late process: {why}");
+        let why = format!("this process came after the job had assembled: {why}");
         let _ = s.write_all(&Answer::Refused(why).encode());
     }
 }
@@ -488,7 +489,7 @@ fn connect(
             let _ = stream.set_nodelay(true);
             Ok((stream, local_rank, local_size))
         }
-        Answer::Refused(why) => Err(format!("rank 0 refused this rank: {why}")),
+        Answer::Refused(why) => Err(format!("rank 0 at {addr} ended the rendezvous: {why}")),
     }
 }
 
