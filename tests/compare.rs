@@ -289,3 +289,60 @@ fn a_run_below_an_expected_floor_fails_with_its_own_code_and_names_the_hosts() {
     assert_eq!(code(&o), 2, "{}", text(&o));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A real `-J` file (nccl-tests with per-iteration timing, 2 ranks on two T4s, one process):
+/// read, compared with itself and with a nccl-smoke run of the same size and type (rows meet on
+/// pattern, size and type); cut short, refused.
+#[test]
+fn a_real_nccl_tests_json_file_compares_with_a_text_log_and_a_run() {
+    require_sim();
+    let real = fixture("all_reduce_perf.t4-2gpu.real.json");
+    let (rc, t) = compare(&[&real, &real]);
+    assert_eq!(rc, 0, "{t}");
+    assert!(
+        t.contains("(nccl-tests JSON, 2026-08-21 03:26:03, 2 rank(s), 1 repeat(s))"),
+        "one process driving 2 GPUs is 2 ranks:\n{t}"
+    );
+    assert!(t.contains("   134217728       5.731       5.731"), "{t}");
+    // Against a nccl-smoke run of the same size.
+    let dir = scratch("compare-real-json");
+    let run = dir.join("run.json");
+    let o = mpirun(
+        2,
+        &[
+            "run",
+            "--backend",
+            "sim",
+            "--patterns",
+            "all_reduce",
+            "-b",
+            "128M",
+            "-e",
+            "128M",
+            "-d",
+            "half",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "--json",
+            run.to_str().unwrap(),
+        ],
+        &[],
+        180,
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let run = run.display().to_string();
+    let (rc, t) = compare(&[&real, &run, "--mixed-backends"]);
+    assert!(t.contains("\n   134217728 "), "{t}");
+    assert!([0, 30, 33].contains(&rc), "a verdict:\n{t}");
+    // Cut short: refused with the file.
+    let text = std::fs::read_to_string(&real).unwrap();
+    let cut = dir.join("cut.json");
+    std::fs::write(&cut, &text[..text.len() - 400]).unwrap();
+    let cut = cut.display().to_string();
+    let (rc, t) = compare(&[&cut, &real]);
+    assert_eq!(rc, 34, "{t}");
+    assert!(t.contains("cut.json:1: the JSON ends early"), "{t}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -2,7 +2,7 @@
 //! `JSON_FILE_VERSION`, `jsonOutputInit`, `writeDeviceReport`, `writeBenchmarkLine*`,
 //! `writeResultFooter`). One object: `version`, `start_time`, `args` (argv, the program
 //! first), `env`, `nccl_version` (the code, e.g. 22705), `config` (with `devices`, one per
-//! rank), `results` (one object per size: `size`, `count`, `type`, `redop`, `root`,
+//! process: each process's first `#  Rank` line; a process drives `nthreads` × `ngpus` ranks), `results` (one object per size: `size`, `count`, `type`, `redop`, `root`,
 //! `out_of_place` and `in_place` each `{time | cpu_time, alg_bw, bus_bw, nwrong}` or null),
 //! `out_of_bounds`, `average_bus_bandwidth`, `errors`, `end_time`. Numbers are C's `%lf`; a NaN
 //! is the string `"nan"`. A test that dies leaves the object unterminated.
@@ -82,11 +82,20 @@ pub fn parse(path: &Path, text: &str) -> Result<Side, InputError> {
     if rows.is_empty() {
         return Err(bad("no out-of-place results in \"results\"".into()));
     }
-    let ranks = v
-        .get("config")
+    // One `devices` entry per process, each driving nthreads × ngpus ranks (writeDeviceReport:
+    // rank = proc × nThreads × nGpus + i).
+    let config = v.get("config");
+    let per_process = |k: &str| {
+        config
+            .and_then(|c| c.get(k))
+            .and_then(Value::as_u64)
+            .map_or(1, |n| n.max(1) as usize)
+    };
+    let processes = config
         .and_then(|c| c.get("devices"))
         .and_then(Value::as_array)
-        .map_or(1, Vec::len);
+        .map_or(1, |d| d.len().max(1));
+    let ranks = processes * per_process("nthreads") * per_process("ngpus");
     Ok(Side {
         source: "nccl-tests JSON".into(),
         started_at: v
