@@ -213,10 +213,11 @@ pub fn mismatch(mpi_size: u32, view: Option<&LauncherView>) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::HashMap;
 
+    /// A stand-in environment for tests.
     pub(crate) fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let m: HashMap<String, String> = pairs
             .iter()

@@ -139,15 +139,7 @@ pub fn address(
 mod tests {
     use super::*;
     use crate::bootstrap::launcher::FAMILIES;
-    use std::collections::HashMap;
-
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let m: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |k| m.get(k).cloned()
-    }
+    use crate::bootstrap::launcher::tests::env;
 
     fn family(prefix: &str) -> &'static Family {
         FAMILIES
