@@ -1,0 +1,36 @@
+# nccl-smoke in a container image, for the manifests in deploy/k8s/ (MPIJob launcher and
+# workers, TrainJob runtime, indexed Job).
+#
+#   docker build -t nccl-smoke .
+#
+# Two stages: the build (Rust, Open MPI headers, libclang for the MPI bindings), then a slim
+# runtime with the installed tree (scripts/install.sh: bin/nccl-smoke and the simulation
+# libraries for --backend sim), Open MPI and sshd (MPIJob workers and Trainer nodes are reached
+# by mpirun over ssh). No NVIDIA library is in the image: the NVIDIA container toolkit mounts
+# the node's driver (libcuda.so.1), and libnccl.so.2 comes from the node or from a layer you add
+# (e.g. `pip install nvidia-nccl-cu12` in a derived image; nccl-smoke finds a pip wheel's copy,
+# or take --nccl-lib PATH).
+FROM rust:1-bookworm AS build
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      libopenmpi-dev openmpi-bin libclang-dev pkg-config \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN cargo build --release --workspace \
+ && bash scripts/install.sh /usr/local
+
+FROM debian:bookworm-slim AS runtime
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      openmpi-bin libopenmpi3 openssh-server openssh-client ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && mkdir -p /run/sshd
+# /usr/local/bin is on the PATH of the ssh sessions mpirun opens on workers too.
+COPY --from=build /usr/local/bin/nccl-smoke /usr/local/bin/nccl-smoke
+COPY --from=build /usr/local/lib/nccl-smoke /usr/local/lib/nccl-smoke
+ENV OMPI_ALLOW_RUN_AS_ROOT=1 \
+    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    OMPI_MCA_coll_hcoll_enable=0
+# The default command checks the node; `nccl-smoke run …` runs the test.
+CMD ["nccl-smoke", "doctor"]
