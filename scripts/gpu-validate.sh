@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# nccl-smoke beside nccl-tests on this machine's GPUs, with the machine's own libnccl: the same
+# patterns and sizes (8 B to 1 GiB), and a side-by-side table per pattern. For a GPU machine
+# without internet access: nothing here downloads anything.
+#
+#   bash scripts/gpu-validate.sh [OUT]          (default OUT: gpu-validate)
+#
+#   BIN=PATH              nccl-smoke (default: target/release/nccl-smoke, else on PATH); a build
+#                         without MPI (`cargo build --release --no-default-features`) needs no MPI
+#                         on the GPU machine
+#   NCCL_SMOKE_NCCL_LIB   the libnccl.so.2 to use (default: the dynamic linker's, else a pip
+#                         wheel's in the active python's site-packages)
+#   NCCL_TESTS_SRC=DIR    an NVIDIA/nccl-tests source tree; built here (`make MPI=0`) with nvcc
+#                         against the same libnccl (its include/ beside lib/, as the pip wheel
+#                         and the NCCL packages have it)
+#   MAXBYTES=1G           the largest size (nccl-tests' -e syntax)
+#
+# In OUT: nccl-smoke.json and .txt (all patterns, every GPU, through `nccl-smoke launch`),
+# <test>.txt for each nccl-tests program, side-by-side.<pattern>.txt (`nccl-smoke compare`,
+# nccl-tests first: the change column is nccl-smoke's bus bandwidth against nccl-tests', and
+# the time columns give the latency difference at small sizes), and, on a one-GPU machine, the
+# two-ranks-on-one-GPU run where the NCCL release allows it.
+#
+# Exit codes:
+#   0   both sides ran and were compared
+#   2   bad usage, or nccl-smoke itself not found
+#   40  no NVIDIA driver (nvidia-smi missing or failing, no libcuda.so.1)
+#   41  no libnccl.so.2 found
+#   42  nccl-smoke's run failed (its own exit code is in nccl-smoke.txt)
+#   43  no nvcc, or NCCL_TESTS_SRC unset: nccl-smoke ran, nothing to compare it with
+#   44  nccl-tests did not build or run
+set -uo pipefail
+case "${1:-}" in
+  -h | --help)
+    sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+  -*)
+    echo "gpu-validate.sh: unknown option $1 (see --help)" >&2
+    exit 2
+    ;;
+esac
+here=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-gpu-validate}
+maxbytes=${MAXBYTES:-1G}
+say() { echo "gpu-validate: $*"; }
+die() {
+  local code=$1
+  shift
+  echo "gpu-validate: $*" >&2
+  exit "$code"
+}
+
+bin=${BIN:-$here/target/release/nccl-smoke}
+[ -x "$bin" ] || bin=$(command -v nccl-smoke || true)
+[ -n "$bin" ] && [ -x "$bin" ] || die 2 "nccl-smoke not found: build it (cargo build --release) or set BIN=PATH"
+
+# 1. The driver.
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  libcuda=$(ldconfig -p 2>/dev/null | grep -m1 'libcuda\.so\.1 ' || true)
+  die 40 "no NVIDIA driver here: nvidia-smi is not on PATH${libcuda:+ (but $libcuda exists)}${libcuda:- and the dynamic linker knows no libcuda.so.1}. This script needs a machine with NVIDIA GPUs and their driver."
+fi
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+[ "${gpus:-0}" -ge 1 ] || die 40 "nvidia-smi lists no GPU ($(nvidia-smi -L 2>&1 | head -1))"
+say "$gpus GPU(s): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+
+# 2. The library.
+lib=${NCCL_SMOKE_NCCL_LIB:-}
+if [ -z "$lib" ]; then
+  lib=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF; exit}')
+fi
+if [ -z "$lib" ]; then
+  for py in python3 python; do
+    command -v "$py" >/dev/null 2>&1 || continue
+    lib=$("$py" -c 'import glob,site,sys
+for d in site.getsitepackages()+[site.getusersitepackages()]:
+    for f in glob.glob(d+"/nvidia/nccl/lib/libnccl.so.2"): print(f); sys.exit()' 2>/dev/null)
+    [ -n "$lib" ] && break
+  done
+fi
+[ -n "$lib" ] && [ -e "$lib" ] || die 41 "no libnccl.so.2: not known to the dynamic linker, not in a pip wheel (nvidia-nccl-cu12/-cu13) of the active python; set NCCL_SMOKE_NCCL_LIB=PATH"
+say "libnccl: $lib"
+mkdir -p "$out"
+
+# 3. nccl-smoke on every GPU.
+say "nccl-smoke: $gpus rank(s), all patterns, 8 B to $maxbytes"
+"$bin" launch -n "$gpus" run --nccl-lib "$lib" -b 8 -e "$maxbytes" -f 2 --json "$out/nccl-smoke.json" \
+  >"$out/nccl-smoke.txt" 2>&1
+rc=$?
+verdict() { grep -E '^(VERDICT: |PASS|FAIL at )' "$1" | tail -n 1; }
+say "nccl-smoke: $(verdict "$out/nccl-smoke.txt")"
+[ "$rc" = 0 ] || die 42 "nccl-smoke exited $rc (see $out/nccl-smoke.txt)"
+version=$(sed -n 's/^# nccl: \([0-9.]*\).*/\1/p' "$out/nccl-smoke.txt" | head -1)
+
+# 4. Two ranks on one GPU: NCCL up to 2.29 refuses it ("Duplicate GPU detected", src/init.cc);
+# from 2.30.3 it runs with NCCL_MULTI_RANK_GPU_ENABLE=1 (src/init.cc, MultiRankGpuEnable).
+if [ "$gpus" = 1 ]; then
+  if [ -n "$version" ] && [ "$(printf '%s\n2.30.3\n' "$version" | sort -V | head -1)" = 2.30.3 ]; then
+    say "one GPU, NCCL $version: two ranks on it (NCCL_MULTI_RANK_GPU_ENABLE=1)"
+    NCCL_MULTI_RANK_GPU_ENABLE=1 "$bin" launch -n 2 run --nccl-lib "$lib" --device 0 -b 8 -e "$maxbytes" \
+      --json "$out/two-ranks-one-gpu.json" >"$out/two-ranks-one-gpu.txt" 2>&1
+    say "two ranks on one GPU: exit $? ($(verdict "$out/two-ranks-one-gpu.txt"))"
+  else
+    say "one GPU, NCCL ${version:-?}: two ranks on one GPU not tried: NCCL before 2.30.3 refuses a second rank on a GPU (Duplicate GPU detected)"
+  fi
+fi
+
+# 5. nccl-tests, built here against the same library.
+missing=()
+command -v nvcc >/dev/null 2>&1 || missing+=("nvcc is not on PATH")
+[ -n "${NCCL_TESTS_SRC:-}" ] || missing+=("NCCL_TESTS_SRC is not set (an NVIDIA/nccl-tests source tree)")
+if ((${#missing[@]})); then
+  reason=$(printf '%s; ' "${missing[@]}")
+  die 43 "nccl-smoke ran (results in $out), nothing to compare it with: ${reason%; }"
+fi
+nccl_home=$(cd "$(dirname "$lib")/.." && pwd)
+[ -f "$nccl_home/include/nccl.h" ] || die 44 "no nccl.h in $nccl_home/include for the library $lib"
+say "building nccl-tests in $NCCL_TESTS_SRC against $nccl_home"
+make -C "$NCCL_TESTS_SRC" -j MPI=0 NCCL_HOME="$nccl_home" >"$out/nccl-tests-build.txt" 2>&1 ||
+  die 44 "nccl-tests did not build (see $out/nccl-tests-build.txt)"
+export LD_LIBRARY_PATH=$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+status=0
+for pair in all_reduce_perf:all_reduce alltoall_perf:all_to_all sendrecv_perf:send_recv_ring; do
+  test=${pair%%:*}
+  pattern=${pair#*:}
+  "$NCCL_TESTS_SRC/build/$test" -b 8 -e "$maxbytes" -f 2 -g "$gpus" >"$out/$test.txt" 2>&1 || {
+    say "$test failed (see $out/$test.txt)"
+    status=44
+    continue
+  }
+  # The log holds one pattern; nccl-smoke's other patterns are listed as "only in the second run".
+  "$bin" compare "$out/$test.txt" "$out/nccl-smoke.json" >"$out/side-by-side.$pattern.txt" 2>&1
+  say "$pattern: $(tail -n 1 "$out/side-by-side.$pattern.txt")"
+done
+[ "$status" = 0 ] || die "$status" "a nccl-tests program failed"
+say "done: side-by-side tables in $out/side-by-side.*.txt"
