@@ -137,6 +137,7 @@ fn side_channel() {
             s.write_all(&rank_lines(rank)).unwrap();
             conns.push(s);
         }
+        let connected = start.elapsed();
         let done = loop {
             let all = view
                 .lock()
@@ -154,8 +155,9 @@ fn side_channel() {
         };
         match done {
             Some(t) => println!(
-                "status side channel, {n:>5} ranks: every rank's {} reports applied in {:.3} s; \
-                 peak memory so far {} MiB",
+                "status side channel, {n:>5} ranks: all connected and sent after {:.3} s, every \
+                 rank's {} reports applied in {:.3} s; peak memory so far {} MiB",
+                connected.as_secs_f64(),
                 Stage::ALL.len(),
                 t.as_secs_f64(),
                 peak_kib() / 1024

@@ -35,7 +35,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (left, right) = root.split_horizontally(360);
     for (area, title, max, pick, color) in [
         (&left, "job wall time (s)", max_wall, 1usize, BLUE),
-        (&right, "all_reduce busbw at 1 MiB (GB/s)", max_bw, 2usize, RED),
+        (
+            &right,
+            "all_reduce busbw at 1 MiB (GB/s)",
+            max_bw,
+            2usize,
+            RED,
+        ),
     ] {
         let mut chart = ChartBuilder::on(area)
             .caption(format!("{title}, SIMULATED"), ("sans-serif", 15))
