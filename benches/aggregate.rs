@@ -70,27 +70,26 @@ fn results(c: &mut Criterion) {
     g.finish();
 }
 
-/// Peak resident memory of this process so far (VmHWM), KiB.
-fn peak_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+/// The `field`-th word of the first line of /proc/self/`file` that starts with `key`.
+fn proc_number(file: &str, key: &str, field: usize) -> u64 {
+    std::fs::read_to_string(format!("/proc/self/{file}"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(field)?.parse().ok())
         })
         .unwrap_or(0)
 }
 
+/// Peak resident memory of this process so far (VmHWM), KiB.
+fn peak_kib() -> u64 {
+    proc_number("status", "VmHWM:", 1)
+}
+
+/// The soft limit on open descriptors.
 fn fd_limit() -> u64 {
-    std::fs::read_to_string("/proc/self/limits")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Max open files"))
-                .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
-        })
-        .unwrap_or(0)
+    proc_number("limits", "Max open files", 3)
 }
 
 /// The reports one rank's supervisor sends over a run: every stage, then its end.
