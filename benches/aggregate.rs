@@ -14,13 +14,14 @@
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use nccl_smoke::bench::{RankSample, Timing, combine};
+use nccl_smoke::bootstrap::tcp::listen_wide;
 use nccl_smoke::data::{DataType, RedOp};
 use nccl_smoke::patterns::select;
 use nccl_smoke::progress::Event;
 use nccl_smoke::run::status::{JobView, Report, serve};
 use nccl_smoke::stage::Stage;
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -121,7 +122,8 @@ fn side_channel() {
             );
             continue;
         }
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        // Bound as rank 0's supervisor binds it (run::supervisor).
+        let listener = listen_wide(([127, 0, 0, 1], 0).into()).unwrap();
         let addr = listener.local_addr().unwrap();
         let view = Arc::new(Mutex::new(JobView {
             nranks: n,

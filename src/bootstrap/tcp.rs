@@ -388,6 +388,22 @@ fn late_arrivals(listener: TcpListener, taken: Vec<String>) {
     }
 }
 
+/// How many connections may wait to be accepted. std's `TcpListener::bind` asks for 128:
+/// thousands of ranks connecting at once overflow that, and each dropped handshake costs its
+/// rank a retransmission of a second or more. The kernel caps this at `net.core.somaxconn`
+/// (4096 by default since Linux 5.4).
+pub const BACKLOG: i32 = 65535;
+
+/// A listening TCP socket on `addr` with [`BACKLOG`] (and SO_REUSEADDR, as std sets it).
+pub fn listen_wide(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.bind(&addr.into())?;
+    s.listen(BACKLOG)?;
+    Ok(s.into())
+}
+
 fn listen(world: &EnvWorld) -> Result<TcpListener, String> {
     let port = world
         .address
@@ -401,7 +417,11 @@ fn listen(world: &EnvWorld) -> Result<TcpListener, String> {
     } else {
         format!("0.0.0.0:{port}")
     };
-    let listener = TcpListener::bind(&any).map_err(|e| {
+    let bind = any
+        .parse()
+        .map_err(|e| format!("rank 0 cannot listen on {any}: {e}"))
+        .map(listen_wide)?;
+    let listener = bind.map_err(|e| {
         if e.kind() == ErrorKind::AddrInUse {
             format!(
                 "rank 0 cannot listen on port {port} ({}): {e}: another process holds it — a \

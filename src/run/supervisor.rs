@@ -14,7 +14,6 @@ use crate::bootstrap::launcher;
 use crate::error::{Failure, Who};
 use crate::ffi::os;
 use crate::stage::{Stage, exit};
-use std::net::TcpListener;
 use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -138,7 +137,7 @@ pub(super) fn spawn_and_watch(
     // Rank 0 takes every rank's status reports (see `status`).
     let mut status_port = None;
     let job = if who.rank.unwrap_or(0) == 0
-        && let Ok(listener) = TcpListener::bind("0.0.0.0:0")
+        && let Ok(listener) = crate::bootstrap::tcp::listen_wide(([0, 0, 0, 0], 0).into())
         && let Ok(addr) = listener.local_addr()
     {
         status_port = Some(addr.port());
