@@ -18,6 +18,16 @@ pub struct Family {
 
 use rendezvous::Default as At;
 
+impl Family {
+    /// Whether another family reads the same size variable (`WORLD_SIZE`: torchrun-style and
+    /// an indexed Job), so that the size alone does not say the family is present.
+    fn shares_size(&self) -> bool {
+        FAMILIES
+            .iter()
+            .any(|f| f.size == self.size && f.rank != self.rank)
+    }
+}
+
 /// Launcher variable families, in the order they are believed. The explicit `nccl-smoke
 /// launch` variables first; then MPI launchers' (whose ranks, when nccl-smoke is built with
 /// MPI, MPI itself gives). torchrun-style variables come before Slurm's because srun never sets
@@ -121,8 +131,8 @@ pub fn read(get: impl Fn(&str) -> Option<String>) -> Option<LauncherView> {
     let num = |k: &str| get(k).and_then(|v| v.trim().parse::<u32>().ok());
     FAMILIES.iter().find_map(|f| {
         let rank = num(f.rank);
-        // A WORLD_SIZE alone belongs to whichever family also has its rank variable.
-        if f.size == "WORLD_SIZE" && rank.is_none() {
+        // A shared size variable alone belongs to whichever family also has its rank variable.
+        if f.shares_size() && rank.is_none() {
             return None;
         }
         Some(LauncherView {
@@ -161,10 +171,17 @@ pub fn resolve(get: impl Fn(&str) -> Option<String>) -> Result<Option<EnvWorld>,
         let (size, rank) = match (size, rank) {
             (Some(s), Some(r)) => (s, r),
             (None, None) => continue,
-            (Some(_), None) if f.size == "WORLD_SIZE" => {
-                partial.get_or_insert(
-                    "WORLD_SIZE is set but neither RANK nor JOB_COMPLETION_INDEX is".into(),
-                );
+            (Some(_), None) if f.shares_size() => {
+                let ranks: Vec<&str> = FAMILIES
+                    .iter()
+                    .filter(|g| g.size == f.size)
+                    .map(|g| g.rank)
+                    .collect();
+                partial.get_or_insert(format!(
+                    "{} is set but neither {} is",
+                    f.size,
+                    ranks.join(" nor ")
+                ));
                 continue;
             }
             (Some(_), None) => {

@@ -46,12 +46,11 @@ pub struct Info {
     pub rendezvous: Option<String>,
 }
 
-/// `--bootstrap`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// `--bootstrap` (its values are the command line's, as `DataType`'s are). `Auto`: the explicit
+/// `NCCL_SMOKE_BOOTSTRAP` first; then MPI when built with it and an MPI launcher's variables
+/// are present; then the TCP rendezvous from launcher variables; then a world of one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Mode {
-    /// The explicit `NCCL_SMOKE_BOOTSTRAP` first; then MPI when built with it and an MPI
-    /// launcher's variables are present; then the TCP rendezvous from launcher variables;
-    /// then a world of one.
     #[default]
     Auto,
     Mpi,

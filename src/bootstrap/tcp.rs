@@ -188,8 +188,6 @@ struct Rank0 {
     slots: Vec<Option<(Hello, Option<TcpStream>)>>,
     /// Connected processes refused or not yet placed, to be told why the job ended.
     others: Vec<TcpStream>,
-    /// Who holds each rank (pid and host), for the processes that come too late.
-    taken: Vec<String>,
 }
 
 impl Rank0 {
@@ -201,9 +199,7 @@ impl Rank0 {
         let mut r = Rank0 {
             slots: (0..world.size).map(|_| None).collect(),
             others: Vec::new(),
-            taken: vec![String::new(); world.size as usize],
         };
-        r.taken[0] = me.who();
         r.slots[0] = Some((me.clone(), None));
         if world.size == 1 {
             return Ok((Vec::new(), 1));
@@ -220,24 +216,17 @@ impl Rank0 {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     if start.elapsed() > deadline {
                         let missing = r.missing();
+                        let (s, they, were) = match missing.len() {
+                            1 => ("", "it", "was"),
+                            _ => ("s", "they", "were"),
+                        };
                         let why = format!(
-                            "rank{} {} never connected to rank 0 at {} ({}) within {}: {} not \
-                             start, or {} a different address",
-                            if missing.len() > 1 { "s" } else { "" },
+                            "rank{s} {} never connected to rank 0 at {} ({}) within {}: {they} \
+                             did not start, or {were} given a different address",
                             missing.join(", "),
                             world.address,
                             world.address_from,
                             secs(deadline),
-                            if missing.len() > 1 {
-                                "they did"
-                            } else {
-                                "it did"
-                            },
-                            if missing.len() > 1 {
-                                "were given"
-                            } else {
-                                "was given"
-                            },
                         );
                         return Err(r.refuse_all(why));
                     }
@@ -246,17 +235,15 @@ impl Rank0 {
                 Err(e) => return Err(r.refuse_all(format!("rendezvous accept: {e}"))),
             }
         }
-        // Local ranks: a rank's index among the ranks on its host, in rank order.
-        let hosts: Vec<String> = r
-            .slots
-            .iter()
-            .map(|s| s.as_ref().map(|(h, _)| h.host.clone()).unwrap_or_default())
-            .collect();
+        // Every slot is filled. Local ranks: a rank's index among the ranks on its host, in
+        // rank order.
+        let hellos: Vec<Hello> = r.slots.iter().flatten().map(|(h, _)| h.clone()).collect();
+        let local_size = |host: &str| hellos.iter().filter(|h| h.host == host).count() as u32;
         let mut peers = Vec::new();
         for (rank, slot) in r.slots.iter_mut().enumerate() {
-            let host = &hosts[rank];
-            let local_rank = hosts[..rank].iter().filter(|h| *h == host).count() as u32;
-            let local_size = hosts.iter().filter(|h| *h == host).count() as u32;
+            let host = &hellos[rank].host;
+            let local_rank = hellos[..rank].iter().filter(|h| h.host == *host).count() as u32;
+            let local_size = local_size(host);
             if let Some((_, Some(mut s))) = slot.take() {
                 let answer = Answer::Welcome {
                     local_rank,
@@ -269,10 +256,10 @@ impl Rank0 {
                 peers.push(s);
             }
         }
-        let local_size = hosts.iter().filter(|h| **h == me.host).count() as u32;
-        let taken: Vec<String> = r.taken;
+        let mine = local_size(&me.host);
+        let taken: Vec<String> = hellos.iter().map(Hello::who).collect();
         std::thread::spawn(move || late_arrivals(listener, taken));
-        Ok((peers, local_size))
+        Ok((peers, mine))
     }
 
     /// Reads a connected process's hello and places it, or says why the job cannot go on.
@@ -309,7 +296,6 @@ impl Rank0 {
         }
         match self.slots.get_mut(hello.rank as usize) {
             Some(slot @ None) => {
-                self.taken[hello.rank as usize] = hello.who();
                 *slot = Some((hello, Some(s)));
                 Ok(())
             }

@@ -192,25 +192,7 @@ pub struct RunArgs {
     /// How the ranks find each other: `mpi`, `env` (nccl-smoke's TCP rendezvous from launcher
     /// variables) or `auto`.
     #[arg(long, value_enum, default_value = "auto", long_help = bootstrap_help())]
-    pub bootstrap: BootstrapMode,
-}
-
-/// `--bootstrap`.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BootstrapMode {
-    Auto,
-    Mpi,
-    Env,
-}
-
-impl From<BootstrapMode> for crate::bootstrap::Mode {
-    fn from(m: BootstrapMode) -> Self {
-        match m {
-            BootstrapMode::Auto => Self::Auto,
-            BootstrapMode::Mpi => Self::Mpi,
-            BootstrapMode::Env => Self::Env,
-        }
-    }
+    pub bootstrap: crate::bootstrap::Mode,
 }
 
 /// `--bootstrap`'s long help: the sources, in the order they are believed.
@@ -365,7 +347,7 @@ impl RunArgs {
             stage_timeout: self.stage_timeout.clone(),
             repeat: self.repeat,
             expect: self.expect.clone(),
-            bootstrap: self.bootstrap.into(),
+            bootstrap: self.bootstrap,
         }
     }
 

@@ -324,20 +324,16 @@ impl JobView {
             .filter(|r| !self.ranks.contains_key(r))
             .map(|r| r.to_string())
             .collect();
+        // The status lines open after the launch stage's first collective: a job that ended in
+        // its launch stage never opened them (the verdict above says why).
         let own_launch = matches!(me, Some((_, _, Some(f))) if f.stage == Stage::Launch);
-        if !missing.is_empty() && own_launch {
-            // The status lines open after the launch stage's first collective: a job that
-            // ended in its launch stage never opened them (the verdict above says why).
-            out.push(format!(
-                "# job: ranks {}: no status line (the job ended in its launch stage, before \
-                 the status lines open)",
-                missing.join(", ")
-            ));
-        } else if !missing.is_empty() {
-            out.push(format!(
-                "# job: ranks never heard from after launch: {}",
-                missing.join(", ")
-            ));
+        match (missing.join(", "), own_launch) {
+            (m, _) if m.is_empty() => {}
+            (m, true) => out.push(format!(
+                "# job: ranks {m}: no status line (the job ended in its launch stage, before \
+                 the status lines open)"
+            )),
+            (m, false) => out.push(format!("# job: ranks never heard from after launch: {m}")),
         }
         out
     }

@@ -2,10 +2,11 @@
 //! `JSON_FILE_VERSION`, `jsonOutputInit`, `writeDeviceReport`, `writeBenchmarkLine*`,
 //! `writeResultFooter`). One object: `version`, `start_time`, `args` (argv, the program
 //! first), `env`, `nccl_version` (the code, e.g. 22705), `config` (with `devices`, one per
-//! process: each process's first `#  Rank` line; a process drives `nthreads` × `ngpus` ranks), `results` (one object per size: `size`, `count`, `type`, `redop`, `root`,
-//! `out_of_place` and `in_place` each `{time | cpu_time, alg_bw, bus_bw, nwrong}` or null),
-//! `out_of_bounds`, `average_bus_bandwidth`, `errors`, `end_time`. Numbers are C's `%lf`; a NaN
-//! is the string `"nan"`. A test that dies leaves the object unterminated.
+//! process: each process's first `#  Rank` line; a process drives `nthreads` × `ngpus` ranks),
+//! `results` (one object per size: `size`, `count`, `type`, `redop`, `root`, `out_of_place`
+//! and `in_place` each `{time | cpu_time, alg_bw, bus_bw, nwrong}` or null), `out_of_bounds`,
+//! `average_bus_bandwidth`, `errors`, `end_time`. Numbers are C's `%lf`; a NaN is the string
+//! `"nan"`. A test that dies leaves the object unterminated.
 
 use super::super::compare::Side;
 use super::{InputError, Row, add, pattern_of, version_of_code};
