@@ -70,15 +70,14 @@ fn sim_args(json: &Path, launch_s: &str) -> Vec<String> {
     .collect()
 }
 
-/// Starts one process per entry of `ranks` (each with its own variables) at once, optionally
-/// `delay`ed, and returns their outputs in the same order.
-fn start_world(ranks: Vec<(Vec<(String, String)>, Duration)>, args: &[String]) -> Vec<Output> {
+/// Starts one process per entry of `ranks` (each with its own variables) at once, and returns
+/// their outputs in the same order.
+fn start_world(ranks: Vec<Vec<(String, String)>>, args: &[String]) -> Vec<Output> {
     let threads: Vec<_> = ranks
         .into_iter()
-        .map(|(vars, delay)| {
+        .map(|vars| {
             let args = args.to_vec();
             std::thread::spawn(move || {
-                std::thread::sleep(delay);
                 let mut cmd = Command::new(bin());
                 cmd.args(&args);
                 for k in LAUNCHER_VARS {
@@ -184,9 +183,7 @@ fn one_run_through_every_launcher_gives_the_same_results_with_its_source_recorde
     // torchrun-style variables.
     let json = dir.join("torchrun.json");
     let port = free_port();
-    let ranks = (0..4)
-        .map(|r| (torchrun(r, 4, port), Duration::ZERO))
-        .collect();
+    let ranks = (0..4).map(|r| torchrun(r, 4, port)).collect();
     all_passed(&start_world(ranks, &sim_args(&json, "60")));
     docs.push(("torchrun-style", read_json(&json)));
 
@@ -196,15 +193,14 @@ fn one_run_through_every_launcher_gives_the_same_results_with_its_source_recorde
     let job = (std::process::id() % 100_000).to_string();
     let ranks = (0..4)
         .map(|r| {
-            let v = vars(&[
+            vars(&[
                 ("SLURM_PROCID", r.to_string()),
                 ("SLURM_STEP_NUM_TASKS", "4".into()),
                 ("SLURM_LOCALID", r.to_string()),
                 ("SLURM_STEP_NODELIST", hostname()),
                 ("SLURM_JOB_ID", job.clone()),
                 ("SLURM_STEP_ID", "0".into()),
-            ]);
-            (v, Duration::ZERO)
+            ])
         })
         .collect();
     all_passed(&start_world(ranks, &sim_args(&json, "60")));
@@ -215,13 +211,12 @@ fn one_run_through_every_launcher_gives_the_same_results_with_its_source_recorde
     let port = free_port().to_string();
     let ranks = (0..4)
         .map(|r| {
-            let v = vars(&[
+            vars(&[
                 ("JOB_COMPLETION_INDEX", r.to_string()),
                 ("WORLD_SIZE", "4".into()),
                 ("MASTER_ADDR", "localhost".into()),
                 ("MASTER_PORT", port.clone()),
-            ]);
-            (v, Duration::ZERO)
+            ])
         })
         .collect();
     all_passed(&start_world(ranks, &sim_args(&json, "60")));
@@ -318,15 +313,15 @@ fn build_without_mpi() -> std::path::PathBuf {
     b
 }
 
-/// Runs a 4-rank torchrun-style world with the given ranks (rank number, port, delay),
-/// launch deadline 3 s; returns the outputs and the wall time.
-fn absent(name: &str, ranks: &[(u32, u16)]) -> (Vec<Output>, Duration, String) {
+/// Runs a 4-rank torchrun-style world with the given ranks (rank number, port), launch
+/// deadline 3 s; checks that no process is left behind; returns the outputs and the wall time.
+fn absent(name: &str, ranks: &[(u32, u16)]) -> (Vec<Output>, Duration) {
     require_sim();
     let dir = scratch(name);
     let args = sim_args(&dir.join("r.json"), "3");
     let world = ranks
         .iter()
-        .map(|&(r, port)| (torchrun(r, 4, port), Duration::ZERO))
+        .map(|&(r, port)| torchrun(r, 4, port))
         .collect();
     let start = Instant::now();
     let outs = start_world(world, &args);
@@ -337,7 +332,7 @@ fn absent(name: &str, ranks: &[(u32, u16)]) -> (Vec<Output>, Duration, String) {
         "processes left behind: {:?}",
         leftovers(&tag)
     );
-    (outs, took, tag)
+    (outs, took)
 }
 
 /// The verdict line each process printed.
@@ -355,7 +350,7 @@ const BOUND: Duration = Duration::from_secs(12);
 #[test]
 fn a_rank_that_never_starts_is_named_by_rank_0_and_its_peers() {
     let port = free_port();
-    let (outs, took, _) = absent("never-starts", &[(0, port), (1, port), (2, port)]);
+    let (outs, took) = absent("never-starts", &[(0, port), (1, port), (2, port)]);
     assert!(took < BOUND, "took {took:?}");
     for o in &outs {
         assert_eq!(code(o), 10, "launch's exit code:\n{}", text(o));
@@ -369,7 +364,7 @@ fn a_rank_that_never_starts_is_named_by_rank_0_and_its_peers() {
 #[test]
 fn a_wrong_master_port_is_named_on_both_sides() {
     let (port, wrong) = (free_port(), free_port());
-    let (outs, took, _) = absent("wrong-port", &[(0, port), (1, port), (2, wrong), (3, port)]);
+    let (outs, took) = absent("wrong-port", &[(0, port), (1, port), (2, wrong), (3, port)]);
     assert!(took < BOUND, "took {took:?}");
     let l = fail_line(&outs[2]);
     assert!(
@@ -386,7 +381,7 @@ fn a_wrong_master_port_is_named_on_both_sides() {
 #[test]
 fn rank_0_absent_is_named_by_every_rank() {
     let port = free_port();
-    let (outs, took, _) = absent("no-rank-0", &[(1, port), (2, port), (3, port)]);
+    let (outs, took) = absent("no-rank-0", &[(1, port), (2, port), (3, port)]);
     assert!(took < BOUND, "took {took:?}");
     for o in &outs {
         assert_eq!(code(o), 10);
@@ -398,7 +393,7 @@ fn rank_0_absent_is_named_by_every_rank() {
 fn two_processes_claiming_one_rank_are_both_named() {
     // Rank 3 never comes, so the job cannot assemble before both claimants of rank 1 arrive.
     let port = free_port();
-    let (outs, took, _) = absent("two-claim", &[(0, port), (1, port), (1, port), (2, port)]);
+    let (outs, took) = absent("two-claim", &[(0, port), (1, port), (1, port), (2, port)]);
     assert!(took < BOUND, "took {took:?}");
     let l = fail_line(&outs[0]);
     assert!(l.contains("two processes claim rank 1: pid "), "{l}");
@@ -419,14 +414,11 @@ fn half_set_launcher_variables_are_refused_with_their_names() {
     require_sim();
     let dir = scratch("half-set");
     let args = sim_args(&dir.join("r.json"), "3");
-    let outs = start_world(vec![(vars(&[("RANK", "1".into())]), Duration::ZERO)], &args);
+    let outs = start_world(vec![vars(&[("RANK", "1".into())])], &args);
     let l = fail_line(&outs[0]);
     assert!(l.contains("RANK is set but WORLD_SIZE is not"), "{l}");
     let outs = start_world(
-        vec![(
-            vars(&[("RANK", "0".into()), ("WORLD_SIZE", "2".into())]),
-            Duration::ZERO,
-        )],
+        vec![vars(&[("RANK", "0".into()), ("WORLD_SIZE", "2".into())])],
         &args,
     );
     let l = fail_line(&outs[0]);

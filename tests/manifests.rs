@@ -74,6 +74,17 @@ fn words(c: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Whether the words pass `-mca coll_hcoll_enable 0` to mpirun.
+fn hcoll_flag_off(w: &[String]) -> bool {
+    w.windows(3)
+        .any(|x| x[0] == "-mca" && x[1] == "coll_hcoll_enable" && x[2] == "0")
+}
+
+/// The value after `-np`.
+fn np_of(w: &[String]) -> Option<String> {
+    w.iter().position(|x| x == "-np").map(|i| w[i + 1].clone())
+}
+
 fn env_of<'a>(c: &'a Value, name: &str) -> Option<&'a str> {
     c["env"]
         .as_array()?
@@ -90,15 +101,13 @@ fn pod_problems(file: &str, pod: &Value) -> Vec<String> {
     for c in spec["containers"].as_array().unwrap() {
         let name = s(&c["name"]);
         let w = words(c);
-        if w.iter().any(|x| x == "mpirun") {
-            let flag = w
-                .windows(3)
-                .any(|x| x[0] == "-mca" && x[1] == "coll_hcoll_enable" && x[2] == "0");
-            if !flag && env_of(c, "OMPI_MCA_coll_hcoll_enable") != Some("0") {
-                bad.push(format!(
-                    "{file}: container {name} runs mpirun with HCOLL on"
-                ));
-            }
+        if w.iter().any(|x| x == "mpirun")
+            && !hcoll_flag_off(&w)
+            && env_of(c, "OMPI_MCA_coll_hcoll_enable") != Some("0")
+        {
+            bad.push(format!(
+                "{file}: container {name} runs mpirun with HCOLL on"
+            ));
         }
         if c["resources"]["limits"]["nvidia.com/gpu"].is_null() {
             continue;
@@ -187,10 +196,7 @@ fn every_manifest_has_its_required_fields_and_the_pod_settings_nccl_needs() {
             if w.iter().any(|x| x == "nccl-smoke") {
                 runs += 1;
             }
-            let flag = w
-                .windows(3)
-                .any(|x| x[0] == "-mca" && x[1] == "coll_hcoll_enable" && x[2] == "0");
-            if w.iter().any(|x| x == "mpirun") && !flag {
+            if w.iter().any(|x| x == "mpirun") && !hcoll_flag_off(&w) {
                 bad.push(format!("{file}: the TrainJob's mpirun leaves HCOLL on"));
             }
         }
@@ -217,7 +223,7 @@ fn the_mpijob_has_a_launcher_and_workers() {
     // mpirun -np covers every slot, and each worker has a GPU per slot.
     let launcher = &specs["Launcher"]["template"]["spec"]["containers"][0];
     let w = words(launcher);
-    let np = w.iter().position(|x| x == "-np").map(|i| w[i + 1].clone());
+    let np = np_of(&w);
     assert_eq!(np, Some((slots * workers).to_string()), "{file}: -np");
     let gpus = &specs["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"];
     assert_eq!(gpus.as_u64(), Some(slots), "{file}: GPUs per worker");
@@ -293,7 +299,7 @@ fn the_trainjob_uses_a_runtime_shipped_beside_it() {
     let procs = mpi["numProcPerNode"].as_u64().unwrap();
     let nodes = j["spec"]["trainer"]["numNodes"].as_u64().unwrap();
     let w = words(&j["spec"]["trainer"]);
-    let np = w.iter().position(|x| x == "-np").map(|i| w[i + 1].clone());
+    let np = np_of(&w);
     assert_eq!(np, Some((procs * nodes).to_string()), "{file}: -np");
 }
 
