@@ -2,6 +2,7 @@
 //! rank 0's supervisor, and on rank 0 the job's state, verdict and exit code.
 
 use super::Plan;
+use super::status;
 use super::recorder::{rank_table, record, say_line, say_verdict, walked};
 use super::supervisor::{CANCEL_SETTLE, OWN_FAILURE, SETTLE};
 use super::watch::{Watch, rank0_gone, who_label};
@@ -95,7 +96,7 @@ pub(super) fn conclude(
         while start.elapsed() < SETTLE && !job.lock().map(|v| v.all_ended()).unwrap_or(true) {
             std::thread::sleep(Duration::from_millis(20));
             if let Ok(mut v) = job.lock() {
-                v.name_unresponsive(|s| plan.deadline(s));
+                v.name_unresponsive(|s| status::liveness(plan.deadline(s)));
             }
         }
     }

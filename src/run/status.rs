@@ -27,6 +27,18 @@ pub const SELF_STOPPED: Duration = Duration::from_millis(1000);
 /// How often a supervisor says it is alive over the status line (both ways).
 pub const ALIVE_EVERY: Duration = Duration::from_millis(100);
 
+/// How many of those beats may go missing before a supervisor is named as not answering, in a
+/// stage whose deadline is longer: 50 × 100 ms = 5 s. A host that drops off the network is
+/// then named within about 5 s of the loss, not after its stage's deadline (minutes at the
+/// defaults). Rank 0's own stalls are forgiven (see [`SELF_STOPPED`]).
+pub const MISSED_BEATS: u32 = 50;
+
+/// How long a supervisor may stay silent in a stage whose deadline is `deadline`: the shorter
+/// of that deadline and [`MISSED_BEATS`] beats.
+pub fn liveness(deadline: Duration) -> Duration {
+    deadline.min(ALIVE_EVERY * MISSED_BEATS)
+}
+
 /// A write on the status line that takes longer than this is given up: a stopped peer
 /// supervisor must not stop this one.
 pub(super) const WRITE_LIMIT: Duration = Duration::from_millis(200);
@@ -149,8 +161,8 @@ impl JobView {
     }
 
     /// Rank 0: names the ranks whose supervisors have said nothing (not even that they are
-    /// alive) for longer than their stage's deadline (`limit`), once each. Returns whether any
-    /// was named now.
+    /// alive) for longer than `limit` of their stage (see [`liveness`]), once each. Returns
+    /// whether any was named now.
     pub fn name_unresponsive(&mut self, limit: impl Fn(Stage) -> Duration) -> bool {
         let mut named = Vec::new();
         for (rank, v) in self.ranks.iter_mut() {
@@ -173,7 +185,7 @@ impl JobView {
                     &who,
                     format!(
                         "its supervisor stopped answering: no status report for {:.1} s during \
-                         the {stage} stage (deadline {:.0} s)",
+                         the {stage} stage (limit {:.1} s)",
                         quiet.as_secs_f64(),
                         limit(stage).as_secs_f64()
                     ),

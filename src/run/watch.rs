@@ -126,7 +126,7 @@ pub(super) fn watch(
             if gap > status::SELF_STOPPED {
                 v.forgive_gap();
             }
-            v.name_unresponsive(|s| plan.deadline(s));
+            v.name_unresponsive(|s| status::liveness(plan.deadline(s)));
         }
         record_remote_failures(&mut w);
         match child.try_wait() {
@@ -212,7 +212,7 @@ pub(super) fn watch(
         }
         // Another rank: rank 0's supervisor vanished or stopped answering, so nobody would
         // record this job's verdict; this rank names it.
-        let limit = plan.deadline(w.stage);
+        let limit = status::liveness(plan.deadline(w.stage));
         if let Some(gone) = w.uplink.as_ref().and_then(|u| u.rank0_gone(limit)) {
             stop_worker(&mut child);
             let f = rank0_gone(&w, who, gone, limit);

@@ -220,3 +220,13 @@ fn reports_travel_over_tcp() {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+#[test]
+fn silence_is_bounded_by_missed_beats_not_only_by_the_stage() {
+    assert_eq!(
+        super::liveness(Duration::from_secs(120)),
+        super::ALIVE_EVERY * super::MISSED_BEATS
+    );
+    assert_eq!(super::liveness(Duration::from_secs(3)), Duration::from_secs(3));
+    assert!(super::ALIVE_EVERY * super::MISSED_BEATS <= Duration::from_secs(5));
+}
