@@ -8,7 +8,6 @@
 pub mod sweep;
 pub mod verify;
 
-use crate::bootstrap::Bootstrap;
 use crate::comm::{CommError, Communicator, Poll, Region};
 use crate::data::{DataType, RedOp};
 use crate::ffi::cuda::{DeviceBuffer, Event};
@@ -205,10 +204,11 @@ fn download_and_check(
     Ok(checker.finish())
 }
 
-/// Measures one size on this rank.
+/// Measures one size on this rank. `barrier` lines the ranks up before the timed loop (the
+/// job's bootstrap, or a group's).
 pub fn measure(
     comm: &mut Communicator,
-    boot: &dyn Bootstrap,
+    barrier: &dyn Fn(),
     pattern: &dyn Pattern,
     layout: &Layout,
     bufs: &mut Buffers,
@@ -240,7 +240,7 @@ pub fn measure(
         launch(comm, &bufs.send, &bufs.recv)?;
     }
     comm.wait_idle(t.deadline, &what("warm-up"), Poll::Spin)?;
-    boot.barrier();
+    barrier();
 
     let iters = t.iters as usize;
     let start = Instant::now();

@@ -190,7 +190,8 @@ pub fn run(
                 };
                 // A fresh data epoch per size and pass: a stale buffer never passes the check.
                 let epoch = (pass as usize * sizes.len() + i) as u32;
-                let sample = super::measure(comm, boot, *p, &layout, bufs, &sized, epoch)?;
+                let sample =
+                    super::measure(comm, &|| boot.barrier(), *p, &layout, bufs, &sized, epoch)?;
                 last = Some((bytes, sample.avg_us));
                 progress::beat();
                 if let Some(all) = gather_json(boot, &sample) {

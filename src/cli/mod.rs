@@ -43,6 +43,12 @@ pub enum Command {
     /// with ncclCommAbort at its deadline). A sweep that cannot fit the GPU's free memory or the node's
     /// host memory is refused before any memory is taken.
     Run(RunArgs),
+    /// Find the host to drain: launched like `run`, over all ranks of the job, each host runs
+    /// alone, then hosts run in pairs, then each suspect is re-paired with a host that passed.
+    /// Prints one line per host (ok, slow, failed at a stage, or a bad link to one partner) and
+    /// the hosts to drain. Exit code: 0 every host ok, the failing stage's code for a failed
+    /// host or link, 25 when hosts are only slow.
+    Isolate(IsolateArgs),
     /// Diagnose NCCL logs from any job (PyTorch, nccl-tests, …) offline: which step failed,
     /// on which host and process, the likely cause, and what to try. Exit code: 0 when nothing
     /// known was found, else the stage code of the first finding; 2 when a file is unreadable.
@@ -85,6 +91,42 @@ pub struct ProbeImportArgs {
     /// The device ordinal, as the exporting process sees it.
     #[arg(long)]
     device: i32,
+}
+
+#[derive(Args, Debug)]
+pub struct IsolateArgs {
+    /// Which pairs of hosts meet: `quick`, a perfect matching then a shifted one (two rounds,
+    /// two partners per host); `all`, every pair (n − 1 rounds for n hosts).
+    #[arg(long, value_enum, default_value = "quick")]
+    pub pairs: crate::run::isolate::Pairs,
+    /// Deadline, in seconds, of each step of a group's work in a round (unique id, init,
+    /// connect, each measurement, finalize): a group that takes longer is aborted and counted
+    /// against its hosts, and the others go on.
+    #[arg(long, default_value = "30", value_parser = parse_secs, value_name = "SECS")]
+    pub round_timeout: f64,
+    /// Everything `run` takes; each group measures the largest size (-e) once per pattern.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+impl IsolateArgs {
+    /// The checked plan, or why not.
+    pub fn plan(&self) -> Result<Plan, String> {
+        if self.run.repeat > 1 {
+            return Err("--repeat does not apply to isolate (each group measures once)".into());
+        }
+        if self.run.expect.is_some() {
+            return Err(
+                "--expect does not apply to isolate (hosts are judged against each other)".into(),
+            );
+        }
+        let mut s = self.run.settings();
+        s.isolate = Some(crate::run::isolate::Settings {
+            pairs: self.pairs,
+            round_limit: std::time::Duration::from_secs_f64(self.round_timeout),
+        });
+        s.plan()
+    }
 }
 
 /// Which libraries run.
@@ -348,6 +390,7 @@ impl RunArgs {
             repeat: self.repeat,
             expect: self.expect.clone(),
             bootstrap: self.bootstrap,
+            isolate: None,
         }
     }
 
@@ -377,13 +420,19 @@ pub fn dispatch(cli: Cli) -> u8 {
         Command::ProbeImport(a) => {
             crate::diagnose::probe::import_side(&a.socket, &a.cuda_lib, a.device)
         }
-        Command::Run(args) => match args.plan() {
-            Err(msg) => {
-                eprintln!("nccl-smoke: {msg}");
-                exit::USAGE
-            }
-            Ok(plan) if crate::run::env::is_worker() => crate::run::worker(&plan),
-            Ok(plan) => crate::run::supervise(&plan),
-        },
+        Command::Run(args) => start(args.plan()),
+        Command::Isolate(args) => start(args.plan()),
+    }
+}
+
+/// `run` and `isolate`: the supervisor, or (in the process it spawns) the worker.
+fn start(plan: Result<Plan, String>) -> u8 {
+    match plan {
+        Err(msg) => {
+            eprintln!("nccl-smoke: {msg}");
+            exit::USAGE
+        }
+        Ok(plan) if crate::run::env::is_worker() => crate::run::worker(&plan),
+        Ok(plan) => crate::run::supervise(&plan),
     }
 }

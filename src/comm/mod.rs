@@ -163,8 +163,32 @@ impl<'n> Communicator<'n> {
         nranks: u32,
         deadline: Duration,
     ) -> Result<Communicator<'n>> {
+        Self::init_as(nccl, id, rank, nranks, deadline, true)
+    }
+
+    /// As [`Communicator::init`], asking for a non-blocking communicator where the library has
+    /// `ncclCommInitRankConfig`, so that an init waiting on a peer that never comes ends at
+    /// `deadline` (with `ncclCommAbort`) instead of blocking in the library.
+    pub fn init_nonblocking(
+        nccl: &'n Nccl,
+        id: &UniqueId,
+        rank: u32,
+        nranks: u32,
+        deadline: Duration,
+    ) -> Result<Communicator<'n>> {
+        Self::init_as(nccl, id, rank, nranks, deadline, false)
+    }
+
+    fn init_as(
+        nccl: &'n Nccl,
+        id: &UniqueId,
+        rank: u32,
+        nranks: u32,
+        deadline: Duration,
+        blocking: bool,
+    ) -> Result<Communicator<'n>> {
         let stream = Stream::new()?;
-        let (handle, _) = nccl.comm_init_rank(nranks as i32, id, rank as i32, true)?;
+        let (handle, _) = nccl.comm_init_rank(nranks as i32, id, rank as i32, blocking)?;
         let comm = Communicator {
             nccl,
             handle,

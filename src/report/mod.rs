@@ -4,6 +4,7 @@ pub mod compare;
 pub mod expect;
 pub mod fingerprint;
 pub mod footer;
+pub mod isolate;
 pub mod nccl_tests;
 pub mod output;
 pub mod plot;

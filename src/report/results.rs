@@ -91,6 +91,9 @@ pub struct ResultsDoc {
     #[serde(default)]
     pub warnings: Vec<Failure>,
     pub verdict: Verdict,
+    /// `nccl-smoke isolate`: every round's groups and the verdict per host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolate: Option<crate::report::isolate::IsolateReport>,
 }
 
 /// The document on disk, saved atomically (write, then rename).
@@ -332,6 +335,7 @@ pub(crate) mod tests {
                 consequences: vec![],
                 ranks: vec![],
             },
+            isolate: None,
         }
     }
 

@@ -2,8 +2,8 @@
 //! rank 0's supervisor, and on rank 0 the job's state, verdict and exit code.
 
 use super::Plan;
-use super::status;
 use super::recorder::{rank_table, record, say_line, say_verdict, walked};
+use super::status;
 use super::supervisor::{CANCEL_SETTLE, OWN_FAILURE, SETTLE};
 use super::watch::{Watch, rank0_gone, who_label};
 use crate::error::{Failure, Who};

@@ -38,9 +38,24 @@ pub(super) static STATUS_ADDRS: std::sync::OnceLock<Vec<String>> = std::sync::On
 /// Rank 0 broadcasts where its supervisor takes status reports; every worker hands that to its
 /// own supervisor, which then reports to rank 0's.
 pub(super) fn share_status_address(boot: &dyn Bootstrap) {
+    let port = if boot.rank() == 0 {
+        env::status_port().and_then(|p| p.parse().ok())
+    } else {
+        None
+    };
+    let addrs = share_address(boot, port);
+    if !addrs.is_empty() {
+        let _ = STATUS_ADDRS.set(addrs.clone());
+        progress::send(&Event::StatusAddr { addrs });
+    }
+}
+
+/// Rank 0 broadcasts `port` on each of its IPv4 addresses and on its host name (last); every
+/// rank gets the list (empty when rank 0 has no port to give).
+pub(super) fn share_address(boot: &dyn Bootstrap, port: Option<u16>) -> Vec<String> {
     let mut buf = [0u8; 1024];
     if boot.rank() == 0
-        && let Some(port) = env::status_port()
+        && let Some(port) = port
     {
         let mut addrs: Vec<String> = os::ipv4_addresses()
             .iter()
@@ -53,16 +68,11 @@ pub(super) fn share_status_address(boot: &dyn Bootstrap) {
     }
     boot.broadcast(&mut buf);
     let text = String::from_utf8_lossy(&buf);
-    let addrs: Vec<String> = text
-        .trim_end_matches('\0')
+    text.trim_end_matches('\0')
         .split(',')
         .filter(|a| !a.is_empty())
         .map(String::from)
-        .collect();
-    if !addrs.is_empty() {
-        let _ = STATUS_ADDRS.set(addrs.clone());
-        progress::send(&Event::StatusAddr { addrs });
-    }
+        .collect()
 }
 
 /// Rank 0's supervisor's addresses, once broadcast.

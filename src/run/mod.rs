@@ -22,6 +22,7 @@ pub mod conclude;
 pub mod env;
 pub mod evidence;
 pub mod expect;
+pub mod isolate;
 pub mod libs;
 pub mod link;
 pub mod plan;

@@ -45,6 +45,8 @@ pub struct Settings {
     pub expect: Option<PathBuf>,
     /// `--bootstrap`: how the ranks find each other.
     pub bootstrap: Mode,
+    /// `nccl-smoke isolate`: the rounds' settings (none for `run`).
+    pub isolate: Option<crate::run::isolate::Settings>,
 }
 
 /// A checked plan.
@@ -74,6 +76,8 @@ pub struct Plan {
     pub expect: Option<(PathBuf, Expectations)>,
     /// How the ranks find each other (see [`crate::bootstrap::init`]).
     pub bootstrap: Mode,
+    /// `nccl-smoke isolate` instead of a sweep (see [`crate::run::isolate`]).
+    pub isolate: Option<crate::run::isolate::Settings>,
     deadlines: [Duration; Stage::ALL.len()],
 }
 
@@ -177,6 +181,7 @@ impl Settings {
             repeat: self.repeat,
             expect,
             bootstrap: self.bootstrap,
+            isolate: self.isolate,
         })
     }
 }
@@ -281,6 +286,7 @@ mod tests {
             repeat: 1,
             expect: None,
             bootstrap: Mode::Auto,
+            isolate: None,
         }
         .plan()
         .unwrap()

@@ -110,6 +110,7 @@ impl Run<'_> {
                 consequences: Vec::new(),
                 ranks: Vec::new(),
             },
+            isolate: None,
         };
         self.results = Some(ResultsFile::new(path, doc));
         self.save();

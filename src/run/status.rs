@@ -33,6 +33,10 @@ pub const ALIVE_EVERY: Duration = Duration::from_millis(100);
 /// defaults). Rank 0's own stalls are forgiven (see [`SELF_STOPPED`]).
 pub const MISSED_BEATS: u32 = 50;
 
+/// A rank of a host already named for silence that has itself been silent this long is named
+/// with it (see [`JobView::name_unresponsive`]).
+pub const HOST_SILENT: Duration = Duration::from_millis(1000);
+
 /// How long a supervisor may stay silent in a stage whose deadline is `deadline`: the shorter
 /// of that deadline and [`MISSED_BEATS`] beats.
 pub fn liveness(deadline: Duration) -> Duration {
@@ -163,15 +167,28 @@ impl JobView {
     /// Rank 0: names the ranks whose supervisors have said nothing (not even that they are
     /// alive) for longer than `limit` of their stage (see [`liveness`]), once each. Returns
     /// whether any was named now.
+    ///
+    /// A host that went silent silences all its ranks at once, but their last reports arrived
+    /// some milliseconds apart: once one rank of a host is named, the others on that host
+    /// silent for [`HOST_SILENT`] are named with it, so that the verdict names the host's
+    /// ranks together.
     pub fn name_unresponsive(&mut self, limit: impl Fn(Stage) -> Duration) -> bool {
         let mut named = Vec::new();
+        let over = |v: &RankView| v.last_heard.elapsed() > limit(v.stage.unwrap_or(Stage::Launch));
+        let silent_hosts: Vec<String> = self
+            .ranks
+            .values()
+            .filter(|v| v.ended.is_none() && !v.lost && over(v))
+            .map(|v| v.host.clone())
+            .collect();
         for (rank, v) in self.ranks.iter_mut() {
             let stage = v.stage.unwrap_or(Stage::Launch);
             if v.ended.is_some() || v.lost || v.unresponsive {
                 continue;
             }
             let quiet = v.last_heard.elapsed();
-            if quiet <= limit(stage) {
+            let with_host = silent_hosts.contains(&v.host) && quiet > HOST_SILENT;
+            if quiet <= limit(stage) && !with_host {
                 continue;
             }
             v.unresponsive = true;

@@ -136,7 +136,9 @@ pub(super) fn spawn_and_watch(
     };
     // Rank 0 takes every rank's status reports (see `status`).
     let mut status_port = None;
+    // `isolate` has its own coordinator, and a rank gone there is a finding, not the job's end.
     let job = if who.rank.unwrap_or(0) == 0
+        && plan.isolate.is_none()
         && let Ok(listener) = crate::bootstrap::tcp::listen_wide(([0, 0, 0, 0], 0).into())
         && let Ok(addr) = listener.local_addr()
     {

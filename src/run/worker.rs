@@ -164,6 +164,9 @@ impl Run<'_> {
         }
 
         let selected = patterns::select(&self.plan.patterns).at(Stage::Launch, &self.who)?;
+        if let Some(s) = self.plan.isolate {
+            return self.isolate(boot, &nccl, &selected, s);
+        }
         let timing = self.plan.timing(self.waiting_deadline(Stage::Run));
 
         self.enter(Stage::Alloc);

@@ -227,6 +227,9 @@ fn silence_is_bounded_by_missed_beats_not_only_by_the_stage() {
         super::liveness(Duration::from_secs(120)),
         super::ALIVE_EVERY * super::MISSED_BEATS
     );
-    assert_eq!(super::liveness(Duration::from_secs(3)), Duration::from_secs(3));
+    assert_eq!(
+        super::liveness(Duration::from_secs(3)),
+        Duration::from_secs(3)
+    );
     assert!(super::ALIVE_EVERY * super::MISSED_BEATS <= Duration::from_secs(5));
 }

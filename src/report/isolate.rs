@@ -1,0 +1,504 @@
+//! `nccl-smoke isolate`'s verdict per host: which host to drain, which link to check, from the
+//! rounds in which hosts ran alone, in pairs, and re-paired with hosts that passed.
+//!
+//! The rules (ours; NCCL has no such feature, as its maintainers said in NVIDIA/nccl#1324):
+//! - A host that fails **alone** is failed, at the stage it failed, with its own evidence.
+//! - A host that passes alone but fails with **every** partner it met (and those partners pass
+//!   with someone else) is failed: its network, or its side of the fabric.
+//! - A failed pair whose two hosts both pass with other partners points at the **link** between
+//!   them: both are named, with the pair as the evidence, and neither is drained.
+//! - A failed group is counted against all its hosts until other rounds clear them: a hung pair
+//!   says nothing about which side hung.
+//! - **Slow**: each host's bus bandwidth (alone, and its best with any partner, so that a slow
+//!   partner does not make a host look slow) is compared with the median over hosts. A host is
+//!   slow when it is more than 3 scaled median absolute deviations *and* more than 25 % below the
+//!   median (the second bound keeps a quiet cluster, whose MAD is near zero, from flagging
+//!   noise). Both bounds are ours.
+
+use crate::bench::SizeResult;
+use crate::stage::{Stage, exit};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// Which kind of round a group ran in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// Each host on its own (intra-host transports).
+    Alone,
+    /// Hosts in pairs: a perfect matching, then a shifted one (or every pair).
+    Pairs,
+    /// A suspect re-paired with a host that passed.
+    Confirm,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Alone => "alone",
+            Phase::Pairs => "pairs",
+            Phase::Confirm => "confirm",
+        }
+    }
+}
+
+/// How one group's round ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "status")]
+pub enum Outcome {
+    /// Every rank finished: one row per pattern at the measured size.
+    Passed { rows: Vec<SizeResult> },
+    /// The group failed; `culprits` are the hosts its culprit ranks are on (the verdict of the
+    /// group's own failures, never the ranks that only saw a peer go).
+    Failed {
+        stage: Stage,
+        culprits: Vec<String>,
+        line: String,
+        exit_code: u8,
+    },
+}
+
+/// One group of one round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupResult {
+    pub round: u32,
+    pub phase: Phase,
+    pub hosts: Vec<String>,
+    pub ranks: Vec<u32>,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+impl GroupResult {
+    fn passed(&self) -> bool {
+        matches!(self.outcome, Outcome::Passed { .. })
+    }
+}
+
+/// What a host was found to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostStatus {
+    Ok,
+    Slow,
+    Failed,
+    /// Fails only with one partner, which passes with others: the link between them.
+    Link,
+}
+
+impl HostStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            HostStatus::Ok => "ok",
+            HostStatus::Slow => "slow",
+            HostStatus::Failed => "failed",
+            HostStatus::Link => "link",
+        }
+    }
+}
+
+/// One host's line of the verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostVerdict {
+    pub host: String,
+    pub ranks: Vec<u32>,
+    /// Groups it took part in.
+    pub rounds: u32,
+    /// Bus bandwidth of the first pattern: alone, and best with any partner (GB/s).
+    pub alone_busbw_gbs: Option<f64>,
+    pub paired_busbw_gbs: Option<f64>,
+    /// Its lower score (alone or paired) over the median host's, all patterns averaged.
+    pub vs_median: Option<f64>,
+    pub status: HostStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<Stage>,
+    /// The partner a `link` host fails with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partner: Option<String>,
+    pub evidence: Vec<String>,
+}
+
+/// The whole verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IsolateReport {
+    pub hosts: Vec<HostVerdict>,
+    pub groups: Vec<GroupResult>,
+    /// Hosts to take out of service (failed or slow).
+    pub drain: Vec<String>,
+    /// Links to check: host pairs that fail only with each other.
+    pub links: Vec<[String; 2]>,
+    /// The one-line verdict.
+    pub line: String,
+    pub exit_code: u8,
+}
+
+/// Slower than the median by more than this many scaled MADs (and [`SLOW_FRACTION`]) is slow.
+pub const MAD_LIMIT: f64 = 3.0;
+/// …and by more than this fraction of the median.
+pub const SLOW_FRACTION: f64 = 0.25;
+/// The MAD of normally distributed data times this is its standard deviation.
+const MAD_SCALE: f64 = 1.4826;
+
+fn median(v: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+/// The values that are low outliers by the median/MAD rule above.
+pub fn low_outliers(values: &[f64]) -> Vec<bool> {
+    let Some(med) = median(values) else {
+        return vec![false; values.len()];
+    };
+    let dev: Vec<f64> = values.iter().map(|v| (v - med).abs()).collect();
+    let mad = median(&dev).unwrap_or(0.0) * MAD_SCALE;
+    values
+        .iter()
+        .map(|v| med - v > MAD_LIMIT * mad && med - v > SLOW_FRACTION * med)
+        .collect()
+}
+
+/// Each group's score in its phase: per pattern, its bus bandwidth over the phase's median for
+/// that pattern, averaged over patterns. Failed groups, and groups whose busbw is 0 (one rank
+/// alone), have none.
+fn scores(groups: &[GroupResult], phase: impl Fn(Phase) -> bool) -> Vec<Option<f64>> {
+    let rows = |g: &GroupResult| match &g.outcome {
+        Outcome::Passed { rows } if phase(g.phase) && rows.iter().any(|r| r.busbw_gbs > 0.0) => {
+            Some(rows.clone())
+        }
+        _ => None,
+    };
+    let patterns: BTreeSet<String> = groups
+        .iter()
+        .filter_map(rows)
+        .flatten()
+        .map(|r| r.pattern)
+        .collect();
+    let medians: Vec<(String, f64)> = patterns
+        .into_iter()
+        .filter_map(|p| {
+            let v: Vec<f64> = groups
+                .iter()
+                .filter_map(rows)
+                .flatten()
+                .filter(|r| r.pattern == p)
+                .map(|r| r.busbw_gbs)
+                .collect();
+            median(&v).filter(|m| *m > 0.0).map(|m| (p, m))
+        })
+        .collect();
+    groups
+        .iter()
+        .map(|g| {
+            let rows = rows(g)?;
+            let ratios: Vec<f64> = rows
+                .iter()
+                .filter_map(|r| {
+                    medians
+                        .iter()
+                        .find(|(p, _)| *p == r.pattern)
+                        .map(|(_, m)| r.busbw_gbs / m)
+                })
+                .collect();
+            (!ratios.is_empty()).then(|| ratios.iter().sum::<f64>() / ratios.len() as f64)
+        })
+        .collect()
+}
+
+fn first_busbw(g: &GroupResult) -> Option<f64> {
+    match &g.outcome {
+        Outcome::Passed { rows } => rows.first().map(|r| r.busbw_gbs),
+        Outcome::Failed { .. } => None,
+    }
+}
+
+/// The per-host verdict from every group's outcome. `hosts` in host order, with their ranks.
+pub fn judge(hosts: &[(String, Vec<u32>)], groups: &[GroupResult]) -> IsolateReport {
+    let alone_scores = scores(groups, |p| p == Phase::Alone);
+    let paired_scores = scores(groups, |p| p != Phase::Alone);
+    let in_group = |h: &str, g: &GroupResult| g.hosts.iter().any(|x| x == h);
+    let multi = |g: &GroupResult| g.hosts.len() > 1;
+
+    let failed_alone = |h: &str| {
+        groups
+            .iter()
+            .find(|g| g.phase == Phase::Alone && in_group(h, g) && !g.passed())
+    };
+    let partners = |h: &str, passed: bool| -> Vec<(&GroupResult, String)> {
+        groups
+            .iter()
+            .filter(|g| multi(g) && in_group(h, g) && g.passed() == passed)
+            .flat_map(|g| {
+                g.hosts
+                    .iter()
+                    .filter(|x| *x != h)
+                    .map(move |x| (g, x.clone()))
+            })
+            .collect()
+    };
+    // A partner explains a failed pair when it failed alone or failed with everyone.
+    let fails_with_all = |h: &str| partners(h, true).is_empty() && !partners(h, false).is_empty();
+
+    let mut out: Vec<HostVerdict> = Vec::new();
+    for (host, ranks) in hosts {
+        let h = host.as_str();
+        let rounds = groups.iter().filter(|g| in_group(h, g)).count() as u32;
+        let mut v = HostVerdict {
+            host: host.clone(),
+            ranks: ranks.clone(),
+            rounds,
+            alone_busbw_gbs: None,
+            paired_busbw_gbs: None,
+            vs_median: None,
+            status: HostStatus::Ok,
+            stage: None,
+            partner: None,
+            evidence: Vec::new(),
+        };
+        if let Some(g) = failed_alone(h) {
+            if let Outcome::Failed { stage, line, .. } = &g.outcome {
+                v.status = HostStatus::Failed;
+                v.stage = Some(*stage);
+                v.evidence
+                    .push(format!("alone (round {}): {line}", g.round));
+            }
+            out.push(v);
+            continue;
+        }
+        let bad: Vec<(&GroupResult, String)> = partners(h, false)
+            .into_iter()
+            .filter(|(_, p)| failed_alone(p).is_none())
+            .collect();
+        let good = partners(h, true);
+        if !bad.is_empty() && good.is_empty() {
+            // Failed with every partner it met; are the partners fine elsewhere?
+            let cleared: Vec<&String> = bad
+                .iter()
+                .map(|(_, p)| p)
+                .filter(|p| !partners(p, true).is_empty())
+                .collect();
+            if !cleared.is_empty() {
+                v.status = HostStatus::Failed;
+                for (g, p) in &bad {
+                    if let Outcome::Failed { stage, line, .. } = &g.outcome {
+                        v.stage.get_or_insert(*stage);
+                        v.evidence
+                            .push(format!("with {p} (round {}, {stage}): {line}", g.round));
+                    }
+                }
+                v.evidence.push(format!(
+                    "its partners pass with other hosts: {}",
+                    cleared
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            } else {
+                // Nobody it met is known good: a suspect the rounds could not settle.
+                v.status = HostStatus::Failed;
+                for (g, p) in &bad {
+                    if let Outcome::Failed { stage, line, .. } = &g.outcome {
+                        v.stage.get_or_insert(*stage);
+                        v.evidence.push(format!(
+                            "with {p} (round {}, {stage}): {line} (not confirmed against a \
+                             host that passed)",
+                            g.round
+                        ));
+                    }
+                }
+            }
+        } else {
+            for (g, p) in &bad {
+                if fails_with_all(p) {
+                    continue;
+                }
+                if let Outcome::Failed { stage, line, .. } = &g.outcome {
+                    v.status = HostStatus::Link;
+                    v.stage.get_or_insert(*stage);
+                    v.partner.get_or_insert(p.clone());
+                    v.evidence.push(format!(
+                        "fails only with {p} (round {}, {stage}): {line}; passes with {}",
+                        g.round,
+                        good.iter()
+                            .map(|(_, x)| x.as_str())
+                            .collect::<BTreeSet<_>>()
+                            .into_iter()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+            }
+        }
+        out.push(v);
+    }
+
+    // Bandwidth: alone, and best with any partner.
+    let host_score = |h: &str, sc: &[Option<f64>], pick: &dyn Fn(&GroupResult) -> bool| {
+        groups
+            .iter()
+            .zip(sc)
+            .filter(|(g, _)| in_group(h, g) && pick(g))
+            .filter_map(|(g, s)| s.map(|s| (s, first_busbw(g))))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+    };
+    let alone: Vec<Option<(f64, Option<f64>)>> = out
+        .iter()
+        .map(|v| host_score(&v.host, &alone_scores, &|g| g.phase == Phase::Alone))
+        .collect();
+    let paired: Vec<Option<(f64, Option<f64>)>> = out
+        .iter()
+        .map(|v| host_score(&v.host, &paired_scores, &|g| g.hosts.len() > 1))
+        .collect();
+    let flags = |xs: &[Option<(f64, Option<f64>)>]| {
+        let idx: Vec<usize> = (0..xs.len()).filter(|i| xs[*i].is_some()).collect();
+        let vals: Vec<f64> = idx.iter().map(|i| xs[*i].unwrap().0).collect();
+        let med = median(&vals);
+        let low = low_outliers(&vals);
+        let mut f = vec![None; xs.len()];
+        for (k, i) in idx.iter().enumerate() {
+            f[*i] = Some((low[k], vals[k], med.unwrap_or(0.0)));
+        }
+        f
+    };
+    let (alone_flags, paired_flags) = (flags(&alone), flags(&paired));
+    for (i, v) in out.iter_mut().enumerate() {
+        v.alone_busbw_gbs = alone[i].and_then(|a| a.1);
+        v.paired_busbw_gbs = paired[i].and_then(|a| a.1);
+        let ratios: Vec<f64> = [alone_flags[i], paired_flags[i]]
+            .iter()
+            .flatten()
+            .map(|(_, s, m)| if *m > 0.0 { s / m } else { 1.0 })
+            .collect();
+        v.vs_median = ratios.iter().copied().reduce(f64::min);
+        if v.status != HostStatus::Ok {
+            continue;
+        }
+        for (flag, what) in [
+            (alone_flags[i], "alone"),
+            (paired_flags[i], "with its best partner"),
+        ] {
+            if let Some((true, s, m)) = flag {
+                v.status = HostStatus::Slow;
+                v.evidence.push(format!(
+                    "{what}: {:.0} % of the median host's bus bandwidth (over {} % below, \
+                     beyond {MAD_LIMIT} scaled MADs)",
+                    100.0 * s / m,
+                    (100.0 * SLOW_FRACTION) as u32
+                ));
+            }
+        }
+    }
+
+    let drain: Vec<String> = out
+        .iter()
+        .filter(|v| matches!(v.status, HostStatus::Failed | HostStatus::Slow))
+        .map(|v| v.host.clone())
+        .collect();
+    let mut links: Vec<[String; 2]> = Vec::new();
+    for v in &out {
+        if let Some(p) = &v.partner {
+            let mut pair = [v.host.clone(), p.clone()];
+            pair.sort();
+            if !links.contains(&pair) {
+                links.push(pair);
+            }
+        }
+    }
+    let exit_code = out
+        .iter()
+        .find(|v| v.status == HostStatus::Failed)
+        .or_else(|| out.iter().find(|v| v.status == HostStatus::Link))
+        .and_then(|v| v.stage)
+        .map(|s| s.exit_code())
+        .or_else(|| {
+            out.iter()
+                .any(|v| v.status == HostStatus::Slow)
+                .then_some(exit::BELOW_EXPECTED)
+        })
+        .unwrap_or(exit::PASS);
+    let line = verdict_line(&out, &drain, &links);
+    IsolateReport {
+        hosts: out,
+        groups: groups.to_vec(),
+        drain,
+        links,
+        line,
+        exit_code,
+    }
+}
+
+fn verdict_line(hosts: &[HostVerdict], drain: &[String], links: &[[String; 2]]) -> String {
+    if drain.is_empty() && links.is_empty() {
+        return format!("every host passed: {} host(s) ok", hosts.len());
+    }
+    let mut parts = Vec::new();
+    if !drain.is_empty() {
+        let named: Vec<String> = hosts
+            .iter()
+            .filter(|v| drain.contains(&v.host))
+            .map(|v| match (v.status, v.stage) {
+                (HostStatus::Slow, _) => format!("{} (slow)", v.host),
+                (_, Some(s)) => format!("{} (failed at {s})", v.host),
+                _ => format!("{} ({})", v.host, v.status.name()),
+            })
+            .collect();
+        parts.push(format!("drain {}", named.join(", ")));
+    }
+    if !links.is_empty() {
+        let named: Vec<String> = links.iter().map(|[a, b]| format!("{a} <-> {b}")).collect();
+        parts.push(format!("check the link {}", named.join(", ")));
+    }
+    let ok = hosts.iter().filter(|v| v.status == HostStatus::Ok).count();
+    format!("{}; {ok} other host(s) ok", parts.join("; "))
+}
+
+/// The table rank 0 prints: one line per host, then the verdict.
+pub fn table(r: &IsolateReport, simulated: bool) -> Vec<String> {
+    let gb = |x: Option<f64>| x.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
+    let mut out = vec![
+        format!(
+            "# isolate: per host{}",
+            if simulated { " — SIMULATED" } else { "" }
+        ),
+        format!(
+            "# {:<20} {:>6} {:>6} {:>10} {:>10} {:>7}  {:<7} {:<10} evidence",
+            "host", "ranks", "rounds", "alone", "paired", "vs med", "status", "stage"
+        ),
+        format!(
+            "# {:<20} {:>6} {:>6} {:>10} {:>10} {:>7}",
+            "", "", "", "(GB/s)", "(GB/s)", ""
+        ),
+    ];
+    for v in &r.hosts {
+        out.push(format!(
+            "  {:<20} {:>6} {:>6} {:>10} {:>10} {:>7}  {:<7} {:<10} {}",
+            v.host,
+            v.ranks.len(),
+            v.rounds,
+            gb(v.alone_busbw_gbs),
+            gb(v.paired_busbw_gbs),
+            v.vs_median
+                .map(|x| format!("{:.2}", x))
+                .unwrap_or_else(|| "-".into()),
+            v.status.name(),
+            v.stage.map(|s| s.name()).unwrap_or("-"),
+            v.evidence.first().map(String::as_str).unwrap_or("")
+        ));
+        for e in v.evidence.iter().skip(1) {
+            out.push(format!("  {:<20} {e}", ""));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,463 @@
+//! Rank 0's isolate coordinator: takes every rank's connection, runs the rounds (each group's
+//! unique id from its leader, barriers, outcomes, a deadline per round), re-pairs suspects
+//! with hosts that passed, and judges each host.
+//!
+//! It runs in a thread of rank 0's worker, beside rank 0's own part in the rounds, and touches
+//! no library: a group's failure is what its ranks say (or, for a rank that went silent, what
+//! the silence says), never a wait of the coordinator's own.
+
+use super::rounds::{self, Pairs, Round};
+use super::wire::{Down, Sender, Up, read_into};
+use crate::bench::{self, RankSample, Timing};
+use crate::error::{Failure, Who};
+use crate::patterns::Pattern;
+use crate::report::isolate::{self, GroupResult, IsolateReport, Outcome, Phase};
+use crate::report::verdict::job_verdict;
+use crate::run::status::{ALIVE_EVERY, liveness};
+use crate::stage::Stage;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::TcpListener;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// What the coordinator needs to know.
+pub struct Setup {
+    pub nranks: u32,
+    pub pairs: Pairs,
+    /// Each round's deadline for one step of a group's work (init, connect, a measurement,
+    /// finalize); a round ends at the latest after [`ROUND_STEPS`] of them.
+    pub round_limit: Duration,
+    /// How long the ranks have to connect.
+    pub hello_limit: Duration,
+    pub patterns: Vec<&'static dyn Pattern>,
+    pub bytes: usize,
+    pub timing: Timing,
+}
+
+/// Steps of a round, each bounded by the round's limit: id, init, connect, one measurement
+/// per pattern (counted as 4), finalize, and one more for the outcomes to arrive.
+pub const ROUND_STEPS: u32 = 9;
+
+/// At most this many confirmation rounds (each re-pairs every open suspect once).
+pub const MAX_CONFIRM_ROUNDS: usize = 4;
+
+type Event = (u32, Option<Up>);
+
+struct Conn {
+    host: String,
+    tx: Sender,
+    last: Instant,
+    /// Why the rank is gone (line closed, or silent), once it is.
+    gone: Option<String>,
+    /// The stage it last said it entered.
+    stage: Stage,
+}
+
+struct State {
+    conns: BTreeMap<u32, Conn>,
+    rx: mpsc::Receiver<Event>,
+    setup: Setup,
+    groups: Vec<GroupResult>,
+    round: u32,
+}
+
+/// Runs the whole isolate over `listener`; returns the hosts (in order of their lowest rank,
+/// with their ranks) and the report.
+pub fn run(listener: TcpListener, setup: Setup) -> IsolateReport {
+    let (tx, rx) = mpsc::channel::<Event>();
+    let mut st = State {
+        conns: BTreeMap::new(),
+        rx,
+        setup,
+        groups: Vec::new(),
+        round: 0,
+    };
+    accept(&listener, &mut st, tx);
+    // Every rank hears the coordinator's heartbeat, whatever the coordinator is waiting on.
+    let beats: Vec<Sender> = st.conns.values().map(|c| c.tx.clone()).collect();
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(ALIVE_EVERY);
+            for b in &beats {
+                b.send(&Down::Alive);
+            }
+        }
+    });
+    let hosts = hosts_of(&st);
+    let names: Vec<String> = hosts.iter().map(|(h, _)| h.clone()).collect();
+    let absent: Vec<u32> = (0..st.setup.nranks)
+        .filter(|r| !st.conns.contains_key(r))
+        .collect();
+
+    run_round(&mut st, &hosts, Phase::Alone, rounds::alone(hosts.len()));
+    for r in rounds::pairs(hosts.len(), st.setup.pairs) {
+        run_round(&mut st, &hosts, Phase::Pairs, r);
+    }
+    for _ in 0..MAX_CONFIRM_ROUNDS {
+        let so_far = isolate::judge(&hosts, &st.groups);
+        let r = rounds::confirm(&so_far, &names, &st.groups);
+        if r.is_empty() {
+            break;
+        }
+        run_round(&mut st, &hosts, Phase::Confirm, r);
+    }
+    let mut report = isolate::judge(&hosts, &st.groups);
+    if !absent.is_empty() {
+        let list: Vec<String> = absent.iter().map(u32::to_string).collect();
+        report.line = format!(
+            "{}; ranks {} never reached the coordinator (not judged)",
+            report.line,
+            list.join(", ")
+        );
+        if report.exit_code == crate::stage::exit::PASS {
+            report.exit_code = Stage::Launch.exit_code();
+        }
+    }
+    for c in st.conns.values() {
+        c.tx.send(&Down::End {
+            code: report.exit_code,
+        });
+    }
+    report
+}
+
+/// Takes connections until every rank said hello or the limit passed.
+fn accept(listener: &TcpListener, st: &mut State, tx: mpsc::Sender<Event>) {
+    let _ = listener.set_nonblocking(true);
+    let start = Instant::now();
+    let (htx, hrx) = mpsc::channel::<(std::net::TcpStream, Up)>();
+    while (st.conns.len() as u32) < st.setup.nranks && start.elapsed() < st.setup.hello_limit {
+        match listener.accept() {
+            Ok((s, _)) => {
+                let _ = s.set_nonblocking(false);
+                let htx = htx.clone();
+                // The hello, read off the accepting thread: a silent client must not stall it.
+                std::thread::spawn(move || {
+                    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                    let mut line = String::new();
+                    let mut r = std::io::BufReader::new(&s);
+                    if std::io::BufRead::read_line(&mut r, &mut line).is_ok()
+                        && let Ok(up) = serde_json::from_str::<Up>(&line)
+                    {
+                        let _ = s.set_read_timeout(None);
+                        let _ = htx.send((s, up));
+                    }
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => {}
+        }
+        while let Ok((s, up)) = hrx.try_recv() {
+            let Up::Hello { rank, host } = up else {
+                continue;
+            };
+            let Ok(sender) = Sender::new(&s) else {
+                continue;
+            };
+            if rank >= st.setup.nranks || st.conns.contains_key(&rank) {
+                continue;
+            }
+            read_into(s, rank, tx.clone());
+            st.conns.insert(
+                rank,
+                Conn {
+                    host,
+                    tx: sender,
+                    last: Instant::now(),
+                    gone: None,
+                    stage: Stage::Launch,
+                },
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Hosts in the order of their lowest rank, each with its ranks.
+fn hosts_of(st: &State) -> Vec<(String, Vec<u32>)> {
+    let mut out: Vec<(String, Vec<u32>)> = Vec::new();
+    for (rank, c) in &st.conns {
+        match out.iter_mut().find(|(h, _)| *h == c.host) {
+            Some((_, ranks)) => ranks.push(*rank),
+            None => out.push((c.host.clone(), vec![*rank])),
+        }
+    }
+    out
+}
+
+/// One group while its round runs.
+struct Live {
+    ranks: Vec<u32>,
+    hosts: Vec<String>,
+    id_sent: bool,
+    barrier: BTreeSet<u32>,
+    samples: BTreeMap<u32, Vec<RankSample>>,
+    failures: Vec<Failure>,
+    /// Ranks that reported (or were given up on).
+    done: BTreeSet<u32>,
+}
+
+impl Live {
+    fn finished(&self) -> bool {
+        self.ranks.iter().all(|r| self.done.contains(r))
+    }
+}
+
+fn run_round(st: &mut State, hosts: &[(String, Vec<u32>)], phase: Phase, round: Round) {
+    st.round += 1;
+    let n = st.round;
+    let limit = st.setup.round_limit;
+    let mut live: Vec<Live> = round
+        .iter()
+        .map(|g| Live {
+            ranks: g.iter().flat_map(|h| hosts[*h].1.clone()).collect(),
+            hosts: g.iter().map(|h| hosts[*h].0.clone()).collect(),
+            id_sent: false,
+            barrier: BTreeSet::new(),
+            samples: BTreeMap::new(),
+            failures: Vec::new(),
+            done: BTreeSet::new(),
+        })
+        .collect();
+    // A group with a rank already gone fails without running: its host is the evidence.
+    for g in &mut live {
+        for r in g.ranks.clone() {
+            if let Some(why) = st.conns.get(&r).and_then(|c| c.gone.clone()) {
+                g.failures.push(gone_failure(st, r, &why));
+            }
+        }
+        if !g.failures.is_empty() {
+            g.done.extend(g.ranks.iter().copied());
+        }
+    }
+    for (rank, c) in &st.conns {
+        let group = live
+            .iter()
+            .find(|g| g.ranks.contains(rank) && !g.finished())
+            .map(|g| g.ranks.clone())
+            .unwrap_or_default();
+        c.tx.send(&Down::Round { round: n, group });
+    }
+    let start = Instant::now();
+    let end = limit * ROUND_STEPS;
+    while live.iter().any(|g| !g.finished()) {
+        if let Ok((rank, msg)) = st.rx.recv_timeout(Duration::from_millis(20)) {
+            handle(st, &mut live, n, rank, msg);
+        }
+        // Silence: a rank that stopped beating is gone (its host cut off, or it was stopped).
+        let silent: Vec<u32> = st
+            .conns
+            .iter()
+            .filter(|(_, c)| c.gone.is_none() && c.last.elapsed() > liveness(limit))
+            .map(|(r, _)| *r)
+            .collect();
+        for r in silent {
+            let quiet = st.conns[&r].last.elapsed().as_secs_f64();
+            mark_gone(
+                st,
+                &mut live,
+                r,
+                format!(
+                    "stopped answering the isolate coordinator: nothing for {quiet:.1} s \
+                     (heartbeats every {} ms)",
+                    ALIVE_EVERY.as_millis()
+                ),
+            );
+        }
+        if start.elapsed() > end {
+            for g in &mut live {
+                for r in g.ranks.clone() {
+                    if !g.done.contains(&r) {
+                        let c = &st.conns[&r];
+                        g.failures.push(Failure::new(
+                            c.stage,
+                            &Who {
+                                rank: Some(r),
+                                host: c.host.clone(),
+                            },
+                            format!(
+                                "no outcome of round {n} within {:.0} s ({ROUND_STEPS} × the \
+                                 round's limit), though still answering",
+                                end.as_secs_f64()
+                            ),
+                        ));
+                        g.done.insert(r);
+                    }
+                }
+            }
+        }
+    }
+    for g in live {
+        let outcome = outcome_of(st, &g);
+        st.groups.push(GroupResult {
+            round: n,
+            phase,
+            hosts: g.hosts,
+            ranks: g.ranks,
+            outcome,
+        });
+    }
+}
+
+fn handle(st: &mut State, live: &mut [Live], n: u32, rank: u32, msg: Option<Up>) {
+    let Some(msg) = msg else {
+        mark_gone(
+            st,
+            live,
+            rank,
+            "its connection to the isolate coordinator closed (the process or its host is gone)"
+                .into(),
+        );
+        return;
+    };
+    if let Some(c) = st.conns.get_mut(&rank) {
+        c.last = Instant::now();
+    }
+    let Some(g) = live.iter_mut().find(|g| g.ranks.contains(&rank)) else {
+        return;
+    };
+    match msg {
+        Up::Stage { round, stage } if round == n => {
+            if let Some(c) = st.conns.get_mut(&rank) {
+                c.stage = stage;
+            }
+        }
+        Up::Id { round, id, failure } if round == n && !g.id_sent => {
+            g.id_sent = true;
+            let why = failure.as_ref().map(|f| {
+                format!(
+                    "the group's leader, rank {rank} (host {}), could not create a unique id",
+                    f.host
+                )
+            });
+            if let Some(f) = failure {
+                g.failures.push(f);
+            }
+            for r in &g.ranks {
+                if let Some(c) = st.conns.get(r) {
+                    c.tx.send(&Down::Go {
+                        round: n,
+                        id: id.clone(),
+                        why: why.clone(),
+                    });
+                }
+            }
+        }
+        Up::Barrier { round } if round == n => {
+            g.barrier.insert(rank);
+            if g.ranks.iter().all(|r| g.barrier.contains(r)) {
+                g.barrier.clear();
+                for r in &g.ranks {
+                    if let Some(c) = st.conns.get(r) {
+                        c.tx.send(&Down::Release { round: n });
+                    }
+                }
+            }
+        }
+        Up::Outcome {
+            round,
+            samples,
+            failure,
+        } if round == n => {
+            match failure {
+                Some(f) => g.failures.push(f),
+                None => {
+                    g.samples.insert(rank, samples);
+                }
+            }
+            g.done.insert(rank);
+        }
+        _ => {}
+    }
+}
+
+fn gone_failure(st: &State, rank: u32, why: &str) -> Failure {
+    let c = &st.conns[&rank];
+    Failure::new(
+        c.stage,
+        &Who {
+            rank: Some(rank),
+            host: c.host.clone(),
+        },
+        why,
+    )
+    .cause("the rank's process died, or its host went down or was cut off from rank 0's")
+    .hint("check the host: is it up, is its network link up (ip link, the switch port)?")
+}
+
+fn mark_gone(st: &mut State, live: &mut [Live], rank: u32, why: String) {
+    let Some(c) = st.conns.get_mut(&rank) else {
+        return;
+    };
+    if c.gone.is_some() {
+        return;
+    }
+    c.gone = Some(why.clone());
+    c.tx.close();
+    let f = gone_failure(st, rank, &why);
+    if let Some(g) = live.iter_mut().find(|g| g.ranks.contains(&rank)) {
+        if !g.done.contains(&rank) {
+            g.failures.push(f);
+            g.done.insert(rank);
+        }
+        // A leader gone before its id: the others are told, not left waiting.
+        if !g.id_sent && g.ranks.first() == Some(&rank) {
+            g.id_sent = true;
+            for r in &g.ranks {
+                if let Some(c) = st.conns.get(r) {
+                    c.tx.send(&Down::Go {
+                        round: st.round,
+                        id: None,
+                        why: Some(format!("the group's leader, rank {rank}, is gone")),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The group's outcome: its culprit's failure, or its rows (a row with wrong bytes fails the
+/// group at verify).
+fn outcome_of(st: &State, g: &Live) -> Outcome {
+    let host_of = |r: u32| st.conns.get(&r).map(|c| c.host.clone()).unwrap_or_default();
+    if let Some(v) = job_verdict(&g.failures) {
+        let mut hosts: Vec<String> = v.ranks.iter().map(|r| host_of(*r)).collect();
+        hosts.dedup();
+        return Outcome::Failed {
+            stage: v.stage.unwrap_or(Stage::Run),
+            culprits: hosts,
+            line: v.line,
+            exit_code: v.exit_code,
+        };
+    }
+    let n = g.ranks.len() as u32;
+    let t = &st.setup.timing;
+    let mut rows = Vec::new();
+    for (i, p) in st.setup.patterns.iter().enumerate() {
+        let samples: Vec<RankSample> = g
+            .ranks
+            .iter()
+            .filter_map(|r| g.samples.get(r).and_then(|s| s.get(i)).cloned())
+            .collect();
+        let layout = p.layout(st.setup.bytes, t.dtype.size(), n);
+        let row = bench::combine(*p, &layout, t, n, &samples);
+        if row.wrong > 0 {
+            let rank = row.first_wrong.as_ref().map(|(r, _)| *r).unwrap_or(0);
+            let r = g.ranks.get(rank as usize).copied().unwrap_or(rank);
+            return Outcome::Failed {
+                stage: Stage::Verify,
+                culprits: vec![host_of(r)],
+                line: format!(
+                    "{} of {} bytes: {} wrong element(s), the first received by rank {r} (host {})",
+                    p.name(),
+                    layout.bytes(t.dtype),
+                    row.wrong,
+                    host_of(r)
+                ),
+                exit_code: Stage::Verify.exit_code(),
+            };
+        }
+        rows.push(row);
+    }
+    Outcome::Passed { rows }
+}

@@ -1,0 +1,393 @@
+//! `nccl-smoke isolate`: which host to drain. Over all ranks of one job, each host runs alone,
+//! then hosts run in pairs (see [`rounds`]), then each suspect is re-paired with a host that
+//! passed; rank 0 judges every host (`report::isolate`).
+//!
+//! Each group gets a communicator of its own from a new unique id, made by the group's leader
+//! and passed on by rank 0's coordinator ([`coord`]), not by `ncclCommSplit` of a job-wide
+//! communicator: the job-wide init spans the bad host, so it is exactly what fails or hangs,
+//! and a split is collective over the parent, so one hung host would block every group.
+//! Each step of a group's work has the round's deadline; a group that fails or hangs is
+//! aborted (`ncclCommAbort`) and counted against its hosts, and the other groups go on.
+
+pub mod coord;
+pub mod rounds;
+pub mod wire;
+
+use super::worker::Run;
+use crate::bench::{self, Buffers, RankSample, Timing};
+use crate::bootstrap::Bootstrap;
+use crate::comm::Communicator;
+use crate::error::{self, Failure, Who};
+use crate::ffi::nccl::{self, Nccl};
+use crate::patterns::Pattern;
+use crate::progress;
+use crate::report::isolate::{self as verdict, IsolateReport};
+use crate::report::verdict::{Status, Verdict};
+use crate::stage::Stage;
+use std::net::TcpStream;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use wire::{Down, Sender, Up};
+
+pub use rounds::Pairs;
+
+/// `isolate`'s own settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    pub pairs: Pairs,
+    /// The deadline of each step of a group's work in a round.
+    pub round_limit: Duration,
+}
+
+/// One rank's line to the coordinator.
+struct Line {
+    tx: Sender,
+    rx: mpsc::Receiver<((), Option<Down>)>,
+    last: std::cell::Cell<Instant>,
+}
+
+impl Line {
+    /// The next message other than a heartbeat, within `limit`; `Err` says why not (the
+    /// coordinator went silent or closed the line, or the limit passed).
+    fn next(&self, limit: Duration, beat: bool) -> Result<Down, String> {
+        let start = Instant::now();
+        let mut beaten = Instant::now();
+        loop {
+            if beat && beaten.elapsed() > Duration::from_secs(1) {
+                progress::beat();
+                beaten = Instant::now();
+            }
+            match self.rx.recv_timeout(Duration::from_millis(50)) {
+                Ok((_, Some(Down::Alive))) => self.last.set(Instant::now()),
+                Ok((_, Some(m))) => {
+                    self.last.set(Instant::now());
+                    return Ok(m);
+                }
+                Ok((_, None)) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err("rank 0's isolate coordinator closed the line".into());
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            let quiet = self.last.get().elapsed();
+            if quiet > crate::run::status::liveness(Duration::MAX) {
+                return Err(format!(
+                    "rank 0's isolate coordinator stopped answering ({:.1} s without a heartbeat)",
+                    quiet.as_secs_f64()
+                ));
+            }
+            if start.elapsed() > limit {
+                return Err(format!(
+                    "no word from rank 0's isolate coordinator within {:.0} s",
+                    limit.as_secs_f64()
+                ));
+            }
+        }
+    }
+}
+
+impl Run<'_> {
+    /// The isolate rounds, after the device stage: every rank takes part in the groups rank
+    /// 0's coordinator gives it; rank 0 prints and records the per-host verdict. Every rank
+    /// exits with the verdict's code.
+    pub(super) fn isolate(
+        &mut self,
+        boot: &dyn Bootstrap,
+        nccl: &Nccl,
+        selected: &[&'static dyn Pattern],
+        s: Settings,
+    ) -> Result<u8, Failure> {
+        let (rank, nranks) = (boot.rank(), boot.size());
+        let bytes = *self.plan.sizes.last().unwrap_or(&(1 << 20));
+        let timing = Timing {
+            deadline: s.round_limit,
+            ..self.plan.timing(s.round_limit)
+        };
+
+        self.enter(Stage::Alloc);
+        let (send_max, recv_max) = bench::sweep::buffer_sizes(selected, &[bytes], &timing, nranks);
+        let mut bufs = Buffers::new(send_max, recv_max, timing.iters)
+            .map_err(|e| Failure::new(Stage::Alloc, &self.who, &e).hint("lower -e/--maxbytes"))?;
+
+        // Rank 0's coordinator, and its address for every rank.
+        self.enter(Stage::UniqueId);
+        progress::step("starting rank 0's isolate coordinator");
+        let mut coordinator = None;
+        let mut port = 0u16;
+        if rank == 0 {
+            let listener = crate::bootstrap::tcp::listen_wide(([0, 0, 0, 0], 0).into())
+                .and_then(|l| l.local_addr().map(|a| (l, a.port())))
+                .map_err(|e| {
+                    Failure::new(
+                        Stage::UniqueId,
+                        &self.who,
+                        format!("cannot listen for the isolate coordinator: {e}"),
+                    )
+                })?;
+            port = listener.1;
+            let setup = coord::Setup {
+                nranks,
+                pairs: s.pairs,
+                round_limit: s.round_limit,
+                hello_limit: self.plan.deadline(Stage::Launch),
+                patterns: selected.to_vec(),
+                bytes,
+                timing,
+            };
+            coordinator = Some(std::thread::spawn(move || coord::run(listener.0, setup)));
+        }
+        progress::waiting("waiting for rank 0's isolate coordinator's address");
+        let addrs = super::link::share_address(boot, (rank == 0).then_some(port));
+        let mut line = self.connect_coordinator(&addrs)?;
+        line.tx.send(&Up::Hello {
+            rank,
+            host: self.who.host.clone(),
+        });
+        // The heartbeat: every rank says it is alive, whatever it is waiting on.
+        let beat = line.tx.clone();
+        std::thread::spawn(move || {
+            while beat.send(&Up::Beat) {
+                std::thread::sleep(crate::run::status::ALIVE_EVERY);
+            }
+        });
+
+        let lost = |why: String, who: &Who, stage: Stage| {
+            Failure::new(stage, who, why)
+                .cause("rank 0's host is down or cut off from this one, or rank 0 failed")
+                .kind(error::Kind::PeerGone)
+        };
+        let code = loop {
+            progress::waiting("waiting for the next isolate round from rank 0");
+            let limit = self.plan.deadline(Stage::Launch) + s.round_limit * coord::ROUND_STEPS * 2;
+            let msg = line
+                .next(limit, true)
+                .map_err(|e| lost(e, &self.who, self.stage))?;
+            match msg {
+                Down::Round { round, group } if group.contains(&rank) => {
+                    let outcome = self.round(
+                        &mut line, nccl, selected, &mut bufs, &timing, bytes, round, &group,
+                    );
+                    let (samples, failure) = match outcome {
+                        Ok(samples) => (samples, None),
+                        Err(f) => (Vec::new(), Some(f)),
+                    };
+                    line.tx.send(&Up::Outcome {
+                        round,
+                        samples,
+                        failure,
+                    });
+                }
+                Down::End { code } => break code,
+                _ => {}
+            }
+        };
+        if let Some(c) = coordinator {
+            progress::waiting("rank 0: judging the hosts");
+            let report = c.join().map_err(|_| {
+                Failure::new(
+                    Stage::Finalize,
+                    &self.who,
+                    "the isolate coordinator panicked",
+                )
+            })?;
+            self.say_isolate(&report);
+            return Ok(report.exit_code);
+        }
+        Ok(code)
+    }
+
+    fn connect_coordinator(&self, addrs: &[String]) -> Result<Line, Failure> {
+        let start = Instant::now();
+        let limit = Duration::from_secs(10);
+        while start.elapsed() < limit {
+            for a in addrs {
+                let Ok(mut it) = std::net::ToSocketAddrs::to_socket_addrs(a.as_str()) else {
+                    continue;
+                };
+                if let Some(sa) = it.next()
+                    && let Ok(stream) = TcpStream::connect_timeout(&sa, Duration::from_millis(500))
+                    && let Ok(tx) = Sender::new(&stream)
+                {
+                    let (ctx, rx) = mpsc::channel();
+                    wire::read_into(stream, (), ctx);
+                    return Ok(Line {
+                        tx,
+                        rx,
+                        last: std::cell::Cell::new(Instant::now()),
+                    });
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err(Failure::new(
+            Stage::UniqueId,
+            &self.who,
+            format!(
+                "could not reach rank 0's isolate coordinator at {} within {:.0} s",
+                addrs.join(" or "),
+                limit.as_secs_f64()
+            ),
+        )
+        .cause(
+            "rank 0's host is not reachable from this one on that port (firewall, wrong interface)",
+        )
+        .kind(error::Kind::PeerGone))
+    }
+
+    /// This rank's part in one group of one round.
+    #[allow(clippy::too_many_arguments)]
+    fn round(
+        &mut self,
+        line: &mut Line,
+        nccl: &Nccl,
+        selected: &[&'static dyn Pattern],
+        bufs: &mut Buffers,
+        timing: &Timing,
+        bytes: usize,
+        round: u32,
+        group: &[u32],
+    ) -> Result<Vec<RankSample>, Failure> {
+        let me = self.who.rank.unwrap_or(0);
+        let idx = group.iter().position(|r| *r == me).unwrap_or(0) as u32;
+        let n = group.len() as u32;
+        let limit = timing.deadline;
+        let enter = |run: &mut Self, line: &Line, stage: Stage| {
+            run.enter(stage);
+            line.tx.send(&Up::Stage { round, stage });
+        };
+
+        enter(self, line, Stage::UniqueId);
+        if idx == 0 {
+            let (id, failure) = match nccl.get_unique_id() {
+                Ok(id) => (Some(id.to_vec()), None),
+                Err(e) => (None, Some(self.nccl_failure(Stage::UniqueId, &e))),
+            };
+            line.tx.send(&Up::Id { round, id, failure });
+        }
+        progress::waiting("waiting for the group's unique id");
+        let id = match line.next(limit, true) {
+            Ok(Down::Go { id: Some(id), .. })
+                if id.len() == nccl::NCCL_UNIQUE_ID_BYTES as usize =>
+            {
+                let mut out = [0u8; nccl::NCCL_UNIQUE_ID_BYTES as usize];
+                out.copy_from_slice(&id);
+                out
+            }
+            Ok(Down::Go { why, .. }) => {
+                return Err(Failure::new(
+                    Stage::UniqueId,
+                    &self.who,
+                    why.unwrap_or_else(|| "no unique id for the group".into()),
+                )
+                .kind(error::Kind::PeerGone));
+            }
+            Ok(other) => {
+                return Err(Failure::new(
+                    Stage::UniqueId,
+                    &self.who,
+                    format!("expected the group's unique id, got {other:?}"),
+                ));
+            }
+            Err(e) => {
+                return Err(Failure::new(Stage::UniqueId, &self.who, e).kind(error::Kind::Waited));
+            }
+        };
+
+        enter(self, line, Stage::Init);
+        progress::waiting("in ncclCommInitRank for this round's group");
+        let mut comm = Communicator::init_nonblocking(nccl, &id, idx, n, limit)
+            .map_err(|e| self.comm_failure(Stage::Init, e))?;
+
+        enter(self, line, Stage::Connect);
+        for p in selected {
+            bench::connect(&mut comm, *p, bufs, timing, &[bytes])
+                .map_err(|e| self.comm_failure(Stage::Connect, e))?;
+        }
+
+        enter(self, line, Stage::Run);
+        let elem = timing.dtype.size();
+        let mut samples = Vec::new();
+        for p in selected {
+            let layout = p.layout(bytes, elem, n);
+            let barrier = || {
+                line.tx.send(&Up::Barrier { round });
+                // A barrier that never releases ends in the measurement's own deadline.
+                let start = Instant::now();
+                while start.elapsed() < limit {
+                    match line.rx.recv_timeout(Duration::from_millis(20)) {
+                        Ok((_, Some(Down::Release { .. }))) | Ok((_, None)) => return,
+                        Ok(_) => line.last.set(Instant::now()),
+                        Err(_) => {}
+                    }
+                }
+            };
+            let sample = bench::measure(&mut comm, &barrier, *p, &layout, bufs, timing, round)
+                .map_err(|e| self.comm_failure(Stage::Run, e))?;
+            samples.push(sample);
+        }
+
+        enter(self, line, Stage::Finalize);
+        comm.finalize(limit)
+            .map_err(|e| self.comm_failure(Stage::Finalize, e))?;
+        Ok(samples)
+    }
+
+    /// Rank 0: the per-host table, the verdict line, and the results file.
+    fn say_isolate(&mut self, report: &IsolateReport) {
+        let rounds = report.groups.iter().map(|g| g.round).max().unwrap_or(0);
+        println!(
+            "# isolate: {} host(s), {} round(s), {} group(s){}",
+            report.hosts.len(),
+            rounds,
+            report.groups.len(),
+            if self.simulated { " — SIMULATED" } else { "" }
+        );
+        for g in &report.groups {
+            let what = match &g.outcome {
+                verdict::Outcome::Passed { rows } => rows
+                    .iter()
+                    .map(|r| format!("{} {:.2} GB/s", r.pattern, r.busbw_gbs))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                verdict::Outcome::Failed { line, .. } => line.clone(),
+            };
+            println!(
+                "#   round {} {} [{}]: {what}",
+                g.round,
+                g.phase.name(),
+                g.hosts.join(" + ")
+            );
+        }
+        for l in verdict::table(report, self.simulated) {
+            println!("{l}");
+        }
+        let status = if report.exit_code == crate::stage::exit::PASS {
+            Status::Pass
+        } else {
+            Status::Fail
+        };
+        let line = format!(
+            "{} {}{}",
+            if status == Status::Pass {
+                "PASS"
+            } else {
+                "FAIL"
+            },
+            if self.simulated { "[SIMULATED] " } else { "" },
+            report.line
+        );
+        println!("VERDICT: {line}");
+        if let Some(r) = self.results.as_mut() {
+            r.doc.isolate = Some(report.clone());
+            r.doc.verdict = Verdict {
+                status,
+                line,
+                exit_code: report.exit_code,
+                stage: None,
+                consequences: Vec::new(),
+                ranks: Vec::new(),
+            };
+        }
+        self.leave(report.exit_code == crate::stage::exit::PASS);
+        self.save();
+    }
+}

@@ -1,0 +1,372 @@
+//! Several hosts on one machine (scripts/netns/cluster.sh: network namespaces on a bridge, each
+//! with its own address and host name), 4 hosts × 2 ranks started with torchrun-style
+//! variables, against the simulation:
+//! - `isolate` names exactly the slowed host, the host whose init fails, and the pair whose
+//!   link is cut, and clears every other host, each within [`TIER_LIMIT_S`];
+//! - `run` names a host whose cable is pulled mid-run within 10 s (5 cuts, each timed);
+//! - no namespace and no process is left behind.
+//!
+//! Needs root (network namespaces), as the suite does for mpirun and Slurm.
+
+mod common;
+use common::*;
+use nccl_smoke::report::isolate::HostStatus;
+use nccl_smoke::report::results;
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const HOSTS: usize = 4;
+const PER_HOST: usize = 2;
+/// The most one isolate tier may take here (each failing group costs at most its round's
+/// deadline per step; the rounds below use 10 s).
+const TIER_LIMIT_S: u64 = 120;
+
+/// One cluster at a time: the slow-host verdict compares hosts' bandwidth, which a second
+/// cluster's load on the same cores would disturb.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn script() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/netns/cluster.sh")
+}
+
+fn cluster(args: &[&str]) -> String {
+    let o = Command::new("bash")
+        .arg(script())
+        .args(args)
+        .output()
+        .expect("bash");
+    assert!(
+        o.status.success(),
+        "cluster.sh {args:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// A cluster that is taken down, with every rank it started, however the test ends.
+struct Cluster {
+    name: String,
+    ranks: Vec<Child>,
+}
+
+impl Cluster {
+    fn up(name: &str) -> Cluster {
+        cluster(&["down", name]);
+        cluster(&["up", name, &HOSTS.to_string()]);
+        Cluster {
+            name: name.to_string(),
+            ranks: Vec::new(),
+        }
+    }
+
+    /// Starts every rank with `args`; `fault` (host number, spec) sets the simulation's fault
+    /// on that host's ranks only. Rank 0's stdout is piped; the others' output is discarded.
+    fn start(&mut self, args: &[&str], fault: Option<(usize, &str)>) {
+        let master = cluster(&["addr", &self.name, "1"]);
+        let n = HOSTS * PER_HOST;
+        for h in 1..=HOSTS {
+            for l in 0..PER_HOST {
+                let rank = (h - 1) * PER_HOST + l;
+                let mut cmd = Command::new("bash");
+                cmd.arg(script())
+                    .args(["exec", &self.name, &h.to_string(), "env"])
+                    .arg(format!("RANK={rank}"))
+                    .arg(format!("WORLD_SIZE={n}"))
+                    .arg(format!("LOCAL_RANK={l}"))
+                    .arg(format!("MASTER_ADDR={master}"))
+                    .arg("MASTER_PORT=29411");
+                if let Some((fh, spec)) = fault
+                    && fh == h
+                {
+                    cmd.arg(format!("NCCL_SMOKE_SIM_FAULT={spec}"));
+                }
+                cmd.arg(bin()).args(args).stdin(Stdio::null());
+                if rank == 0 {
+                    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+                } else {
+                    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+                }
+                self.ranks.push(cmd.spawn().expect("start a rank"));
+            }
+        }
+    }
+
+    /// Rank 0's lines as they come, each with when it came.
+    fn rank0_lines(&mut self) -> std::sync::mpsc::Receiver<(Instant, String)> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let r0 = &mut self.ranks[0];
+        for pipe in [
+            Box::new(r0.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(r0.stderr.take().unwrap()),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                    let _ = tx.send((Instant::now(), line));
+                }
+            });
+        }
+        rx
+    }
+
+    /// Waits for every rank up to `limit`; returns rank 0's exit code and the time taken.
+    fn wait(&mut self, limit: Duration) -> (Option<i32>, Duration) {
+        let start = Instant::now();
+        let mut code0 = None;
+        for (i, c) in self.ranks.iter_mut().enumerate() {
+            loop {
+                match c.try_wait() {
+                    Ok(Some(s)) => {
+                        if i == 0 {
+                            code0 = s.code();
+                        }
+                        break;
+                    }
+                    Ok(None) if start.elapsed() < limit => {
+                        std::thread::sleep(Duration::from_millis(50))
+                    }
+                    _ => {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        break;
+                    }
+                }
+            }
+        }
+        self.ranks.clear();
+        (code0, start.elapsed())
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for c in &mut self.ranks {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // The namespaces' processes (supervisors, workers) die with their namespaces' last
+        // user gone; anything left is named by the leftover check of each test.
+        let _ = Command::new("bash")
+            .arg(script())
+            .args(["down", &self.name])
+            .status();
+    }
+}
+
+/// Processes of this test's binary still running, after a moment to exit.
+fn leftovers() -> Vec<String> {
+    let me = bin();
+    let me = me.to_string_lossy();
+    for _ in 0..50 {
+        let out = Command::new("pgrep").args(["-af", &me]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if text.trim().is_empty() {
+            return Vec::new();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = Command::new("pgrep").args(["-af", &me]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+fn namespaces_of(name: &str) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}-")))
+        .map(String::from)
+        .collect()
+}
+
+/// One isolate tier: the hosts' statuses from the results file, rank 0's output and the time.
+fn tier(
+    name: &str,
+    fault: Option<(usize, &str)>,
+    prepare: impl Fn(&str),
+) -> (Vec<(String, HostStatus)>, String, Option<i32>, Duration) {
+    require_sim();
+    let dir = scratch(name);
+    let json = dir.join("isolate.json");
+    let json_s = json.to_str().unwrap().to_string();
+    let mut c = Cluster::up(name);
+    prepare(name);
+    c.start(
+        &[
+            "isolate",
+            "--backend",
+            "sim",
+            "-e",
+            "1M",
+            // More iterations than the default 20: steadier figures on a loaded machine.
+            "-n",
+            "50",
+            "--round-timeout",
+            "10",
+            "--json",
+            &json_s,
+        ],
+        fault,
+    );
+    let rx = c.rank0_lines();
+    let (code, took) = c.wait(Duration::from_secs(TIER_LIMIT_S));
+    drop(c);
+    let out: Vec<String> = rx.try_iter().map(|(_, l)| l).collect();
+    let out = out.join("\n");
+    let doc = results::load(&json).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    let report = doc
+        .isolate
+        .unwrap_or_else(|| panic!("no isolate report\n{out}"));
+    let statuses = report
+        .hosts
+        .iter()
+        .map(|v| (v.host.clone(), v.status))
+        .collect();
+    assert!(namespaces_of(name).is_empty(), "namespaces left behind");
+    let left = leftovers();
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+    eprintln!("{name}: {:.1} s\n{out}", took.as_secs_f64());
+    (statuses, out, code, took)
+}
+
+fn expect(statuses: &[(String, HostStatus)], want: &[(&str, HostStatus)], out: &str) {
+    let want: Vec<(String, HostStatus)> = want.iter().map(|(h, s)| (h.to_string(), *s)).collect();
+    assert_eq!(statuses, want.as_slice(), "{out}");
+}
+
+#[test]
+fn isolate_names_the_slowed_host_and_clears_the_others() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (st, out, code, took) = tier("isoslow", Some((3, "net:slow=3")), |_| {});
+    use HostStatus::*;
+    expect(
+        &st,
+        &[("h1", Ok), ("h2", Ok), ("h3", Slow), ("h4", Ok)],
+        &out,
+    );
+    assert_eq!(code, Some(25), "{out}");
+    assert!(
+        out.contains("VERDICT: FAIL [SIMULATED] drain h3 (slow); 3 other host(s) ok"),
+        "{out}"
+    );
+    assert!(took < Duration::from_secs(TIER_LIMIT_S), "{out}");
+}
+
+#[test]
+fn isolate_names_the_host_whose_init_fails_at_init() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (st, out, code, took) = tier("isoinit", Some((2, "init:error")), |_| {});
+    use HostStatus::*;
+    expect(
+        &st,
+        &[("h1", Ok), ("h2", Failed), ("h3", Ok), ("h4", Ok)],
+        &out,
+    );
+    assert_eq!(code, Some(16), "the init stage's exit code\n{out}");
+    assert!(out.contains("drain h2 (failed at init)"), "{out}");
+    // Its evidence is its own failure, in the library's words.
+    assert!(
+        out.lines().any(|l| l.trim_start().starts_with("h2")
+            && l.contains("alone (round 1): FAIL at init on ranks 2, 3 (host h2)")),
+        "{out}"
+    );
+    assert!(took < Duration::from_secs(TIER_LIMIT_S), "{out}");
+}
+
+#[test]
+fn isolate_names_the_pair_whose_link_is_cut_and_clears_the_others() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (st, out, code, took) = tier("isolink", None, |name| {
+        cluster(&["cut-pair", name, "3", "4"]);
+    });
+    use HostStatus::*;
+    expect(
+        &st,
+        &[("h1", Ok), ("h2", Ok), ("h3", Link), ("h4", Link)],
+        &out,
+    );
+    assert_ne!(code, Some(0), "{out}");
+    assert!(
+        out.contains("check the link h3 <-> h4; 2 other host(s) ok"),
+        "{out}"
+    );
+    // Each was re-paired with a host that passed, and passed.
+    assert!(
+        out.contains("round 4 confirm [h3 + h1]: all_reduce"),
+        "{out}"
+    );
+    assert!(took < Duration::from_secs(TIER_LIMIT_S), "{out}");
+}
+
+/// How long after host 3's cable is pulled mid-run rank 0 names it, 5 times.
+#[test]
+fn run_names_a_host_cut_off_mid_run_within_10_s() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    require_sim();
+    let mut times = Vec::new();
+    for i in 0..5 {
+        let name = format!("iscut{i}");
+        let mut c = Cluster::up(&name);
+        let dir = scratch(&name);
+        let json = dir.join("run.json");
+        let args = long_sweep_args(json.to_str().unwrap());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        c.start(&args, None);
+        let rx = c.rank0_lines();
+        let mut out = Vec::new();
+        // Cut once the sweep is under way.
+        let start = Instant::now();
+        let mut cut_at = None;
+        let mut named_at = None;
+        while start.elapsed() < Duration::from_secs(90) {
+            let Ok((at, line)) = rx.recv_timeout(Duration::from_millis(100)) else {
+                continue;
+            };
+            if cut_at.is_none() && line.starts_with("# all_reduce, 8 ranks") {
+                std::thread::sleep(Duration::from_millis(500));
+                cluster(&["cut", &name, "3"]);
+                cut_at = Some(Instant::now());
+            }
+            if cut_at.is_some() && line.starts_with("VERDICT: FAIL") {
+                named_at = Some(at);
+                out.push(line);
+                break;
+            }
+            out.push(line);
+        }
+        let (_, _) = c.wait(Duration::from_secs(30));
+        drop(c);
+        let out = out.join("\n");
+        let (Some(cut), Some(named)) = (cut_at, named_at) else {
+            panic!("run {i}: no cut or no verdict\n{out}");
+        };
+        let secs = named.duration_since(cut).as_secs_f64();
+        assert!(
+            out.contains("VERDICT: FAIL at ")
+                && out.contains("on ranks 4, 5 (host h3): its supervisor stopped answering"),
+            "run {i}: the first verdict must name host h3's two ranks\n{out}"
+        );
+        let doc = results::load(&json).unwrap();
+        assert_eq!(doc.verdict.ranks, vec![4, 5], "run {i}\n{out}");
+        assert!(namespaces_of(&name).is_empty());
+        let left = leftovers();
+        assert!(left.is_empty(), "processes left behind: {left:?}");
+        times.push(secs);
+    }
+    let max = times.iter().copied().fold(0.0, f64::max);
+    println!(
+        "cut host named after (s): {}; worst {max:.2}",
+        times
+            .iter()
+            .map(|t| format!("{t:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    assert!(max < 10.0, "named only after {max:.2} s: {times:?}");
+}
