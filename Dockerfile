@@ -26,6 +26,13 @@ RUN apt-get update \
       openmpi-bin libopenmpi3 openssh-server openssh-client ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && mkdir -p /run/sshd
+# The operators mount the job's key pair and authorized_keys from a Secret into ~/.ssh, with no
+# known_hosts: mpirun's ssh must not ask about (or record) host keys, and sshd must not refuse
+# the Secret's file modes. The same three settings as kubeflow/mpi-operator's base image
+# (build/base/Dockerfile).
+RUN sed -i 's/^#\?[[:space:]]*StrictHostKeyChecking .*/    StrictHostKeyChecking no/' /etc/ssh/ssh_config \
+ && echo '    UserKnownHostsFile /dev/null' >> /etc/ssh/ssh_config \
+ && sed -i 's/^#\?StrictModes .*/StrictModes no/' /etc/ssh/sshd_config
 # /usr/local/bin is on the PATH of the ssh sessions mpirun opens on workers too.
 COPY --from=build /usr/local/bin/nccl-smoke /usr/local/bin/nccl-smoke
 COPY --from=build /usr/local/lib/nccl-smoke /usr/local/lib/nccl-smoke

@@ -227,6 +227,82 @@ fn the_mpijob_has_a_launcher_and_workers() {
     assert_eq!(np, Some((slots * workers).to_string()), "{file}: -np");
     let gpus = &specs["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"];
     assert_eq!(gpus.as_u64(), Some(slots), "{file}: GPUs per worker");
+    // The launcher starts once every worker's sshd answers (v2beta1 launcherCreationPolicy).
+    assert_eq!(
+        j["spec"]["launcherCreationPolicy"], "WaitForWorkersReady",
+        "{file}"
+    );
+    let probe = &specs["Worker"]["template"]["spec"]["containers"][0]["readinessProbe"];
+    assert_eq!(probe["tcpSocket"]["port"], 22, "{file}: worker sshd probe");
+}
+
+/// The `NCCL_*` variables set in `c`'s environment that the words' mpirun does not pass on
+/// with `-x` (ranks started over ssh do not inherit the pod's environment).
+fn nccl_env_not_exported(c: &Value, w: &[String]) -> Vec<String> {
+    let exported: Vec<&str> = w
+        .windows(2)
+        .filter(|x| x[0] == "-x")
+        .map(|x| x[1].split('=').next().unwrap_or(""))
+        .collect();
+    c["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| s(&e["name"]).to_string())
+        .filter(|n| n.starts_with("NCCL_") && !exported.contains(&n.as_str()))
+        .collect()
+}
+
+#[test]
+fn every_mpirun_passes_the_pods_nccl_settings_to_its_ranks() {
+    let docs = documents();
+    let mut checked = 0;
+    let mut bad = Vec::new();
+    for (file, d) in &docs {
+        let mut pods = Vec::new();
+        pod_templates(d, &mut pods);
+        for pod in &pods {
+            for c in pod["spec"]["containers"].as_array().into_iter().flatten() {
+                let w = words(c);
+                if w.first().map(String::as_str) == Some("mpirun") {
+                    checked += 1;
+                    for n in nccl_env_not_exported(c, &w) {
+                        bad.push(format!("{file}: mpirun does not pass {n} (-x)"));
+                    }
+                }
+            }
+        }
+    }
+    // The TrainJob's command replaces the command of its runtime's launcher, whose environment
+    // is the runtime's.
+    let runtime_env = docs
+        .iter()
+        .find(|(_, d)| d["kind"] == "TrainingRuntime")
+        .and_then(|(_, d)| {
+            let mut pods = Vec::new();
+            pod_templates(d, &mut pods);
+            pods.iter()
+                .flat_map(|p| {
+                    p["spec"]["containers"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                })
+                .find(|c| c["env"].is_array())
+        });
+    for (file, d) in of_kind(&docs, "TrainJob") {
+        let w = words(&d["spec"]["trainer"]);
+        if let Some(c) = &runtime_env {
+            checked += 1;
+            for n in nccl_env_not_exported(c, &w) {
+                bad.push(format!(
+                    "{file}: the TrainJob's mpirun does not pass {n} (-x)"
+                ));
+            }
+        }
+    }
+    assert!(checked >= 3, "mpirun commands checked: {checked}");
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
 #[test]
@@ -342,4 +418,15 @@ fn the_dockerfile_builds_then_ships_a_slim_runtime_with_mpi_and_sshd() {
         "installs with install.sh"
     );
     assert!(Path::new(&root().join(".dockerignore")).exists());
+    // The operators mount ~/.ssh from a Secret, without known_hosts and with its own file modes.
+    for setting in [
+        "StrictHostKeyChecking no",
+        "UserKnownHostsFile /dev/null",
+        "StrictModes no",
+    ] {
+        assert!(
+            runtime.contains(setting),
+            "the runtime stage sets {setting}"
+        );
+    }
 }
