@@ -613,10 +613,89 @@ fn text_report(v: i32, views: &[View]) -> String {
         "CUDA runtime version 12080, driver version {}\n\n",
         crate::cuda::driver_version().unwrap_or(-1)
     );
+    // The job: the processes this process knows of (its own and its peers').
+    let mut procs: Vec<(String, i64)> = Vec::new();
+    for r in views.iter().flat_map(|c| &c.ranks) {
+        if !procs.contains(&(r.ip.clone(), r.pid)) {
+            procs.push((r.ip.clone(), r.pid));
+        }
+    }
+    let mut nodes: Vec<&String> = procs.iter().map(|(ip, _)| ip).collect();
+    nodes.sort();
+    nodes.dedup();
     o += "Job summary\n===========\n\n";
+    o += "  Nodes  Processes         GPUs  Processes     GPUs\n(total)   per node  per process    (total)  (total)\n";
+    o += &format!(
+        "{:7}  {:9}  {:11}  {:9}  {:7}\n\n",
+        nodes.len(),
+        procs.len() / nodes.len().max(1),
+        1,
+        procs.len(),
+        procs.len()
+    );
     o += "Communicators... (0.000s)\n=============\n\n";
     if views.is_empty() {
         o += "No communicator data collected!\n";
+    } else {
+        o += "Group     Comms     Nodes     Ranks     Ranks     Ranks    Status  Errors\n    #  in group  per comm  per node  per comm  in group\n";
+    }
+    for (i, c) in views.iter().enumerate() {
+        let mut ips: Vec<&String> = c.ranks.iter().map(|r| &r.ip).collect();
+        ips.sort();
+        ips.dedup();
+        let per_node = c.ranks.len() / ips.len().max(1);
+        // statusStr of the highest status bit, errorStr of the error bits (`rasClientRunComms`).
+        let status = if c.ranks.iter().any(|r| r.abort) {
+            "ABORT"
+        } else if c.ranks.iter().any(|r| r.finalize) {
+            "FINALIZE"
+        } else if c.ranks.iter().any(|r| r.init == crate::SUCCESS) {
+            "RUNNING"
+        } else if !c.ranks.is_empty() {
+            "INIT"
+        } else {
+            "NOCOMM"
+        };
+        let mut counts: Vec<u64> = c.ranks.iter().map(|r| r.allreduce).collect();
+        counts.dedup();
+        let statuses = {
+            let mut s: Vec<(bool, bool, bool)> = c
+                .ranks
+                .iter()
+                .map(|r| (r.abort, r.finalize, r.init == crate::SUCCESS))
+                .collect();
+            s.sort();
+            s.dedup();
+            s.len()
+        };
+        let mismatch =
+            counts.len() > 1 || statuses > 1 || c.missing.iter().any(|m| !m.unresponsive);
+        let error = c
+            .ranks
+            .iter()
+            .any(|r| !matches!(r.async_error, crate::SUCCESS | crate::INPROGRESS));
+        let incomplete = c.missing.iter().any(|m| m.unresponsive);
+        let errors = [
+            "OK",
+            "MISMATCH",
+            "ERROR",
+            "ERROR,MISMATCH",
+            "INCOMPLETE",
+            "INCOMPLETE,MISMATCH",
+            "INCOMPLETE,ERROR",
+            "INCOMPLETE,ERROR,MISMATCH",
+        ][usize::from(mismatch) | usize::from(error) << 1 | usize::from(incomplete) << 2];
+        o += &format!(
+            "{:5}  {:8}  {:8}  {:>8}  {:8}  {:8}  {:>8}  {:>6}\n",
+            i,
+            1,
+            ips.len(),
+            per_node,
+            c.size,
+            c.ranks.len(),
+            status,
+            errors
+        );
     }
     o += "\nErrors\n======\n\n";
     let mut silent: Vec<&Missing> = Vec::new();

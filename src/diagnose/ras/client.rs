@@ -17,8 +17,9 @@ const FIRST_ANSWER: Duration = Duration::from_secs(1);
 /// Asks the RAS service at `target` for its status report, within `bound` in all. A process
 /// that does not answer the handshake in time is left for a fresh connection (on a shared
 /// port, the kernel may hand it to another NCCL process of the node), as NCCL's own client
-/// retries.
-pub fn query(target: &Target, bound: Duration) -> Result<Report, Unavailable> {
+/// retries; so is a report that does not know communicator `want` (another job's process on
+/// the same port).
+pub fn query(target: &Target, bound: Duration, want: Option<u64>) -> Result<Report, Unavailable> {
     let end = Instant::now() + bound;
     let addrs: Vec<SocketAddr> = target
         .addr
@@ -29,9 +30,16 @@ pub fn query(target: &Target, bound: Duration) -> Result<Report, Unavailable> {
         return Err(Unavailable::BadAddress(target.addr.clone()));
     }
     let mut last = Unavailable::TimedOut;
+    // The first answer must come within a third of the bound (at most NCCL's own 1 s), so
+    // that a silent process leaves time to ask another.
+    let first = (bound / 3).clamp(Duration::from_millis(100), FIRST_ANSWER);
     while Instant::now() < end {
-        match attempt(&addrs, target.json, end) {
-            Ok(r) => return Ok(r),
+        match attempt(&addrs, target.json, end, first) {
+            Ok(r) if want.is_none_or(|h| r.knows(h)) => return Ok(r),
+            Ok(_) => {
+                last = Unavailable::NotOurs;
+                std::thread::sleep(Duration::from_millis(50).min(left(end).unwrap_or_default()));
+            }
             Err(Attempt::Retry(why)) => last = why,
             Err(Attempt::Stop(why)) => return Err(why),
         }
@@ -57,14 +65,19 @@ fn timed_out(e: &std::io::Error) -> bool {
     )
 }
 
-fn attempt(addrs: &[SocketAddr], json: bool, end: Instant) -> Result<Report, Attempt> {
+fn attempt(
+    addrs: &[SocketAddr],
+    json: bool,
+    end: Instant,
+    first: Duration,
+) -> Result<Report, Attempt> {
     let mut refused = None;
     let mut stream = None;
     for a in addrs {
         let Some(t) = left(end) else {
             return Err(Attempt::Stop(Unavailable::TimedOut));
         };
-        match TcpStream::connect_timeout(a, t.min(FIRST_ANSWER)) {
+        match TcpStream::connect_timeout(a, t.min(first)) {
             Ok(s) => {
                 stream = Some(s);
                 break;
@@ -79,7 +92,7 @@ fn attempt(addrs: &[SocketAddr], json: bool, end: Instant) -> Result<Report, Att
         )));
     };
     let _ = s.set_nodelay(true);
-    let first = left(end).map(|t| t.min(FIRST_ANSWER));
+    let first = left(end).map(|t| t.min(first));
     let retry = |e: std::io::Error| {
         if timed_out(&e) {
             Attempt::Retry(Unavailable::TimedOut)

@@ -190,6 +190,9 @@ pub struct Report {
     pub processes: Vec<Finding>,
     /// Communication timeouts RAS met while gathering.
     pub timeouts: u32,
+    /// Read from a text report, which names a communicator only when something is wrong with
+    /// it (`rasClientRunComms`): one that names none has nothing to say against any.
+    pub text: bool,
 }
 
 impl Report {
@@ -197,8 +200,26 @@ impl Report {
         self.comms.iter().find(|c| c.hash == hash)
     }
 
+    /// Whether the report speaks of communicator `hash`: names it, or is a text report that
+    /// names no communicator at all (every one of the answering job is fine).
+    pub fn knows(&self, hash: u64) -> bool {
+        self.comm(hash).is_some() || (self.text && self.comms.is_empty())
+    }
+
     /// The evidence lines about communicator `hash` (empty when the report does not know it).
     pub fn evidence(&self, hash: u64) -> Vec<String> {
+        if self.text && self.comms.is_empty() {
+            let mut lines = vec![
+                "NCCL RAS: no communicator has missing, dead, failed or mismatched ranks (a text report, which names a communicator only when it has)".to_string(),
+            ];
+            lines.extend(
+                self.processes
+                    .iter()
+                    .take(MAX_LINES)
+                    .map(|p| format!("NCCL RAS: {}", p.describe())),
+            );
+            return lines;
+        }
         let Some(c) = self.comm(hash) else {
             return Vec::new();
         };

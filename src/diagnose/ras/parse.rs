@@ -274,7 +274,10 @@ fn process_and_node(s: &str) -> (Option<i64>, Option<String>) {
 
 /// A text report (see the module's notes).
 pub fn text(text: &str) -> Result<Report, String> {
-    let mut report = Report::default();
+    let mut report = Report {
+        text: true,
+        ..Report::default()
+    };
     let mut section = Section::Other;
     let mut seen_heading = false;
     for raw in text.lines() {

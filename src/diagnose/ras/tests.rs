@@ -66,6 +66,7 @@ fn json_names_missing_dead_errors_and_counts() {
     ];
     assert_eq!(lines, want);
     assert!(r.evidence(HASH + 1).is_empty());
+    assert!(r.knows(HASH) && !r.knows(HASH + 1));
 }
 
 #[test]
@@ -171,6 +172,7 @@ TIMEOUT
 #[test]
 fn text_2_28_names_the_same_categories() {
     let r = parse::text(TEXT_2287).unwrap();
+    assert!(r.knows(HASH) && !r.knows(HASH + 1));
     assert_eq!(r.nccl_version.as_deref(), Some("2.28.7+cuda12.9"));
     assert_eq!(r.timeouts, 2);
     let lines = r.evidence(HASH);
@@ -388,7 +390,7 @@ fn fake(script: Option<(&'static str, String)>) -> (String, std::thread::JoinHan
 fn the_client_speaks_the_protocol_and_reads_to_the_close() {
     let body = json_report(2, &[json_rank(0, "h0", 1, 0, false, 3)], &[], 0);
     let (addr, t) = fake(Some(("SERVER PROTOCOL 2\n", body)));
-    let r = query(&Target { addr, json: true }, Duration::from_secs(5)).unwrap();
+    let r = query(&Target { addr, json: true }, Duration::from_secs(5), None).unwrap();
     assert!(r.comm(HASH).is_some());
     let said = t.join().unwrap();
     assert_eq!(said[0], "CLIENT PROTOCOL 2");
@@ -396,7 +398,7 @@ fn the_client_speaks_the_protocol_and_reads_to_the_close() {
     assert_eq!(&said[2..], ["SET FORMAT json", "STATUS"]);
 
     let (addr, t) = fake(Some(("SERVER PROTOCOL 3\n", TEXT_2287.to_string())));
-    let r = query(&Target { addr, json: false }, Duration::from_secs(5)).unwrap();
+    let r = query(&Target { addr, json: false }, Duration::from_secs(5), None).unwrap();
     assert_eq!(r.comm(HASH).unwrap().findings.len(), 4);
     assert_eq!(t.join().unwrap().len(), 3);
 }
@@ -415,13 +417,18 @@ fn absent_silent_and_foreign_services_are_quiet_and_bounded() {
             json: true,
         },
         Duration::from_secs(5),
+        None,
     );
     assert!(matches!(r, Err(Unavailable::NoService(_))), "{r:?}");
     assert!(t0.elapsed() < Duration::from_secs(1));
     // Accepts, never answers: the bound holds.
     let (addr, t) = fake(None);
     let t0 = Instant::now();
-    let r = query(&Target { addr, json: true }, Duration::from_millis(600));
+    let r = query(
+        &Target { addr, json: true },
+        Duration::from_millis(600),
+        None,
+    );
     assert!(r.is_err(), "{r:?}");
     assert!(
         t0.elapsed() < Duration::from_millis(1200),
@@ -431,8 +438,18 @@ fn absent_silent_and_foreign_services_are_quiet_and_bounded() {
     t.join().unwrap();
     // Something else on the port.
     let (addr, t) = fake(Some(("HTTP/1.1 400 Bad Request\n", String::new())));
-    let r = query(&Target { addr, json: true }, Duration::from_secs(2));
+    let r = query(&Target { addr, json: true }, Duration::from_secs(2), None);
     assert!(matches!(r, Err(Unavailable::Garbled(_))), "{r:?}");
+    t.join().unwrap();
+    // Another job's process answers: its report does not know the communicator asked about.
+    let body = json_report(2, &[json_rank(0, "h0", 1, 0, false, 3)], &[], 0);
+    let (addr, t) = fake(Some(("SERVER PROTOCOL 2\n", body)));
+    let r = query(
+        &Target { addr, json: true },
+        Duration::from_millis(400),
+        Some(HASH + 1),
+    );
+    assert!(r.is_err(), "{r:?}");
     t.join().unwrap();
     // A name that resolves to nothing.
     let r = query(
@@ -441,6 +458,39 @@ fn absent_silent_and_foreign_services_are_quiet_and_bounded() {
             json: true,
         },
         Duration::from_secs(2),
+        None,
     );
     assert!(matches!(r, Err(Unavailable::BadAddress(_))), "{r:?}");
+}
+
+#[test]
+fn a_text_report_naming_no_communicator_has_nothing_against_any() {
+    let t = "NCCL version 2.26.2+cuda12.8 compiled with CUDA 12.8
+CUDA runtime version 12080, driver version 12080
+
+Job summary
+===========
+
+Communicators... (0.001s)
+=============
+
+Group     Comms     Nodes     Ranks     Ranks     Ranks    Status  Errors
+    #  in group  per comm  per node  per comm  in group
+    0         1         1         2         2         2   RUNNING      OK
+
+Errors
+======
+
+Warnings
+========
+
+";
+    let r = parse::text(t).unwrap();
+    assert!(r.knows(HASH));
+    assert_eq!(
+        r.evidence(HASH),
+        [
+            "NCCL RAS: no communicator has missing, dead, failed or mismatched ranks (a text report, which names a communicator only when it has)"
+        ]
+    );
 }
