@@ -220,14 +220,15 @@ pub(super) fn ras_hook<'n>(code: i32, id: &[u8]) -> crate::comm::TimeoutHook<'n>
         let bound = ras::bound(stage);
         let done = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|s| {
-            s.spawn(|| {
+            let beats = s.spawn(|| {
                 while !done.load(std::sync::atomic::Ordering::SeqCst) {
                     crate::progress::beat();
-                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    std::thread::park_timeout(std::time::Duration::from_millis(100));
                 }
             });
             let answer = ras::query(&target, bound, Some(hash));
             done.store(true, std::sync::atomic::Ordering::SeqCst);
+            beats.thread().unpark();
             answer.map(|r| r.evidence(hash)).unwrap_or_default()
         })
     })

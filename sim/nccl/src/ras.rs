@@ -684,7 +684,7 @@ fn text_report(v: i32, views: &[View]) -> String {
             "INCOMPLETE,MISMATCH",
             "INCOMPLETE,ERROR",
             "INCOMPLETE,ERROR,MISMATCH",
-        ][usize::from(mismatch) | usize::from(error) << 1 | usize::from(incomplete) << 2];
+        ][usize::from(mismatch) | (usize::from(error) << 1) | (usize::from(incomplete) << 2)];
         o += &format!(
             "{:5}  {:8}  {:8}  {:>8}  {:8}  {:8}  {:>8}  {:>6}\n",
             i,
@@ -873,6 +873,69 @@ mod tests {
         if std::ffi::c_char::MIN != 0 {
             assert_eq!(comm_hash(22403, &id), 0x65bb_3b0c_ba52_7185);
         }
+    }
+
+    #[test]
+    fn peers_are_read_from_their_snapshots() {
+        use crate::comm::Identity;
+        use nccl_smoke_fault::FaultSet;
+        let hash = crate::ids::random_u64();
+        let c = Comm::new(
+            Identity {
+                rank: 0,
+                nranks: 2,
+                dev: 0,
+                bus_id: "0".into(),
+                comm_id: 1,
+                hash,
+                ip: std::net::Ipv4Addr::LOCALHOST,
+                version: 22807,
+                faults: FaultSet::parse("").unwrap(),
+                run_fault_op: 0,
+            },
+            true,
+        );
+        let path = snapshot_path(hash, 1);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let me = std::process::id();
+        let host = log::host();
+        // No snapshot: no data came back.
+        let m = peer(&c, 1).unwrap_err();
+        assert!(m.unresponsive && !m.dead && m.pid == -1);
+        // A fresh one: the rank as its process last wrote it.
+        std::fs::write(&path, format!("v1 1 {me} 10.0.0.2 1 0 0 0 0 42 {host}\n")).unwrap();
+        let r = peer(&c, 1).unwrap();
+        assert_eq!(
+            (r.allreduce, r.ip.as_str(), r.pid),
+            (42, "10.0.0.2", me as i64)
+        );
+        // Its process is gone: dead.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone_pid = child.id();
+        child.wait().unwrap();
+        std::fs::write(
+            &path,
+            format!("v1 1 {gone_pid} 10.0.0.2 1 0 0 0 0 42 {host}\n"),
+        )
+        .unwrap();
+        let m = peer(&c, 1).unwrap_err();
+        assert!(m.dead && m.unresponsive && m.pid == gone_pid as i64);
+        // Stale (a stopped process): missing.
+        std::fs::write(&path, format!("v1 1 {me} 10.0.0.2 1 0 0 0 0 42 {host}\n")).unwrap();
+        let old = SystemTime::now() - Duration::from_secs(5);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let m = peer(&c, 1).unwrap_err();
+        assert!(m.unresponsive && !m.dead);
+        // Destroyed: the process answers without the communicator.
+        std::fs::write(&path, format!("gone {me} 10.0.0.2 {host}\n")).unwrap();
+        let m = peer(&c, 1).unwrap_err();
+        assert!(!m.unresponsive && !m.dead);
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 
     #[test]

@@ -107,8 +107,11 @@ fn attempt(
             clip(&reply)
         ))));
     }
-    // The server bounds its own gathering by this (whole seconds; 0 would mean no limit).
-    let secs = left(end).map(|t| t.as_secs().max(1)).unwrap_or(1);
+    // The server bounds each leg of its gathering by this (whole seconds; 0 would mean no
+    // limit), and a gathering may take longer than one leg (`RAS_COLLECTIVE_EXTRA_TIMEOUT`,
+    // `src/ras/ras_internal.h`): half of what is left, so that a partial report still comes
+    // back in time (a guess at the margin).
+    let secs = left(end).map(|t| (t / 2).as_secs().max(1)).unwrap_or(1);
     expect_ok(&mut s, &format!("TIMEOUT {secs}\n"), end)?;
     if json {
         expect_ok(&mut s, "SET FORMAT json\n", end)?;
