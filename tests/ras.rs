@@ -72,8 +72,12 @@ fn a_hang_after_init_gets_the_ras_report_in_its_evidence() {
         let (t, evidence) = hang(version, None);
         let lines = ras_lines(&evidence);
         assert!(!lines.is_empty(), "{version}: no RAS evidence\n{t}");
+        // The rank that timed out first may have aborted before the other asks: RAS then
+        // finds its process without the communicator (NOCOMM), as it would in NCCL.
         for l in &lines {
-            assert!(l.ends_with(ok), "{version}: {l}\n{t}");
+            let nocomm = l.ends_with("its process answered without this communicator")
+                || l.ends_with("has status NOCOMM");
+            assert!(l.ends_with(ok) || nocomm, "{version}: {l}\n{t}");
             assert!(
                 version != "22807" || l.starts_with("NCCL RAS: communicator 0x"),
                 "{l}"

@@ -596,13 +596,18 @@ fn error_text(code: u32) -> &'static str {
     }
 }
 
+/// `rasCountIsOutlier` (not verbose), `client_support.cc` v2.28.7-1: a group NCCL lists rank
+/// by rank.
+fn outlier(count: usize, total: usize) -> bool {
+    count == 1 || (count <= 10 && count as f64 <= total as f64 * 0.25)
+}
+
 fn plural(n: usize, one: &'static str, many: &'static str) -> &'static str {
     if n == 1 { one } else { many }
 }
 
 /// The text report: `rasClientRunInit` and `rasClientRunComms`, `client_support.cc`
-/// v2.28.7-1 (the 2.26+ rank lines for every text release; see `sim/README.md`). Every
-/// finding is detailed (NCCL details outliers only).
+/// v2.28.7-1 (the 2.26+ rank lines for every text release; see `sim/README.md`).
 fn text_report(v: i32, views: &[View]) -> String {
     let mut o = String::new();
     o += &format!(
@@ -807,38 +812,61 @@ fn text_report(v: i32, views: &[View]) -> String {
             continue;
         }
         o += &format!("#0-{i} ({:016x}) MISMATCH\n", c.hash);
-        if status_mismatch {
-            o += "  Communicator ranks have different status\n";
-            for (s, rs) in &statuses {
-                for r in rs {
-                    o += &format!(
-                        "  Rank {} has status {s} -- GPU {} managed by process {} on node {}\n",
-                        r.rank, r.dev, r.pid, r.ip
-                    );
+        // Groups most frequent first (`rasValCountsCompareRev`); a group of more than one
+        // rank gets a header; its ranks are listed only when it is an outlier.
+        let detail = |o: &mut String, n: usize, state: &str, rows: Vec<String>| {
+            if n > 1 {
+                *o += &format!("  {n} ranks {}\n", state.replacen("has", "have", 1));
+            }
+            if outlier(n, c.size) {
+                for (rank, rest) in rows.iter().map(|l| l.split_once(" -- ").unwrap_or((l, ""))) {
+                    if n > 1 {
+                        *o += &format!("  {rank} -- {rest}");
+                    } else {
+                        *o += &format!("  {rank} {state} -- {rest}");
+                    }
                 }
             }
-            for m in &nocomm {
-                o += &format!("  Rank {} has status NOCOMM -- ", m.rank);
-                o += &rank_line(m.rank, m.dev, m.pid, m.ip.as_deref().unwrap_or(""))
-                    .split_once(" -- ")
-                    .map(|(_, t)| t.to_string())
-                    .unwrap_or_default();
+        };
+        if status_mismatch {
+            o += "  Communicator ranks have different status\n";
+            let mut groups: Vec<(String, Vec<String>)> = statuses
+                .iter()
+                .map(|(s, rs)| {
+                    let rows = rs
+                        .iter()
+                        .map(|r| rank_line(r.rank, r.dev, r.pid, &r.ip))
+                        .collect();
+                    (format!("has status {s}"), rows)
+                })
+                .collect();
+            if !nocomm.is_empty() {
+                let rows = nocomm
+                    .iter()
+                    .map(|m| rank_line(m.rank, m.dev, m.pid, m.ip.as_deref().unwrap_or("")))
+                    .collect();
+                groups.push(("has status NOCOMM".into(), rows));
+            }
+            groups.sort_by_key(|g| std::cmp::Reverse(g.1.len()));
+            for (state, rows) in groups {
+                detail(&mut o, rows.len(), &state, rows);
             }
         }
         if counts.len() > 1 {
             o += "  Communicator ranks have different AllReduce operation counts\n";
-            for (n, rs) in &counts {
-                for r in rs {
-                    let what = if *n > 0 {
-                        format!("has launched up to operation {n}")
-                    } else {
-                        "has not launched any operations".into()
-                    };
-                    o += &format!(
-                        "  Rank {} {what} -- GPU {} managed by process {} on node {}\n",
-                        r.rank, r.dev, r.pid, r.ip
-                    );
-                }
+            let mut groups: Vec<(&u64, &Vec<&Rank>)> = counts.iter().collect();
+            groups.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(b.0.cmp(a.0)));
+            for (n, rs) in groups {
+                let state = if *n > 0 {
+                    format!("has launched up to operation {n}")
+                } else {
+                    "has not launched any operations".into()
+                };
+                let rows = rs
+                    .iter()
+                    .map(|r| rank_line(r.rank, r.dev, r.pid, &r.ip))
+                    .collect();
+                detail(&mut o, rs.len(), &state, rows);
             }
         }
         o += "\n";
@@ -975,7 +1003,7 @@ mod tests {
         for want in [
             "#0-0 (0000000000000abc) INCOMPLETE\n  Missing communicator data from 1 rank\n  Rank 3 -- GPU 3 managed by process 7 on node 10.0.0.2\n",
             "  Rank 1 reported Remote process error -- GPU 1 managed by process 101 on node 10.0.0.1\n",
-            "  Rank 2 has launched up to operation 4 -- GPU 2 managed by process 102 on node 10.0.0.1\n",
+            "  Communicator ranks have different AllReduce operation counts\n  2 ranks have launched up to operation 5\n  Rank 2 has launched up to operation 4 -- GPU 2 managed by process 102 on node 10.0.0.1\n",
             "INCOMPLETE\n  Missing communicator data from 1 job process\n  Process 7 on node 10.0.0.2 managing GPU 3\n",
         ] {
             assert!(t.contains(want), "{want}\n---\n{t}");

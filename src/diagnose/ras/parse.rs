@@ -247,6 +247,25 @@ enum Section {
     Comm(usize, Mode),
 }
 
+/// What the groups of an operation-count block said so far.
+#[derive(Clone, Copy, PartialEq)]
+enum Counted {
+    Nothing,
+    /// The first group had more than one rank, at this count.
+    Usual(u64),
+    /// The first group was a single rank: no count is the usual one.
+    NoUsual,
+}
+
+impl Counted {
+    fn usual(self) -> Option<u64> {
+        match self {
+            Counted::Usual(u) => Some(u),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Clone, PartialEq)]
 enum Mode {
     Missing,
@@ -254,8 +273,10 @@ enum Mode {
     Error(Option<String>),
     /// A status mismatch; the status the next bare rank lines share.
     Status(Option<String>),
-    /// An operation-count mismatch: the function, and the count the next bare rank lines share.
-    Counts(String, Option<u64>),
+    /// An operation-count mismatch: the function, the count the next bare rank lines share,
+    /// and the most common count when its group came first with more than one rank (NCCL
+    /// prints the groups most frequent first, `rasValCountsCompareRev`).
+    Counts(String, Option<u64>, Counted),
     /// A mismatch block before its first sub-heading.
     Mismatch,
 }
@@ -380,7 +401,7 @@ fn comm_line(t: &str, mode: &mut Mode, comm: &mut Comm) {
             .strip_suffix(" operation counts")
             .unwrap_or(rest)
             .to_string();
-        *mode = Mode::Counts(op, None);
+        *mode = Mode::Counts(op, None, Counted::Nothing);
         return;
     }
     if let Some(rest) = t.strip_prefix("The missing rank") {
@@ -410,13 +431,16 @@ fn comm_line(t: &str, mode: &mut Mode, comm: &mut Comm) {
                     .map(|s| s.trim().to_string());
             }
             Mode::Error(e) => *e = rest.strip_prefix("reported ").map(|s| s.trim().to_string()),
-            Mode::Counts(_, c) => {
+            Mode::Counts(_, c, counted) => {
                 *c = if rest.starts_with("have not launched") {
                     Some(0)
                 } else {
                     rest.strip_prefix("have launched up to operation ")
                         .and_then(|k| k.trim().parse().ok())
                 };
+                if *counted == Counted::Nothing {
+                    *counted = c.map_or(Counted::NoUsual, Counted::Usual);
+                }
             }
             _ => {}
         }
@@ -435,32 +459,44 @@ fn comm_line(t: &str, mode: &mut Mode, comm: &mut Comm) {
     let (head, tail) = after.split_once(" -- ").unwrap_or((after, ""));
     let head = head.trim();
     let (pid, host) = process_and_node(tail);
+    // A single rank's group names its state in the line; when it is the first group printed,
+    // no count is the usual one.
+    let inline = |mode: &mut Mode, count: u64| {
+        if let Mode::Counts(_, _, counted) = mode
+            && *counted == Counted::Nothing
+        {
+            *counted = Counted::NoUsual;
+        }
+        State::Launched {
+            op: op_of(mode),
+            count,
+            usual: usual_of(mode),
+        }
+    };
     let state = if let Some(s) = head.strip_prefix("has status ") {
         State::Status(s.trim().to_string())
     } else if let Some(e) = head.strip_prefix("reported ") {
         State::Error(e.trim().to_string())
     } else if let Some(k) = head.strip_prefix("has launched up to operation ") {
-        State::Launched {
-            op: op_of(mode),
-            count: k.trim().parse().unwrap_or(0),
-            usual: None,
-        }
+        inline(mode, k.trim().parse().unwrap_or(0))
     } else if head.starts_with("has not launched any operations") {
-        State::Launched {
-            op: op_of(mode),
-            count: 0,
-            usual: None,
-        }
+        inline(mode, 0)
     } else {
         match mode {
             Mode::Missing => State::Missing,
             Mode::Error(e) => State::Error(e.clone().unwrap_or_else(|| "an error".into())),
             Mode::Status(s) => State::Status(s.clone().unwrap_or_else(|| "different".into())),
-            Mode::Counts(op, c) => State::Launched {
-                op: op.clone(),
-                count: c.unwrap_or(0),
-                usual: None,
-            },
+            Mode::Counts(op, c, counted) => {
+                // A rank of the usual group is no finding.
+                if c.is_some() && *c == counted.usual() {
+                    return;
+                }
+                State::Launched {
+                    op: op.clone(),
+                    count: c.unwrap_or(0),
+                    usual: counted.usual(),
+                }
+            }
             Mode::Mismatch => return,
         }
     };
@@ -474,7 +510,14 @@ fn comm_line(t: &str, mode: &mut Mode, comm: &mut Comm) {
 
 fn op_of(mode: &Mode) -> String {
     match mode {
-        Mode::Counts(op, _) => op.clone(),
+        Mode::Counts(op, ..) => op.clone(),
         _ => "collective".into(),
+    }
+}
+
+fn usual_of(mode: &Mode) -> Option<u64> {
+    match mode {
+        Mode::Counts(_, _, counted) => counted.usual(),
+        _ => None,
     }
 }

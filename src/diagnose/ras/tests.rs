@@ -180,7 +180,7 @@ fn text_2_28_names_the_same_categories() {
         "NCCL RAS: communicator 0x5c2f1e0d9a8b7c6d: rank 3 (host 10.0.0.4, pid 4242) missing (no data came back from its process)",
         "NCCL RAS: communicator 0x5c2f1e0d9a8b7c6d: rank 0 (host 10.0.0.3, pid 4239) reported Remote process error",
         "NCCL RAS: communicator 0x5c2f1e0d9a8b7c6d: rank 1 (host 10.0.0.3, pid 4240) reported Remote process error",
-        "NCCL RAS: communicator 0x5c2f1e0d9a8b7c6d: rank 2 (host 10.0.0.4, pid 4241) launched up to AllReduce operation 120",
+        "NCCL RAS: communicator 0x5c2f1e0d9a8b7c6d: rank 2 (host 10.0.0.4, pid 4241) launched up to AllReduce operation 120 (most ranks: 121)",
         // The dead process is no rank of this report's communicator lines; the missing one is.
         "NCCL RAS: process (host 10.0.0.9, pid 4250) considered dead (unreachable over the RAS network)",
         "NCCL RAS: 2 communication timeouts while gathering (the answer may be partial)",
@@ -493,4 +493,48 @@ Warnings
             "NCCL RAS: no communicator has missing, dead, failed or mismatched ranks (a text report, which names a communicator only when it has)"
         ]
     );
+}
+
+#[test]
+fn text_count_groups_name_only_the_outliers() {
+    // `rasClientRunComms`: groups most frequent first; a group of more than one rank gets a
+    // header, and its ranks are listed only when it is an outlier (here the 2 of 10 at 40).
+    let t = "Warnings
+========
+
+#0-0 (0000000000000abc) MISMATCH
+  Communicator ranks have different AllReduce operation counts
+  7 ranks have launched up to operation 41
+  2 ranks have launched up to operation 40
+  Rank 3 -- GPU 3 managed by process 13 on node h1
+  Rank 4 -- GPU 4 managed by process 14 on node h1
+  Rank 9 has not launched any operations -- GPU 1 managed by process 19 on node h2
+
+#0-1 (0000000000000abd) MISMATCH
+  Communicator ranks have different AllReduce operation counts
+  Rank 1 has launched up to operation 6 -- GPU 1 managed by process 11 on node h0
+  Rank 0 has launched up to operation 5 -- GPU 0 managed by process 10 on node h0
+";
+    let r = parse::text(t).unwrap();
+    let got = |hash| -> Vec<(Option<u32>, u64, Option<u64>)> {
+        r.comm(hash)
+            .unwrap()
+            .findings
+            .iter()
+            .map(|f| match &f.state {
+                State::Launched { count, usual, .. } => (f.rank, *count, *usual),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    assert_eq!(
+        got(0xabc),
+        [
+            (Some(3), 40, Some(41)),
+            (Some(4), 40, Some(41)),
+            (Some(9), 0, Some(41))
+        ]
+    );
+    // Two ranks, two counts: neither is usual.
+    assert_eq!(got(0xabd), [(Some(1), 6, None), (Some(0), 5, None)]);
 }
