@@ -12,10 +12,10 @@
 //! | `NCCL_RAS_ENABLE` (default 1; only the value 1 enables it, read as `strtoll(s, 0, 0)`) | `NCCL_PARAM(RasEnable, "RAS_ENABLE", 1)` and `ncclParamRasEnable() == 1`, `src/bootstrap.cc` v2.28.7-1; `ncclLoadParam`, `src/misc/param.cc` v2.28.7-1 |
 //! | `NCCL_RAS_ADDR` (default `localhost:28028`) | `rasClientInitSocket`, `src/ras/client_support.cc` v2.24.3-1 and v2.28.7-1; `NCCL_RAS_CLIENT_PORT`, `src/ras/ras_internal.h` |
 //! | handshake `CLIENT PROTOCOL 2` → `SERVER PROTOCOL <n>`; a different `<n>` is tolerated | `connectToNCCL`, `src/ras/client.cc` v2.28.7-1; the server side in `rasClientEventLoop`, `client_support.cc` |
-//! | `TIMEOUT <s>` → `OK` (bounds the RAS collective on the server) | same two functions |
+//! | `TIMEOUT <s>` → `OK` (bounds each leg of the RAS collective on the server; half the time left is sent, a guess at the margin) | same two functions; `RAS_COLLECTIVE_LEG_TIMEOUT` and `RAS_COLLECTIVE_EXTRA_TIMEOUT`, `src/ras/ras_internal.h` |
 //! | `SET FORMAT json` → `OK`, from 2.28.7 (absent in v2.28.3-1) | `setOutputFormat`, `client.cc` v2.28.7-1 |
 //! | `STATUS`; the reply ends when the server closes the connection | `getNCCLStatus`, `client.cc` (reads to EOF); `RAS_CLIENT_FINISHED` → `rasClientTerminate`, `client_support.cc` |
-//! | a 1 s first timeout, then a retry on a fresh connection (another process may answer) | `connectToNCCL`, `client.cc` v2.28.7-1 ("Connection timed out; retrying"); scaled here to the bound |
+//! | a first answer within a third of the bound (at most 1 s), else a retry on a fresh connection (another process may answer) | `connectToNCCL`, `client.cc` v2.28.7-1 (1 s, then "Connection timed out; retrying"); the third is a guess, to leave time for a retry |
 //! | every NCCL process on a node binds the port with `SO_REUSEPORT`; one that cannot bind goes on without a client socket | `rasClientInitSocket` (`SO_REUSEADDR`, `SO_REUSEPORT`), called as `(void)rasClientInitSocket()` in `ncclRasCommInit`, `src/ras/ras.cc` v2.28.7-1 |
 //! | what the JSON and text reports hold | [`parse`] |
 //! | the communicator hash of a unique id | [`comm_hash`] |
