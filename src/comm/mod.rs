@@ -21,7 +21,12 @@ pub enum CommError {
     #[error(
         "{what} did not complete within {after_s:.0} s (deadline); the communicator was aborted"
     )]
-    Timeout { what: String, after_s: f64 },
+    Timeout {
+        what: String,
+        after_s: f64,
+        /// What [`Communicator::before_timeout_abort`]'s hook found, before the abort.
+        notes: Vec<String>,
+    },
     #[error("buffer too small for {what}: needs {needed} bytes, has {has}")]
     Bounds {
         what: &'static str,
@@ -106,7 +111,13 @@ pub struct Communicator<'n> {
     live: Cell<bool>,
     /// How long a call that returned `ncclInProgress` may take to settle.
     settle_deadline: Cell<Duration>,
+    /// Asked, with the wait's deadline, when a wait times out, before the abort.
+    on_timeout: Option<TimeoutHook<'n>>,
 }
+
+/// What a timed-out wait asks before it aborts the communicator (while every rank's state is
+/// still there to be seen): lines for the failure's evidence.
+pub type TimeoutHook<'n> = Box<dyn Fn(Duration) -> Vec<String> + 'n>;
 
 /// How a wait polls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,6 +208,7 @@ impl<'n> Communicator<'n> {
             nranks,
             live: Cell::new(true),
             settle_deadline: Cell::new(deadline),
+            on_timeout: None,
         };
         comm.wait_async_ready(deadline, "ncclCommInitRank", Poll::Relaxed)?;
         Ok(comm)
@@ -242,11 +254,22 @@ impl<'n> Communicator<'n> {
     }
 
     fn timed_out(&self, what: &str, deadline: Duration) -> CommError {
+        let notes = self
+            .on_timeout
+            .as_ref()
+            .map(|h| h(deadline))
+            .unwrap_or_default();
         self.abort();
         CommError::Timeout {
             what: what.into(),
             after_s: deadline.as_secs_f64(),
+            notes,
         }
+    }
+
+    /// Sets what a wait that times out asks before it aborts the communicator.
+    pub fn before_timeout_abort(&mut self, hook: TimeoutHook<'n>) {
+        self.on_timeout = Some(hook);
     }
 
     /// Waits until everything queued on the stream has run, within `deadline`, watching the

@@ -7,3 +7,4 @@ pub mod doctor;
 pub mod explain;
 pub mod preflight;
 pub mod probe;
+pub mod ras;

@@ -6,7 +6,7 @@ use super::worker::{Run, own_exe};
 use crate::bench;
 use crate::bootstrap;
 use crate::comm::CommError;
-use crate::diagnose::{causes, classify, probe};
+use crate::diagnose::{causes, classify, probe, ras};
 use crate::error::Failure;
 use crate::ffi::cuda::{Device, Driver};
 use crate::ffi::nccl::{Nccl, NcclError};
@@ -42,6 +42,10 @@ impl Run<'_> {
         let log = self.log_warnings();
         let mut f =
             causes::comm_failure(&self.who, stage, &e, self.plan.deadline(stage), log, &node);
+        // What NCCL's RAS said before the abort (lines only, never a change of verdict).
+        if let CommError::Timeout { notes, .. } = e {
+            f.evidence.extend(notes);
+        }
         if causes::peer_first(&f) {
             return f;
         }
@@ -198,4 +202,34 @@ impl Run<'_> {
             .take(20)
             .collect()
     }
+}
+
+/// The hook a communicator calls when a wait on it times out after init (before it aborts):
+/// NCCL's RAS report on this communicator, as evidence lines, when the loaded NCCL (version
+/// `code`) serves one. The query is bounded by [`ras::bound`] of the stage's part of the
+/// wait's deadline, and the worker keeps beating meanwhile so that its supervisor does not
+/// take the query for a hang. Nothing when RAS is off, absent, or does not know the
+/// communicator.
+pub(super) fn ras_hook<'n>(code: i32, id: &[u8]) -> crate::comm::TimeoutHook<'n> {
+    let hash = ras::comm_hash(code, id);
+    Box::new(move |wait| {
+        let Ok(target) = ras::target(code, |k| std::env::var(k).ok()) else {
+            return Vec::new();
+        };
+        let stage = wait.saturating_sub(crate::stage::PEER_MARGIN);
+        let bound = ras::bound(stage);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let beats = s.spawn(|| {
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    crate::progress::beat();
+                    std::thread::park_timeout(std::time::Duration::from_millis(100));
+                }
+            });
+            let answer = ras::query(&target, bound, Some(hash));
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            beats.thread().unpark();
+            answer.map(|r| r.evidence(hash)).unwrap_or_default()
+        })
+    })
 }

@@ -191,6 +191,8 @@ impl Run<'_> {
         let mut comm =
             Communicator::init(&nccl, &id, rank, nranks, self.waiting_deadline(Stage::Init))
                 .map_err(|e| self.comm_failure(Stage::Init, e))?;
+        // From here a wait that times out asks NCCL's RAS what the other ranks are doing.
+        comm.before_timeout_abort(super::evidence::ras_hook(nccl.version_code, &id));
 
         self.enter(Stage::Connect);
         let connect_timing = bench::Timing {

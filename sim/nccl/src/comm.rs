@@ -23,6 +23,10 @@ pub struct Identity {
     pub dev: i32,
     pub bus_id: String,
     pub comm_id: u64,
+    /// NCCL's `commHash` of the unique id, as RAS names the communicator.
+    pub hash: u64,
+    /// This rank's bootstrap address, as RAS names its node.
+    pub ip: std::net::Ipv4Addr,
     /// The NCCL release this library speaks as.
     pub version: i32,
     pub faults: FaultSet,
@@ -59,6 +63,9 @@ pub struct Comm {
     connected: Mutex<std::collections::HashSet<(usize, bool)>>,
     /// `ncclCommFinalize` was called (NCCL's `finalizeCalled`).
     pub finalize_called: AtomicBool,
+    /// AllReduce operations launched (NCCL's `seqNumber[ncclFuncAllReduce]`, which RAS
+    /// reports).
+    pub allreduce_launched: AtomicU64,
 }
 
 impl Comm {
@@ -81,6 +88,7 @@ impl Comm {
             slow: AtomicU64::new(1.0f64.to_bits()),
             connected: Mutex::new(Default::default()),
             finalize_called: AtomicBool::new(false),
+            allreduce_launched: AtomicU64::new(0),
         }
     }
 
@@ -350,7 +358,17 @@ pub fn get(h: *mut c_void) -> Option<Arc<Comm>> {
 }
 
 pub fn unregister(h: *mut c_void) -> Option<Arc<Comm>> {
-    lock(&LIVE).as_mut()?.remove(&(h as usize))
+    let c = lock(&LIVE).as_mut()?.remove(&(h as usize))?;
+    crate::ras::gone(&c);
+    Some(c)
+}
+
+/// Every live communicator of this process.
+pub fn all() -> Vec<Arc<Comm>> {
+    lock(&LIVE)
+        .as_ref()
+        .map(|m| m.values().cloned().collect())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -365,6 +383,8 @@ mod tests {
                 dev: 3,
                 bus_id: "18000".into(),
                 comm_id: 7,
+                hash: 7,
+                ip: std::net::Ipv4Addr::LOCALHOST,
                 version: 22803,
                 faults: FaultSet::parse("import@0:error,run@1:hang").unwrap(),
                 run_fault_op: 60,

@@ -129,7 +129,14 @@ pub fn submit(comm: *mut c_void, stream: *mut c_void, call: Call) -> u32 {
             p(stream as usize)
         ),
     );
+    let allreduce = matches!(op, Op::AllReduce { .. });
+    let counted = c.clone();
     let code = group::submit(c, stream, op);
+    if allreduce && matches!(code, SUCCESS | INPROGRESS) {
+        counted
+            .allreduce_launched
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
     if code != SUCCESS {
         group::note_error(code);
     }

@@ -6,7 +6,7 @@ use crate::comm::{self, Comm, Identity};
 use crate::ids::{self, Iface};
 use crate::log::{self, sys};
 use crate::texts;
-use crate::{INPROGRESS, INTERNAL_ERROR, SUCCESS, bootstrap, cuda, faults, version};
+use crate::{INPROGRESS, INTERNAL_ERROR, SUCCESS, bootstrap, cuda, faults, ras, version};
 use nccl_smoke_fault::{Kind, Where};
 use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Once};
@@ -205,12 +205,16 @@ pub unsafe fn init(
             dev,
             bus_id: cuda::bus_id(dev),
             comm_id: nonce,
+            hash: ras::comm_hash(v, &id),
+            ip: iface.addr,
             version: v,
             faults: fault_list,
             run_fault_op: faults::run_fault_op(),
         },
         blocking,
     ));
+    // NCCL starts RAS during the bootstrap of the first communicator (`ncclRasCommInit`).
+    ras::start(dev);
     let handle = comm::register(&comm);
     // SAFETY: checked non-null. NCCL hands the communicator out before init completes.
     unsafe { *out = handle };

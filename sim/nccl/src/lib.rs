@@ -31,6 +31,7 @@ mod ids;
 mod init;
 mod log;
 mod ops;
+mod ras;
 mod reduce;
 mod texts;
 mod transport;

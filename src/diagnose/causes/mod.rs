@@ -94,7 +94,7 @@ pub fn comm_failure(
     node: &NodeFacts,
 ) -> Failure {
     let mut f = Failure::new(stage, who, e);
-    if let CommError::Timeout { what, after_s } = e {
+    if let CommError::Timeout { what, after_s, .. } = e {
         // The user set the deadline; say how the wait's limit was made of it.
         let deadline = deadline.as_secs_f64();
         f.error = format!(

@@ -68,6 +68,7 @@ fn a_wait_that_ran_out_says_how_its_limit_was_made() {
     let e = CommError::Timeout {
         what: "first all_reduce (connect)".into(),
         after_s: 6.5,
+        notes: Vec::new(),
     };
     let f = comm_failure(
         &who(),
@@ -91,6 +92,7 @@ fn a_peer_that_closed_its_connections_goes_first() {
     let e = CommError::Timeout {
         what: "first all_reduce (connect)".into(),
         after_s: 5.0,
+        notes: Vec::new(),
     };
     let log = vec![
         "h:1:2 [3] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer h<4>"
@@ -115,6 +117,7 @@ fn a_shared_memory_failure_is_split_out_with_the_nodes_dev_shm() {
     let e = CommError::Timeout {
         what: "x".into(),
         after_s: 1.0,
+        notes: Vec::new(),
     };
     let log = vec!["vm:1:1 [1] misc/shmutils.cc:131 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size 9637888), error: No space left on device (28)".to_string()];
     let node = NodeFacts {
