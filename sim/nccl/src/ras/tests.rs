@@ -2,7 +2,6 @@ use super::peers::*;
 use super::report::*;
 use super::*;
 
-
 #[test]
 fn the_enable_switch_reads_like_ncclloadparam() {
     for (v, on) in [
