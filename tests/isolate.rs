@@ -191,6 +191,16 @@ fn tier(
     fault: Option<(usize, &str)>,
     prepare: impl Fn(&str),
 ) -> (Vec<(String, HostStatus)>, String, Option<i32>, Duration) {
+    tier_with(name, fault, prepare, "auto")
+}
+
+/// As [`tier`], with `--groups groups`.
+fn tier_with(
+    name: &str,
+    fault: Option<(usize, &str)>,
+    prepare: impl Fn(&str),
+    groups: &str,
+) -> (Vec<(String, HostStatus)>, String, Option<i32>, Duration) {
     require_sim();
     let dir = scratch(name);
     let json = dir.join("isolate.json");
@@ -209,6 +219,8 @@ fn tier(
             "50",
             "--round-timeout",
             "10",
+            "--groups",
+            groups,
             "--json",
             &json_s,
         ],
@@ -255,6 +267,11 @@ fn isolate_names_the_slowed_host_and_clears_the_others() {
         out.contains("VERDICT: FAIL [SIMULATED] drain h3 (slow); 3 other host(s) ok"),
         "{out}"
     );
+    // A slow host fails nothing: every round splits the job-wide communicator.
+    assert!(
+        out.contains("# groups from: ncclCommSplit of a job-wide communicator\n"),
+        "{out}"
+    );
     assert!(took < Duration::from_secs(TIER_LIMIT_S), "{out}");
 }
 
@@ -269,6 +286,13 @@ fn isolate_names_the_host_whose_init_fails_at_init() {
         &out,
     );
     assert_eq!(code, Some(16), "the init stage's exit code\n{out}");
+    // The job-wide init fails on h2: fresh ids from round 1, and that failure is no evidence.
+    assert!(
+        out.contains(
+            "# groups from: fresh unique ids (the job-wide communicator's init failed at rank"
+        ),
+        "{out}"
+    );
     assert!(out.contains("drain h2 (failed at init)"), "{out}");
     // Its evidence is its own failure, in the library's words.
     assert!(
@@ -296,12 +320,38 @@ fn isolate_names_the_pair_whose_link_is_cut_and_clears_the_others() {
         out.contains("check the link h3 <-> h4; 2 other host(s) ok"),
         "{out}"
     );
+    // The job-wide init hangs across the cut link: fresh ids from round 1.
+    assert!(out.contains("# groups from: fresh unique ids ("), "{out}");
     // Each was re-paired with a host that passed, and passed.
     assert!(
         out.contains("round 4 confirm [h3 + h1]: all_reduce"),
         "{out}"
     );
     assert!(took < Duration::from_secs(TIER_LIMIT_S), "{out}");
+}
+
+#[test]
+fn isolate_groups_split_and_fresh_both_work_and_the_header_names_the_source() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    use HostStatus::*;
+    let all_ok = [("h1", Ok), ("h2", Ok), ("h3", Ok), ("h4", Ok)];
+    for (groups, source) in [
+        (
+            "split",
+            "# groups from: ncclCommSplit of a job-wide communicator\n",
+        ),
+        (
+            "fresh",
+            "# groups from: fresh unique ids (--groups fresh)\n",
+        ),
+    ] {
+        let (st, out, code, took) = tier_with(&format!("isog{groups}"), None, |_| {}, groups);
+        expect(&st, &all_ok, &out);
+        assert_eq!(code, Some(0), "{out}");
+        assert!(out.contains(source), "--groups {groups}\n{out}");
+        assert!(out.contains("round 3 pairs [h4 + h1]: all_reduce"), "{out}");
+        assert!(took < Duration::from_secs(TIER_LIMIT_S), "{out}");
+    }
 }
 
 /// How long after host 3's cable is pulled mid-run rank 0 names it, 5 times.
