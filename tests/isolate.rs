@@ -50,15 +50,21 @@ fn cluster(args: &[&str]) -> String {
 /// A cluster that is taken down, with every rank it started, however the test ends.
 struct Cluster {
     name: String,
+    hosts: usize,
     ranks: Vec<Child>,
 }
 
 impl Cluster {
     fn up(name: &str) -> Cluster {
+        Cluster::up_with(name, HOSTS)
+    }
+
+    fn up_with(name: &str, hosts: usize) -> Cluster {
         cluster(&["down", name]);
-        cluster(&["up", name, &HOSTS.to_string()]);
+        cluster(&["up", name, &hosts.to_string()]);
         Cluster {
             name: name.to_string(),
+            hosts,
             ranks: Vec::new(),
         }
     }
@@ -67,8 +73,8 @@ impl Cluster {
     /// on that host's ranks only. Rank 0's stdout is piped; the others' output is discarded.
     fn start(&mut self, args: &[&str], fault: Option<(usize, &str)>) {
         let master = cluster(&["addr", &self.name, "1"]);
-        let n = HOSTS * PER_HOST;
-        for h in 1..=HOSTS {
+        let n = self.hosts * PER_HOST;
+        for h in 1..=self.hosts {
             for l in 0..PER_HOST {
                 let rank = (h - 1) * PER_HOST + l;
                 let mut cmd = Command::new("bash");
@@ -191,21 +197,22 @@ fn tier(
     fault: Option<(usize, &str)>,
     prepare: impl Fn(&str),
 ) -> (Vec<(String, HostStatus)>, String, Option<i32>, Duration) {
-    tier_with(name, fault, prepare, "auto")
+    tier_with(name, fault, prepare, "auto", HOSTS)
 }
 
-/// As [`tier`], with `--groups groups`.
+/// As [`tier`], with `--groups groups` on `hosts` hosts.
 fn tier_with(
     name: &str,
     fault: Option<(usize, &str)>,
     prepare: impl Fn(&str),
     groups: &str,
+    hosts: usize,
 ) -> (Vec<(String, HostStatus)>, String, Option<i32>, Duration) {
     require_sim();
     let dir = scratch(name);
     let json = dir.join("isolate.json");
     let json_s = json.to_str().unwrap().to_string();
-    let mut c = Cluster::up(name);
+    let mut c = Cluster::up_with(name, hosts);
     prepare(name);
     c.start(
         &[
@@ -345,14 +352,37 @@ fn isolate_groups_split_and_fresh_both_work_and_the_header_names_the_source() {
             "# groups from: fresh unique ids (--groups fresh)\n",
         ),
     ] {
-        let (st, out, code, took) =
-            tier_with(&format!("isog{}", &groups[..1]), None, |_| {}, groups);
+        let (st, out, code, took) = tier_with(
+            &format!("isog{}", &groups[..1]),
+            None,
+            |_| {},
+            groups,
+            HOSTS,
+        );
         expect(&st, &all_ok, &out);
         assert_eq!(code, Some(0), "{out}");
         assert!(out.contains(source), "--groups {groups}\n{out}");
         assert!(out.contains("round 3 pairs [h4 + h1]: all_reduce"), "{out}");
         assert!(took < Duration::from_secs(TIER_LIMIT_S), "{out}");
     }
+}
+
+/// Three hosts: in each pair round one host sits out, and its ranks still take part in the
+/// split (NCCL_SPLIT_NOCOLOR), which is collective over the job-wide communicator.
+#[test]
+fn isolate_splits_with_a_host_sitting_out() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    use HostStatus::*;
+    let (st, out, code, took) = tier_with("isoodd", None, |_| {}, "split", 3);
+    expect(&st, &[("h1", Ok), ("h2", Ok), ("h3", Ok)], &out);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("# groups from: ncclCommSplit of a job-wide communicator\n"),
+        "{out}"
+    );
+    assert!(out.contains("round 2 pairs [h1 + h2]: all_reduce"), "{out}");
+    assert!(out.contains("round 3 pairs [h2 + h3]: all_reduce"), "{out}");
+    assert!(took < Duration::from_secs(TIER_LIMIT_S), "{out}");
 }
 
 /// How long after host 3's cable is pulled mid-run rank 0 names it, 5 times.
