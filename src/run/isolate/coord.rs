@@ -245,17 +245,7 @@ fn play(st: &mut State, hosts: &[(String, Vec<u32>)], phase: Phase, round: Round
     let before = st.groups.len();
     run_round(st, hosts, phase, round.clone());
     let n = st.round;
-    let split = st.source.record.split_rounds.last() == Some(&n);
-    let split_failed = st.groups[before..].iter().any(|g| {
-        matches!(
-            g.outcome,
-            Outcome::Failed {
-                stage: Stage::Init,
-                ..
-            }
-        )
-    });
-    if split && split_failed {
+    if st.source.run_again(n, &st.groups[before..]) {
         let aside: Vec<GroupResult> = st.groups.drain(before..).collect();
         st.source.record.set_aside.extend(aside);
         st.source.fresh(format!(

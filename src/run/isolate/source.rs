@@ -3,6 +3,7 @@
 //! [`super`]). The decisions here are the coordinator's; they touch no library.
 
 use crate::report::isolate::{GroupResult, GroupSource, Outcome};
+use crate::stage::Stage;
 
 /// `isolate --groups`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -63,6 +64,22 @@ impl Choice {
         self.split
     }
 
+    /// Whether round `n` (its groups) must run again with fresh ids: it was split, and a
+    /// group failed at init, which is where the split (collective over every rank) happens.
+    pub fn run_again(&self, n: u32, groups: &[GroupResult]) -> bool {
+        self.record.split_rounds.last() == Some(&n)
+            && groups.iter().any(|g| {
+                g.round == n
+                    && matches!(
+                        g.outcome,
+                        Outcome::Failed {
+                            stage: Stage::Init,
+                            ..
+                        }
+                    )
+            })
+    }
+
     /// After round `n` (its groups): a group that failed or hung leaves the job-wide
     /// communicator unable to split again.
     pub fn after_round(&mut self, n: u32, groups: &[GroupResult]) {
@@ -90,9 +107,12 @@ pub fn list(ranks: &[u32]) -> String {
 mod tests {
     use super::*;
     use crate::report::isolate::Phase;
-    use crate::stage::Stage;
 
     fn group(round: u32, ok: bool) -> GroupResult {
+        group_at(round, ok, Stage::Init)
+    }
+
+    fn group_at(round: u32, ok: bool, stage: Stage) -> GroupResult {
         GroupResult {
             round,
             phase: Phase::Pairs,
@@ -102,7 +122,7 @@ mod tests {
                 Outcome::Passed { rows: Vec::new() }
             } else {
                 Outcome::Failed {
-                    stage: Stage::Init,
+                    stage,
                     culprits: vec!["b".into()],
                     line: "x".into(),
                     exit_code: 16,
@@ -144,6 +164,22 @@ mod tests {
             d.starts_with("ncclCommSplit of a job-wide communicator in round(s) 1, 2, then fresh unique ids (switched after round 2"),
             "{d}"
         );
+    }
+
+    #[test]
+    fn a_split_round_that_failed_at_init_runs_again_fresh_but_not_a_later_failure() {
+        let mut c = Choice {
+            split: true,
+            ..Choice::default()
+        };
+        assert!(c.for_round(1, &[]));
+        assert!(c.run_again(1, &[group(1, true), group_at(1, false, Stage::Init)]));
+        assert!(!c.run_again(1, &[group(1, true), group_at(1, false, Stage::Run)]));
+        assert!(!c.run_again(1, &[group(1, true)]));
+        // A fresh round is never run again.
+        c.fresh("x".into());
+        assert!(!c.for_round(2, &[]));
+        assert!(!c.run_again(2, &[group_at(2, false, Stage::Init)]));
     }
 
     #[test]
