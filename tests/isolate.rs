@@ -337,11 +337,23 @@ fn isolate_names_the_pair_whose_link_is_cut_and_clears_the_others() {
     assert!(took < Duration::from_secs(TIER_LIMIT_S), "{out}");
 }
 
+/// Every host passed every group: ok, or at worst slow (a healthy host can be judged slow on
+/// a loaded machine; these tests are about where the groups come from, not speed).
+fn passed_everywhere(st: &[(String, HostStatus)], hosts: &[&str], code: Option<i32>, out: &str) {
+    let names: Vec<&str> = st.iter().map(|(h, _)| h.as_str()).collect();
+    assert_eq!(names, hosts, "{out}");
+    assert!(
+        st.iter()
+            .all(|(_, s)| matches!(s, HostStatus::Ok | HostStatus::Slow)),
+        "{out}"
+    );
+    assert!(matches!(code, Some(0) | Some(25)), "{out}");
+    assert!(!out.contains(": FAIL at"), "{out}");
+}
+
 #[test]
 fn isolate_groups_split_and_fresh_both_work_and_the_header_names_the_source() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    use HostStatus::*;
-    let all_ok = [("h1", Ok), ("h2", Ok), ("h3", Ok), ("h4", Ok)];
     for (groups, source) in [
         (
             "split",
@@ -359,8 +371,7 @@ fn isolate_groups_split_and_fresh_both_work_and_the_header_names_the_source() {
             groups,
             HOSTS,
         );
-        expect(&st, &all_ok, &out);
-        assert_eq!(code, Some(0), "{out}");
+        passed_everywhere(&st, &["h1", "h2", "h3", "h4"], code, &out);
         assert!(out.contains(source), "--groups {groups}\n{out}");
         assert!(out.contains("round 3 pairs [h4 + h1]: all_reduce"), "{out}");
         assert!(took < Duration::from_secs(TIER_LIMIT_S), "{out}");
@@ -372,10 +383,8 @@ fn isolate_groups_split_and_fresh_both_work_and_the_header_names_the_source() {
 #[test]
 fn isolate_splits_with_a_host_sitting_out() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    use HostStatus::*;
     let (st, out, code, took) = tier_with("isoodd", None, |_| {}, "split", 3);
-    expect(&st, &[("h1", Ok), ("h2", Ok), ("h3", Ok)], &out);
-    assert_eq!(code, Some(0), "{out}");
+    passed_everywhere(&st, &["h1", "h2", "h3"], code, &out);
     assert!(
         out.contains("# groups from: ncclCommSplit of a job-wide communicator\n"),
         "{out}"

@@ -471,6 +471,17 @@ fn handle(st: &mut State, live: &mut [Live], n: u32, rank: u32, msg: Option<Up>)
     if let Some(c) = st.conns.get_mut(&rank) {
         c.last = Instant::now();
     }
+    // A rank sitting out lost its part of the job-wide communicator in the split.
+    if let Up::ParentUp { failure: Some(f) } = &msg {
+        if st.source.split {
+            st.source.fresh(format!(
+                "switched after round {n}: rank {rank} (host {}), sitting out, failed in the \
+                 split: {}",
+                f.host, f.error
+            ));
+        }
+        return;
+    }
     let Some(g) = live.iter_mut().find(|g| g.ranks.contains(&rank)) else {
         return;
     };

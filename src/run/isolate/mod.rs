@@ -237,9 +237,11 @@ impl Run<'_> {
                     } else if let From::Split(Some(p), _) = from {
                         // Sitting out still takes part in the split, which is collective.
                         progress::waiting("in ncclCommSplit (NCCL_SPLIT_NOCOLOR) for this round");
-                        if p.split(nccl::SPLIT_NOCOLOR, rank as i32, s.round_limit)
-                            .is_err()
-                        {
+                        if let Err(e) = p.split(nccl::SPLIT_NOCOLOR, rank as i32, s.round_limit) {
+                            // The coordinator hears of it: no more splits.
+                            line.tx.send(&Up::ParentUp {
+                                failure: Some(Failure::new(Stage::Init, &self.who, e)),
+                            });
                             parent = None;
                         }
                     }
