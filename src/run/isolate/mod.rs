@@ -14,8 +14,9 @@
 //! hangs on any rank (every rank then aborts it, and that failure counts against no host), and
 //! after any round in which a group failed or hung, the groups get fresh unique ids instead,
 //! made by each group's leader and passed on by the coordinator. A failed pair never blocks
-//! the other groups of its round on the fresh path; on the split path it can only cost that
-//! round's deadline before the switch.
+//! the other groups of its round on the fresh path; on the split path a split that fails or
+//! hangs costs that round's deadline, and the round runs again with fresh ids (its split
+//! groups set aside, since one bad member can fail every group's split).
 //! Each step of a group's work has the round's deadline; a group that fails or hangs is
 //! aborted (`ncclCommAbort`) and counted against its hosts, and the other groups go on.
 
@@ -54,7 +55,7 @@ pub struct Settings {
 }
 
 /// Where a rank's group communicator comes from in a round.
-enum From<'a, 'n> {
+enum GroupFrom<'a, 'n> {
     /// Split off this rank's part of the job-wide communicator, with this color.
     Split(&'a mut Option<Communicator<'n>>, i32),
     /// A fresh unique id from the group's leader.
@@ -216,9 +217,9 @@ impl Run<'_> {
                         parent = None;
                     }
                     let from = if split {
-                        From::Split(&mut parent, color)
+                        GroupFrom::Split(&mut parent, color)
                     } else {
-                        From::Fresh
+                        GroupFrom::Fresh
                     };
                     if group.contains(&rank) {
                         let outcome = self.round(
@@ -234,7 +235,7 @@ impl Run<'_> {
                             samples,
                             failure,
                         });
-                    } else if let From::Split(Some(p), _) = from {
+                    } else if let GroupFrom::Split(Some(p), _) = from {
                         // Sitting out still takes part in the split, which is collective.
                         progress::waiting("in ncclCommSplit (NCCL_SPLIT_NOCOLOR) for this round");
                         if let Err(e) = p.split(nccl::SPLIT_NOCOLOR, rank as i32, s.round_limit) {
@@ -397,7 +398,7 @@ impl Run<'_> {
         bytes: usize,
         round: u32,
         group: &[u32],
-        from: From<'_, '_>,
+        from: GroupFrom<'_, '_>,
     ) -> Result<Vec<RankSample>, Failure> {
         let me = self.who.rank.unwrap_or(0);
         let idx = group.iter().position(|r| *r == me).unwrap_or(0) as u32;
@@ -409,7 +410,7 @@ impl Run<'_> {
         };
 
         let mut comm = match from {
-            From::Split(parent, color) => {
+            GroupFrom::Split(parent, color) => {
                 enter(self, line, Stage::Init);
                 progress::waiting("in ncclCommSplit for this round's group");
                 let Some(p) = parent.as_ref() else {
@@ -437,7 +438,7 @@ impl Run<'_> {
                     }
                 }
             }
-            From::Fresh => {
+            GroupFrom::Fresh => {
                 let id = self.group_id(line, nccl, round, idx, limit)?;
                 enter(self, line, Stage::Init);
                 progress::waiting("in ncclCommInitRank for this round's group");
