@@ -106,11 +106,12 @@ pub struct IsolateArgs {
     pub round_timeout: f64,
     /// Where each group's communicator comes from. `auto`: before round 1 every rank joins one
     /// job-wide communicator, and while it is up on every rank each round's groups are
-    /// ncclCommSplit of it (one color per group; ranks sitting out pass NCCL_SPLIT_NOCOLOR):
-    /// cheaper than an init per group. Where a library lacks ncclCommSplit (NCCL < 2.18.1), the
-    /// job-wide init fails or hangs on any rank, or a round has a group that failed or hung (a
-    /// communicator with a failed member cannot split again), the groups come from a fresh
-    /// unique id each, made by the group's leader. `split`: as auto, but a library without
+    /// ncclCommSplit of it (one color per group; ranks sitting out pass NCCL_SPLIT_NOCOLOR), no
+    /// unique id to pass around per group. Where a library lacks ncclCommSplit (NCCL < 2.18.1),
+    /// the job-wide init fails or hangs on any rank, or a round has a group that failed or hung
+    /// (a communicator with a failed member cannot split again), the groups come from a fresh
+    /// unique id each, made by the group's leader; a round whose split failed runs again that
+    /// way. `split`: as auto, but a library without
     /// ncclCommSplit is an error. `fresh`: fresh unique ids in every round. The job-wide
     /// communicator's own failure counts against no host: the rounds judge the hosts. The
     /// header and the results file say which source built which rounds, and why.

@@ -7,8 +7,10 @@
 //! rank 0 passed on by the coordinator, [`coord`]). While it is up on every rank, each round's
 //! groups are `ncclCommSplit`s of it: one color per group, `NCCL_SPLIT_NOCOLOR` for the ranks
 //! sitting out (the split is collective over the parent), key = the rank's place in its group.
-//! One init of the whole job replaces an init per group, and a healthy cluster (the common
-//! case) pays for it once. But the job-wide init spans the bad host, so it is what fails or
+//! One init of the whole job, then each group is a split of it: no unique id per group to
+//! make and pass around, and the groups are what NCCL users make (in the simulation, on 4
+//! namespace hosts, neither source is measurably faster). But the job-wide init spans the bad
+//! host, so it is what fails or
 //! hangs when there is one, and a parent with a hung or dead member cannot split again; so the
 //! hybrid: when the library lacks `ncclCommSplit` (< 2.18.1), when the job-wide init fails or
 //! hangs on any rank (every rank then aborts it, and that failure counts against no host), and
