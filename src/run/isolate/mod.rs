@@ -8,17 +8,16 @@
 //! groups are `ncclCommSplit`s of it: one color per group, `NCCL_SPLIT_NOCOLOR` for the ranks
 //! sitting out (the split is collective over the parent), key = the rank's place in its group.
 //! One init of the whole job, then each group is a split of it: no unique id per group to
-//! make and pass around, and the groups are what NCCL users make (in the simulation, on 4
-//! namespace hosts, neither source is measurably faster). But the job-wide init spans the bad
-//! host, so it is what fails or
-//! hangs when there is one, and a parent with a hung or dead member cannot split again; so the
-//! hybrid: when the library lacks `ncclCommSplit` (< 2.18.1), when the job-wide init fails or
-//! hangs on any rank (every rank then aborts it, and that failure counts against no host), and
-//! after any round in which a group failed or hung, the groups get fresh unique ids instead,
-//! made by each group's leader and passed on by the coordinator. A failed pair never blocks
-//! the other groups of its round on the fresh path; on the split path a split that fails or
-//! hangs costs that round's deadline, and the round runs again with fresh ids (its split
-//! groups set aside, since one bad member can fail every group's split).
+//! make and pass around (in the simulation, on 4 namespace hosts, neither source is measurably
+//! faster). But the job-wide init spans the bad host, so it is what fails or hangs when there
+//! is one, and a parent with a hung or dead member cannot split again; hence the hybrid: when
+//! the library lacks `ncclCommSplit` (< 2.18.1), when the job-wide init fails or hangs on any
+//! rank (every rank then aborts it, and that failure counts against no host), and after any
+//! round in which a group failed or hung, the groups get fresh unique ids instead, made by
+//! each group's leader and passed on by the coordinator. A failed pair never blocks the other
+//! groups of its round on the fresh path; on the split path a split that fails or hangs costs
+//! that round's deadline, and the round runs again with fresh ids (its split groups set
+//! aside, since one bad member can fail every group's split).
 //! Each step of a group's work has the round's deadline; a group that fails or hangs is
 //! aborted (`ncclCommAbort`) and counted against its hosts, and the other groups go on.
 
