@@ -378,6 +378,37 @@ fn isolate_groups_split_and_fresh_both_work_and_the_header_names_the_source() {
     }
 }
 
+/// A split that fails in one group of a round: `init@3` on h1's ranks spares the job-wide
+/// communicator (h1 holds ranks 0 and 1) and every group where h1 leads, and strikes where
+/// h1's second rank is rank 3 of its group: round 3's [h4 + h1]. That round runs again with
+/// fresh ids (its split groups set aside, not judged) and fresh ids from then on.
+#[test]
+fn isolate_runs_a_round_whose_split_failed_again_with_fresh_ids() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (_, out, _, took) = tier_with("isorerun", Some((1, "init@3:error")), |_| {}, "auto", HOSTS);
+    assert!(
+        out.contains(
+            "# groups from: ncclCommSplit of a job-wide communicator in round(s) 1, 2, 3, then \
+             fresh unique ids (round 3's split failed or hung in a group; the round ran again \
+             as round 4 with fresh unique ids)"
+        ),
+        "{out}"
+    );
+    assert!(
+        !out.contains("#   round 3 "),
+        "round 3's groups are set aside\n{out}"
+    );
+    assert!(
+        out.contains("#   round 4 pairs [h2 + h3]: all_reduce"),
+        "{out}"
+    );
+    assert!(
+        out.contains("#   round 4 pairs [h4 + h1]: FAIL at init"),
+        "{out}"
+    );
+    assert!(took < Duration::from_secs(TIER_LIMIT_S), "{out}");
+}
+
 /// Three hosts: in each pair round one host sits out, and its ranks still take part in the
 /// split (NCCL_SPLIT_NOCOLOR), which is collective over the job-wide communicator.
 #[test]
