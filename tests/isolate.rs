@@ -3,6 +3,9 @@
 //! variables, against the simulation:
 //! - `isolate` names exactly the slowed host, the host whose init fails, and the pair whose
 //!   link is cut, and clears every other host, each within [`TIER_LIMIT_S`];
+//! - the groups come from ncclCommSplit of a job-wide communicator (`--groups split`, also
+//!   with a host sitting out) or fresh unique ids (`--groups fresh`, or after the job-wide
+//!   init failed), the header says which, and a round whose split failed runs again fresh;
 //! - `run` names a host whose cable is pulled mid-run within 10 s (5 cuts, each timed);
 //! - no namespace and no process is left behind.
 //!
