@@ -163,6 +163,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_split_slot_gives_what_was_written_once_and_none_for_nocolor() {
+        let empty = SplitSlot::new();
+        assert!(!empty.as_out().is_null());
+        assert!(empty.take().is_none(), "NULL: NCCL_SPLIT_NOCOLOR");
+        let slot = SplitSlot::new();
+        let fake = std::ptr::NonNull::<sys::ncclComm>::dangling().as_ptr();
+        slot.0
+            .as_ref()
+            .unwrap()
+            .store(fake, std::sync::atomic::Ordering::Release);
+        assert_eq!(slot.take().map(|h| h.0), Some(fake));
+        // Dropped untaken (a parent aborted mid-split): leaked, never freed under a writer.
+        drop(SplitSlot::new());
+    }
+
+    #[test]
     fn version_codes_read_like_nccl() {
         assert_eq!(version_string(21903), "2.19.3");
         assert_eq!(version_string(22803), "2.28.3");
