@@ -3,6 +3,9 @@
 //! variables, against the simulation:
 //! - `isolate` names exactly the slowed host, the host whose init fails, and the pair whose
 //!   link is cut, and clears every other host, each within [`TIER_LIMIT_S`];
+//! - the groups come from ncclCommSplit of a job-wide communicator (`--groups split`, also
+//!   with a host sitting out) or fresh unique ids (`--groups fresh`, or after the job-wide
+//!   init failed), the header says which, and a round whose split failed runs again fresh;
 //! - `run` names a host whose cable is pulled mid-run within 10 s (5 cuts, each timed);
 //! - no namespace and no process is left behind.
 //!
@@ -50,15 +53,21 @@ fn cluster(args: &[&str]) -> String {
 /// A cluster that is taken down, with every rank it started, however the test ends.
 struct Cluster {
     name: String,
+    hosts: usize,
     ranks: Vec<Child>,
 }
 
 impl Cluster {
     fn up(name: &str) -> Cluster {
+        Cluster::up_with(name, HOSTS)
+    }
+
+    fn up_with(name: &str, hosts: usize) -> Cluster {
         cluster(&["down", name]);
-        cluster(&["up", name, &HOSTS.to_string()]);
+        cluster(&["up", name, &hosts.to_string()]);
         Cluster {
             name: name.to_string(),
+            hosts,
             ranks: Vec::new(),
         }
     }
@@ -67,8 +76,8 @@ impl Cluster {
     /// on that host's ranks only. Rank 0's stdout is piped; the others' output is discarded.
     fn start(&mut self, args: &[&str], fault: Option<(usize, &str)>) {
         let master = cluster(&["addr", &self.name, "1"]);
-        let n = HOSTS * PER_HOST;
-        for h in 1..=HOSTS {
+        let n = self.hosts * PER_HOST;
+        for h in 1..=self.hosts {
             for l in 0..PER_HOST {
                 let rank = (h - 1) * PER_HOST + l;
                 let mut cmd = Command::new("bash");
@@ -191,11 +200,22 @@ fn tier(
     fault: Option<(usize, &str)>,
     prepare: impl Fn(&str),
 ) -> (Vec<(String, HostStatus)>, String, Option<i32>, Duration) {
+    tier_with(name, fault, prepare, "auto", HOSTS)
+}
+
+/// As [`tier`], with `--groups groups` on `hosts` hosts.
+fn tier_with(
+    name: &str,
+    fault: Option<(usize, &str)>,
+    prepare: impl Fn(&str),
+    groups: &str,
+    hosts: usize,
+) -> (Vec<(String, HostStatus)>, String, Option<i32>, Duration) {
     require_sim();
     let dir = scratch(name);
     let json = dir.join("isolate.json");
     let json_s = json.to_str().unwrap().to_string();
-    let mut c = Cluster::up(name);
+    let mut c = Cluster::up_with(name, hosts);
     prepare(name);
     c.start(
         &[
@@ -209,6 +229,8 @@ fn tier(
             "50",
             "--round-timeout",
             "10",
+            "--groups",
+            groups,
             "--json",
             &json_s,
         ],
@@ -255,6 +277,11 @@ fn isolate_names_the_slowed_host_and_clears_the_others() {
         out.contains("VERDICT: FAIL [SIMULATED] drain h3 (slow); 3 other host(s) ok"),
         "{out}"
     );
+    // A slow host fails nothing: every round splits the job-wide communicator.
+    assert!(
+        out.contains("# groups from: ncclCommSplit of a job-wide communicator\n"),
+        "{out}"
+    );
     assert!(took < Duration::from_secs(TIER_LIMIT_S), "{out}");
 }
 
@@ -269,6 +296,13 @@ fn isolate_names_the_host_whose_init_fails_at_init() {
         &out,
     );
     assert_eq!(code, Some(16), "the init stage's exit code\n{out}");
+    // The job-wide init fails on h2: fresh ids from round 1, and that failure is no evidence.
+    assert!(
+        out.contains(
+            "# groups from: fresh unique ids (the job-wide communicator's init failed at rank"
+        ),
+        "{out}"
+    );
     assert!(out.contains("drain h2 (failed at init)"), "{out}");
     // Its evidence is its own failure, in the library's words.
     assert!(
@@ -296,11 +330,101 @@ fn isolate_names_the_pair_whose_link_is_cut_and_clears_the_others() {
         out.contains("check the link h3 <-> h4; 2 other host(s) ok"),
         "{out}"
     );
+    // The job-wide init hangs across the cut link: fresh ids from round 1.
+    assert!(out.contains("# groups from: fresh unique ids ("), "{out}");
     // Each was re-paired with a host that passed, and passed.
     assert!(
         out.contains("round 4 confirm [h3 + h1]: all_reduce"),
         "{out}"
     );
+    assert!(took < Duration::from_secs(TIER_LIMIT_S), "{out}");
+}
+
+/// Every host passed every group: ok, or at worst slow (a healthy host can be judged slow on
+/// a loaded machine; these tests are about where the groups come from, not speed).
+fn passed_everywhere(st: &[(String, HostStatus)], hosts: &[&str], code: Option<i32>, out: &str) {
+    let names: Vec<&str> = st.iter().map(|(h, _)| h.as_str()).collect();
+    assert_eq!(names, hosts, "{out}");
+    assert!(
+        st.iter()
+            .all(|(_, s)| matches!(s, HostStatus::Ok | HostStatus::Slow)),
+        "{out}"
+    );
+    assert!(matches!(code, Some(0) | Some(25)), "{out}");
+    assert!(!out.contains(": FAIL at"), "{out}");
+}
+
+#[test]
+fn isolate_groups_split_and_fresh_both_work_and_the_header_names_the_source() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for (groups, source) in [
+        (
+            "split",
+            "# groups from: ncclCommSplit of a job-wide communicator\n",
+        ),
+        (
+            "fresh",
+            "# groups from: fresh unique ids (--groups fresh)\n",
+        ),
+    ] {
+        let (st, out, code, took) = tier_with(
+            &format!("isog{}", &groups[..1]),
+            None,
+            |_| {},
+            groups,
+            HOSTS,
+        );
+        passed_everywhere(&st, &["h1", "h2", "h3", "h4"], code, &out);
+        assert!(out.contains(source), "--groups {groups}\n{out}");
+        assert!(out.contains("round 3 pairs [h4 + h1]: all_reduce"), "{out}");
+        assert!(took < Duration::from_secs(TIER_LIMIT_S), "{out}");
+    }
+}
+
+/// A split that fails in one group of a round: `init@3` on h1's ranks spares the job-wide
+/// communicator (h1 holds ranks 0 and 1) and every group where h1 leads, and strikes where
+/// h1's second rank is rank 3 of its group: round 3's [h4 + h1]. That round runs again with
+/// fresh ids (its split groups set aside, not judged) and fresh ids from then on.
+#[test]
+fn isolate_runs_a_round_whose_split_failed_again_with_fresh_ids() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (_, out, _, took) = tier_with("isorerun", Some((1, "init@3:error")), |_| {}, "auto", HOSTS);
+    assert!(
+        out.contains(
+            "# groups from: ncclCommSplit of a job-wide communicator in round(s) 1, 2, 3, then \
+             fresh unique ids (round 3's split failed or hung in a group; the round ran again \
+             as round 4 with fresh unique ids)"
+        ),
+        "{out}"
+    );
+    assert!(
+        !out.contains("#   round 3 "),
+        "round 3's groups are set aside\n{out}"
+    );
+    assert!(
+        out.contains("#   round 4 pairs [h2 + h3]: all_reduce"),
+        "{out}"
+    );
+    assert!(
+        out.contains("#   round 4 pairs [h4 + h1]: FAIL at init"),
+        "{out}"
+    );
+    assert!(took < Duration::from_secs(TIER_LIMIT_S), "{out}");
+}
+
+/// Three hosts: in each pair round one host sits out, and its ranks still take part in the
+/// split (NCCL_SPLIT_NOCOLOR), which is collective over the job-wide communicator.
+#[test]
+fn isolate_splits_with_a_host_sitting_out() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (st, out, code, took) = tier_with("isoodd", None, |_| {}, "split", 3);
+    passed_everywhere(&st, &["h1", "h2", "h3"], code, &out);
+    assert!(
+        out.contains("# groups from: ncclCommSplit of a job-wide communicator\n"),
+        "{out}"
+    );
+    assert!(out.contains("round 2 pairs [h1 + h2]: all_reduce"), "{out}");
+    assert!(out.contains("round 3 pairs [h2 + h3]: all_reduce"), "{out}");
     assert!(took < Duration::from_secs(TIER_LIMIT_S), "{out}");
 }
 

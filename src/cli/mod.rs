@@ -104,6 +104,19 @@ pub struct IsolateArgs {
     /// against its hosts, and the others go on.
     #[arg(long, default_value = "30", value_parser = parse_secs, value_name = "SECS")]
     pub round_timeout: f64,
+    /// Where each group's communicator comes from. `auto`: before round 1 every rank joins one
+    /// job-wide communicator, and while it is up on every rank each round's groups are
+    /// ncclCommSplit of it (one color per group; ranks sitting out pass NCCL_SPLIT_NOCOLOR), no
+    /// unique id to pass around per group. Where a library lacks ncclCommSplit (NCCL < 2.18.1),
+    /// the job-wide init fails or hangs on any rank, or a round has a group that failed or hung
+    /// (a communicator with a failed member cannot split again), the groups come from a fresh
+    /// unique id each, made by the group's leader; a round whose split failed runs again that
+    /// way. `split`: as auto, but a library without
+    /// ncclCommSplit is an error. `fresh`: fresh unique ids in every round. The job-wide
+    /// communicator's own failure counts against no host: the rounds judge the hosts. The
+    /// header and the results file say which source built which rounds, and why.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub groups: crate::run::isolate::Groups,
     /// Everything `run` takes; each group measures the largest size (-e) once per pattern.
     #[command(flatten)]
     pub run: RunArgs,
@@ -124,6 +137,7 @@ impl IsolateArgs {
         s.isolate = Some(crate::run::isolate::Settings {
             pairs: self.pairs,
             round_limit: std::time::Duration::from_secs_f64(self.round_timeout),
+            groups: self.groups,
         });
         s.plan()
     }

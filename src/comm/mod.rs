@@ -27,6 +27,8 @@ pub enum CommError {
         /// What [`Communicator::before_timeout_abort`]'s hook found, before the abort.
         notes: Vec<String>,
     },
+    #[error("{what} was given up before it completed; the communicator was aborted")]
+    GivenUp { what: String },
     #[error("buffer too small for {what}: needs {needed} bytes, has {has}")]
     Bounds {
         what: &'static str,
@@ -190,6 +192,32 @@ impl<'n> Communicator<'n> {
         Self::init_as(nccl, id, rank, nranks, deadline, false)
     }
 
+    /// As [`Communicator::init_nonblocking`], given up (aborted) as soon as `stop` says so,
+    /// which it is asked between polls.
+    pub fn init_nonblocking_unless(
+        nccl: &'n Nccl,
+        id: &UniqueId,
+        rank: u32,
+        nranks: u32,
+        deadline: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Communicator<'n>> {
+        let stream = Stream::new()?;
+        let (handle, _) = nccl.comm_init_rank(nranks as i32, id, rank as i32, false)?;
+        let comm = Communicator {
+            nccl,
+            handle,
+            stream,
+            rank,
+            nranks,
+            live: Cell::new(true),
+            settle_deadline: Cell::new(deadline),
+            on_timeout: None,
+        };
+        comm.wait_async_ready_unless(deadline, "ncclCommInitRank", Poll::Relaxed, stop)?;
+        Ok(comm)
+    }
+
     fn init_as(
         nccl: &'n Nccl,
         id: &UniqueId,
@@ -214,6 +242,44 @@ impl<'n> Communicator<'n> {
         Ok(comm)
     }
 
+    /// `ncclCommSplit`: collective over this communicator (every rank calls it, those with
+    /// `color` [`SPLIT_NOCOLOR`](crate::ffi::nccl::SPLIT_NOCOLOR) too, and get `None`); ranks
+    /// of one color form a child, ordered by `key` then by rank here (`commGetSplitInfo`,
+    /// `src/init.cc` v2.28.3-1). The child inherits this communicator's blocking-ness. On a
+    /// non-blocking one the split runs on NCCL's thread and this one's state is polled within
+    /// `deadline`; when it passes, or the split fails, this communicator is aborted (which ends
+    /// a child still coming up) and cannot be split again.
+    pub fn split(
+        &self,
+        color: i32,
+        key: i32,
+        deadline: Duration,
+    ) -> Result<Option<Communicator<'n>>> {
+        let stream = Stream::new()?;
+        let (slot, issued) = self.nccl.comm_split(self.handle, color, key)?;
+        if issued == Issued::InProgress {
+            self.wait_async_ready(deadline, "ncclCommSplit", Poll::Relaxed)?;
+        }
+        let Some(handle) = slot.take() else {
+            return Ok(None);
+        };
+        let mut child = Communicator {
+            nccl: self.nccl,
+            handle,
+            stream,
+            rank: 0,
+            nranks: 0,
+            live: Cell::new(true),
+            settle_deadline: Cell::new(deadline),
+            on_timeout: None,
+        };
+        // The job is done; a non-blocking child's own state is read once more.
+        child.wait_async_ready(deadline, "ncclCommSplit", Poll::Relaxed)?;
+        child.rank = self.nccl.comm_user_rank(handle)? as u32;
+        child.nranks = self.nccl.comm_count(handle)? as u32;
+        Ok(Some(child))
+    }
+
     /// How long later calls that return `ncclInProgress` may take to settle (each stage sets
     /// its own).
     pub fn set_settle_deadline(&self, deadline: Duration) {
@@ -222,6 +288,17 @@ impl<'n> Communicator<'n> {
 
     /// Polls the async state until it leaves `ncclInProgress`.
     fn wait_async_ready(&self, deadline: Duration, what: &str, poll: Poll) -> Result<()> {
+        self.wait_async_ready_unless(deadline, what, poll, &|| false)
+    }
+
+    /// As [`Communicator::wait_async_ready`], aborting as soon as `stop` says so.
+    fn wait_async_ready_unless(
+        &self,
+        deadline: Duration,
+        what: &str,
+        poll: Poll,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<()> {
         let start = Instant::now();
         let mut spins = 0;
         loop {
@@ -232,6 +309,10 @@ impl<'n> Communicator<'n> {
             }
             if start.elapsed() > deadline {
                 return Err(self.timed_out(what, deadline));
+            }
+            if stop() {
+                self.abort();
+                return Err(CommError::GivenUp { what: what.into() });
             }
             pause(poll, &mut spins);
         }

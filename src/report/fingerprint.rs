@@ -289,6 +289,7 @@ mod tests {
                     last_error: true,
                     finalize: true,
                     alltoall: false,
+                    split: true,
                 },
                 simulated: None,
             }),

@@ -130,6 +130,43 @@ pub struct IsolateReport {
     /// The one-line verdict.
     pub line: String,
     pub exit_code: u8,
+    /// Where the groups' communicators came from.
+    #[serde(default)]
+    pub source: GroupSource,
+}
+
+/// Where the groups' communicators came from: `ncclCommSplit` of one job-wide communicator in
+/// some rounds, fresh unique ids in the others.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GroupSource {
+    /// Rounds whose groups were split off the job-wide communicator.
+    pub split_rounds: Vec<u32>,
+    /// Why the other rounds' groups came from fresh unique ids (`None` when none did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fresh_because: Option<String>,
+    /// Groups of a split round that was run again with fresh ids (not judged).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_aside: Vec<GroupResult>,
+}
+
+impl GroupSource {
+    /// One line: which source built the groups of which rounds, and why.
+    pub fn describe(&self) -> String {
+        const SPLIT: &str = "ncclCommSplit of a job-wide communicator";
+        const FRESH: &str = "fresh unique ids";
+        let why = self.fresh_because.as_deref().unwrap_or("");
+        match (self.split_rounds.as_slice(), self.fresh_because.is_some()) {
+            ([], _) => format!("{FRESH} ({why})"),
+            (_, false) => SPLIT.to_string(),
+            (r, true) => {
+                let list: Vec<String> = r.iter().map(u32::to_string).collect();
+                format!(
+                    "{SPLIT} in round(s) {}, then {FRESH} ({why})",
+                    list.join(", ")
+                )
+            }
+        }
+    }
 }
 
 /// Slower than the median by more than this many scaled MADs (and [`SLOW_FRACTION`]) is slow.
@@ -433,6 +470,7 @@ pub fn judge(hosts: &[(String, Vec<u32>)], groups: &[GroupResult]) -> IsolateRep
         links,
         line,
         exit_code,
+        source: GroupSource::default(),
     }
 }
 

@@ -44,11 +44,12 @@ pub fn nccl_lines(n: &NcclInfo) -> Vec<String> {
     vec![
         format!("# nccl: {} ({}){sim}", n.version, n.path),
         format!(
-            "# nccl capabilities: non-blocking init {}, ncclGetLastError {}, ncclCommFinalize {}, native ncclAlltoAll {}",
+            "# nccl capabilities: non-blocking init {}, ncclGetLastError {}, ncclCommFinalize {}, native ncclAlltoAll {}, ncclCommSplit {}",
             yes_no(c.init_rank_config),
             yes_no(c.last_error),
             yes_no(c.finalize),
-            yes_no(c.alltoall)
+            yes_no(c.alltoall),
+            yes_no(c.split)
         ),
     ]
 }

@@ -135,6 +135,19 @@ pub unsafe extern "C" fn ncclCommInitRankConfig(
     guard(|| unsafe { init(comm, nranks, id.internal, rank, Some(config as *const u8)) })
 }
 
+/// Collective over `comm`: one new communicator per color (see `split`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ncclCommSplit(
+    comm: *mut c_void,
+    color: c_int,
+    key: c_int,
+    newcomm: *mut *mut c_void,
+    config: *mut c_void,
+) -> u32 {
+    // SAFETY: forwarded contract; config is NULL or an ncclConfig_t.
+    guard(|| unsafe { crate::split::split(comm, color, key, newcomm, config as *const u8) })
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ncclCommGetAsyncError(comm: *mut c_void, out: *mut u32) -> u32 {
     guard(|| {

@@ -66,6 +66,13 @@ pub struct Comm {
     /// AllReduce operations launched (NCCL's `seqNumber[ncclFuncAllReduce]`, which RAS
     /// reports).
     pub allreduce_launched: AtomicU64,
+    /// Splits made from this communicator (NCCL's `splitCount`).
+    pub split_count: AtomicU32,
+    /// The child a split job is bringing up: an abort of this communicator aborts it too
+    /// (NCCL's `childAbortFlag`).
+    split_child: Mutex<Option<Arc<Comm>>>,
+    /// Split jobs not yet done: abort waits for them (they write the caller's `newcomm`).
+    split_jobs: AtomicUsize,
 }
 
 impl Comm {
@@ -89,6 +96,9 @@ impl Comm {
             connected: Mutex::new(Default::default()),
             finalize_called: AtomicBool::new(false),
             allreduce_launched: AtomicU64::new(0),
+            split_count: AtomicU32::new(0),
+            split_child: Mutex::new(None),
+            split_jobs: AtomicUsize::new(0),
         }
     }
 
@@ -238,8 +248,29 @@ impl Comm {
             .map(|(j, _)| j)
     }
 
+    /// Links (or unlinks) the child of a split in progress to this communicator's abort.
+    pub fn link_child(&self, child: Option<Arc<Comm>>) {
+        let aborted = self.aborted();
+        if let (true, Some(c)) = (aborted, &child) {
+            c.abort_now();
+        }
+        *lock(&self.split_child) = child;
+    }
+
+    /// A split job starts / ends (abort waits for the ones running).
+    pub fn split_job(&self, running: bool) {
+        if running {
+            self.split_jobs.fetch_add(1, Ordering::SeqCst);
+        } else {
+            self.split_jobs.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
     /// Stops everything: sets the flag every wait checks, shuts every socket down.
     pub fn abort_now(&self) {
+        if let Some(c) = lock(&self.split_child).as_ref() {
+            c.abort_now();
+        }
         {
             let socks = lock(&self.sockets);
             self.aborted.store(true, Ordering::SeqCst);
@@ -324,7 +355,10 @@ impl Comm {
     pub fn quiesce(&self) {
         self.abort_now();
         let start = Instant::now();
-        while self.running.load(Ordering::SeqCst) > 0 && start.elapsed() < Duration::from_secs(10) {
+        while (self.running.load(Ordering::SeqCst) > 0
+            || self.split_jobs.load(Ordering::SeqCst) > 0)
+            && start.elapsed() < Duration::from_secs(10)
+        {
             std::thread::sleep(Duration::from_millis(1));
         }
     }

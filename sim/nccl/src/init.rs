@@ -9,6 +9,7 @@ use crate::texts;
 use crate::{INPROGRESS, INTERNAL_ERROR, SUCCESS, bootstrap, cuda, faults, ras, version};
 use nccl_smoke_fault::{Kind, Where};
 use std::ffi::{c_int, c_void};
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::{Arc, Once};
 
 /// The bootstrap interface per `NCCL_SOCKET_IFNAME`; logged once per process, as NCCL's
@@ -42,7 +43,7 @@ pub fn bootstrap_iface(v: i32, dev: i32) -> Result<Iface, u32> {
 ///
 /// # Safety
 /// `config` is NULL or points at an ncclConfig_t.
-unsafe fn blocking_of(config: *const u8) -> Option<bool> {
+pub(crate) unsafe fn blocking_of(config: *const u8) -> Option<bool> {
     if config.is_null() {
         return Some(true);
     }
@@ -60,22 +61,44 @@ unsafe fn blocking_of(config: *const u8) -> Option<bool> {
     Some(blocking != 0)
 }
 
+/// Where a communicator comes from, as its INIT lines say.
+pub enum Origin {
+    /// A unique id: `commId 0x…`.
+    Id,
+    /// `ncclCommSplit`: `parent 0x… splitCount S color C key K` (`ncclCommInitRankFunc`,
+    /// `src/init.cc` v2.28.3-1).
+    Split {
+        parent: usize,
+        count: u32,
+        color: i32,
+        key: i32,
+    },
+}
+
 /// `comm 0x… rank R nranks N cudaDev D nvmlDev D busId B commId 0x… - Init <what>`.
-fn init_line(c: &Comm, api: &str, what: &str) -> String {
+fn init_line(c: &Comm, api: &str, from: &Origin, what: &str) -> String {
     let prefix = if c.id.version >= 22100 {
         format!("{api} ")
     } else {
         String::new()
     };
+    let from = match from {
+        Origin::Id => format!("commId {:#x}", c.id.comm_id),
+        Origin::Split {
+            parent,
+            count,
+            color,
+            key,
+        } => format!("parent {parent:#x} splitCount {count} color {color} key {key}"),
+    };
     format!(
-        "{prefix}comm {:#x} rank {} nranks {} cudaDev {} nvmlDev {} busId {} commId {:#x} - Init {what}",
+        "{prefix}comm {:#x} rank {} nranks {} cudaDev {} nvmlDev {} busId {} {from} - Init {what}",
         c.addr(),
         c.id.rank,
         c.id.nranks,
         c.id.dev,
         c.id.dev,
         c.id.bus_id,
-        c.id.comm_id
     )
 }
 
@@ -91,7 +114,7 @@ pub fn channel_lines(nranks: usize) -> Vec<String> {
 }
 
 /// What a successful init logs after the connections are up.
-fn init_complete(c: &Comm, api: &str) {
+fn init_complete(c: &Comm, api: &str, from: &Origin) {
     let dev = c.id.dev;
     if c.id.rank == 0 {
         for l in channel_lines(c.id.nranks) {
@@ -111,12 +134,12 @@ fn init_complete(c: &Comm, api: &str) {
         "Connected all rings"
     };
     log::info(dev, sys::INIT, rings);
-    log::info(dev, sys::INIT, &init_line(c, api, "COMPLETE"));
+    log::info(dev, sys::INIT, &init_line(c, api, from, "COMPLETE"));
 }
 
 /// The process-wide lines of a first init: the version banner (rank 0, as NCCL) and the
 /// driver version.
-fn first_init_lines(v: i32, dev: i32, rank: c_int) {
+pub(crate) fn first_init_lines(v: i32, dev: i32, rank: c_int) {
     if rank == 0 {
         log::banner(dev, &format!("NCCL version {}+sim", version::text(v)));
         static SIM: Once = Once::new();
@@ -141,11 +164,55 @@ fn first_init_lines(v: i32, dev: i32, rank: c_int) {
 }
 
 /// `NCCL_COMM_BLOCKING` as NCCL's integer parameter: 0 or 1 override, anything else does not.
-fn blocking_env(v: Option<&str>) -> Option<bool> {
+pub(crate) fn blocking_env(v: Option<&str>) -> Option<bool> {
     match v?.trim().parse::<i64>().ok()? {
         0 => Some(false),
         1 => Some(true),
         _ => None,
+    }
+}
+
+/// Logs the START line of a communicator made by `api`.
+pub fn init_start(c: &Comm, api: &str, from: &Origin) {
+    log::info(c.id.dev, sys::INIT, &init_line(c, api, from, "START"));
+}
+
+/// Init proper, once the communicator exists: `init` faults strike, then the bootstrap
+/// through the root at `root` and the mesh; the INIT lines of a success. Returns the result.
+pub fn bring_up(
+    c: &Arc<Comm>,
+    api: &str,
+    from: &Origin,
+    root: SocketAddrV4,
+    nonce: u64,
+    iface: Ipv4Addr,
+) -> u32 {
+    match c.fault(Where::Init) {
+        Some(Kind::Crash) => std::process::abort(),
+        Some(Kind::Hang) => {
+            c.hang();
+            return INTERNAL_ERROR;
+        }
+        Some(Kind::Error) => {
+            let r = texts::init_error(c.id.version, root);
+            r.emit(c.id.dev);
+            return r.code;
+        }
+        _ => {}
+    }
+    match bootstrap::mesh(c, root, nonce, iface) {
+        Ok(peers) => {
+            c.set_peers(peers);
+            init_complete(c, api, from);
+            SUCCESS
+        }
+        Err(r) => {
+            if !c.aborted() {
+                r.emit(c.id.dev);
+            }
+            c.break_links();
+            r.code
+        }
     }
 }
 
@@ -218,37 +285,9 @@ pub unsafe fn init(
     let handle = comm::register(&comm);
     // SAFETY: checked non-null. NCCL hands the communicator out before init completes.
     unsafe { *out = handle };
-    log::info(dev, sys::INIT, &init_line(&comm, api, "START"));
+    log::info(dev, sys::INIT, &init_line(&comm, api, &Origin::Id, "START"));
     let c = comm.clone();
-    let work = move || -> u32 {
-        match c.fault(Where::Init) {
-            Some(Kind::Crash) => std::process::abort(),
-            Some(Kind::Hang) => {
-                c.hang();
-                return INTERNAL_ERROR;
-            }
-            Some(Kind::Error) => {
-                let r = texts::init_error(c.id.version, root);
-                r.emit(c.id.dev);
-                return r.code;
-            }
-            _ => {}
-        }
-        match bootstrap::mesh(&c, root, nonce, iface.addr) {
-            Ok(peers) => {
-                c.set_peers(peers);
-                init_complete(&c, api);
-                SUCCESS
-            }
-            Err(r) => {
-                if !c.aborted() {
-                    r.emit(c.id.dev);
-                }
-                c.break_links();
-                r.code
-            }
-        }
-    };
+    let work = move || bring_up(&c, api, &Origin::Id, root, nonce, iface.addr);
     if blocking {
         let rc = work();
         if rc != SUCCESS {

@@ -5,7 +5,7 @@
 //! over TCP, on the caller's stream (via the driver's `cuLaunchHostFunc`), so events time the
 //! operations as they would on a GPU.
 //!
-//! * [`api`]: the exports. [`init`]: communicator creation. [`enqueue`]: an operation call's
+//! * [`api`]: the exports. [`init`]: communicator creation; [`split`]: from a parent. [`enqueue`]: an operation call's
 //!   checks. [`group`]: group calls and queueing on the stream. [`ops`]: what an operation
 //!   moves, [`reduce`]: the arithmetic. [`comm`]: a communicator's state, abort.
 //! * [`ids`]: interfaces and the unique id. [`bootstrap`]: root and mesh. [`transport`]:
@@ -33,6 +33,7 @@ mod log;
 mod ops;
 mod ras;
 mod reduce;
+mod split;
 mod texts;
 mod transport;
 mod version;

@@ -38,7 +38,7 @@ pub struct Report {
 }
 
 impl Report {
-    fn new(code: u32) -> Report {
+    pub fn new(code: u32) -> Report {
         Report {
             code,
             lines: Vec::new(),

@@ -13,6 +13,9 @@ use std::sync::{Mutex, MutexGuard};
 pub const COLL: u32 = 0;
 /// Channel of send/recv traffic.
 pub const P2P: u32 = 1;
+/// Channel of the library's own exchanges over a communicator (the split's allgather): NCCL
+/// keeps them on its bootstrap sockets, apart from operation traffic.
+pub const BOOT: u32 = 2;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -37,7 +40,7 @@ impl From<io::Error> for RecvError {
 
 struct Reader {
     stream: TcpStream,
-    stash: [VecDeque<Vec<u8>>; 2],
+    stash: [VecDeque<Vec<u8>>; 3],
 }
 
 /// The connection to one peer: the read half and the write half are used by different threads.
@@ -61,7 +64,7 @@ impl Peer {
             dev,
             reader: Mutex::new(Reader {
                 stream,
-                stash: [VecDeque::new(), VecDeque::new()],
+                stash: [VecDeque::new(), VecDeque::new(), VecDeque::new()],
             }),
             writer: Mutex::new(writer),
         })
@@ -81,7 +84,7 @@ impl Peer {
     /// `out.len()`: a shorter message fills the front, as a short NCCL send does).
     pub fn recv(&self, chan: u32, out: &mut [u8]) -> Result<usize, RecvError> {
         let mut r = lock(&self.reader);
-        let slot = (chan as usize).min(1);
+        let slot = (chan as usize).min(2);
         if let Some(m) = r.stash[slot].pop_front() {
             return place(&m, out);
         }
@@ -104,7 +107,7 @@ impl Peer {
                 .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "message too long"))?;
             let mut m = vec![0u8; len];
             r.stream.read_exact(&mut m)?;
-            r.stash[(c as usize).min(1)].push_back(m);
+            r.stash[(c as usize).min(2)].push_back(m);
         }
     }
 }

@@ -65,6 +65,7 @@ api!(Nccl {
     ncclCommCount: fn(CommH, *mut c_int) -> u32;
     ncclCommCuDevice: fn(CommH, *mut c_int) -> u32;
     ncclCommUserRank: fn(CommH, *mut c_int) -> u32;
+    ncclCommSplit: fn(CommH, c_int, c_int, *mut CommH, *mut c_void) -> u32;
     ncclAllReduce: fn(*const c_void, *mut c_void, usize, c_int, c_int, CommH, Stream) -> u32;
     ncclAlltoAll: fn(*const c_void, *mut c_void, usize, c_int, CommH, Stream) -> u32;
     ncclSend: fn(*const c_void, usize, c_int, c_int, CommH, Stream) -> u32;
@@ -1333,4 +1334,179 @@ fn logs_go_to_the_debug_file_in_nccls_shape() {
         "pid in the line and the file name"
     );
     assert!(words.next().unwrap().starts_with('['), "{line}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// ncclCommSplit
+
+const NOCOLOR: c_int = -1;
+
+/// Per parent rank: (color, key). Color 7 gets parent ranks 0, 2, 4 ordered by key then parent
+/// rank (2, 4, 0); color 3 gets parent rank 1 alone; parent rank 3 sits out.
+const SPLIT: [(c_int, c_int); 5] = [(7, 5), (3, 0), (7, 2), (NOCOLOR, 0), (7, 2)];
+
+/// What a rank found in its child: (child rank, child size, all-reduce of parent rank + 1).
+type ChildView = Option<(c_int, c_int, Vec<i32>)>;
+
+/// Checks a child: its rank and size, and an all-reduce of (parent rank + 1) over it.
+fn use_child(child: CommH, parent_rank: usize, stream: Stream) -> ChildView {
+    if child.is_null() {
+        return None;
+    }
+    let nccl = &libs().nccl;
+    let (mut rank, mut n) = (-1, -1);
+    let x = [parent_rank as i32 + 1; 6];
+    let mut y = [0i32; 6];
+    // SAFETY: a live communicator, out-pointers and buffers of 6 int32.
+    unsafe {
+        assert_eq!((nccl.ncclCommUserRank)(child, &mut rank), OK);
+        assert_eq!((nccl.ncclCommCount)(child, &mut n), OK);
+        let rc = (nccl.ncclAllReduce)(
+            x.as_ptr().cast(),
+            y.as_mut_ptr().cast(),
+            6,
+            2,
+            0,
+            child,
+            stream,
+        );
+        assert!(rc == OK || rc == IN_PROGRESS, "{rc}: {}", last_error());
+        assert_eq!(settle(child), OK);
+        assert_eq!((libs().cu.cuStreamSynchronize)(stream), 0);
+        assert_eq!((nccl.ncclCommDestroy)(child), OK);
+    }
+    Some((rank, n, y.to_vec()))
+}
+
+fn check_split(views: &[ChildView]) {
+    // Color 7: parent ranks 2, 4, 0 are child ranks 0, 1, 2; sum of (parent rank + 1) = 9.
+    assert_eq!(views[2], Some((0, 3, vec![9; 6])));
+    assert_eq!(views[4], Some((1, 3, vec![9; 6])));
+    assert_eq!(views[0], Some((2, 3, vec![9; 6])));
+    assert_eq!(views[1], Some((0, 1, vec![2; 6])));
+    assert_eq!(views[3], None);
+}
+
+#[test]
+fn split_groups_by_color_and_orders_by_key() {
+    let views = with_ranks(5, |r| {
+        let nccl = &libs().nccl;
+        let (color, key) = SPLIT[r.rank];
+        let mut child: CommH = 8 as CommH; // NCCL clears it first
+        // SAFETY: a live parent, an out-pointer; NULL config inherits the parent's.
+        let rc =
+            unsafe { (nccl.ncclCommSplit)(r.comm, color, key, &mut child, std::ptr::null_mut()) };
+        assert_eq!(rc, OK, "{}", last_error());
+        use_child(child, r.rank, r.stream)
+    });
+    check_split(&views);
+}
+
+#[test]
+fn split_of_a_non_blocking_parent_is_in_progress_until_the_parent_says() {
+    let done = watchdog("split non-blocking", 60);
+    let id = unique_id();
+    let handles: Vec<_> = (0..5)
+        .map(|rank| {
+            std::thread::spawn(move || {
+                let stream = bind_device(rank);
+                let nccl = &libs().nccl;
+                let mut cfg = config(false);
+                let mut parent = std::ptr::null_mut();
+                // SAFETY: a config shaped like ncclConfig_t and out-pointers; `child` outlives
+                // the split job (the parent settles before it goes).
+                unsafe {
+                    let rc = (nccl.ncclCommInitRankConfig)(
+                        &mut parent,
+                        5,
+                        id,
+                        rank as c_int,
+                        cfg.as_mut_ptr().cast(),
+                    );
+                    assert_eq!(rc, IN_PROGRESS);
+                    assert_eq!(settle(parent), OK, "{}", last_error());
+                    let (color, key) = SPLIT[rank];
+                    let mut child: CommH = std::ptr::null_mut();
+                    let rc =
+                        (nccl.ncclCommSplit)(parent, color, key, &mut child, std::ptr::null_mut());
+                    assert_eq!(rc, IN_PROGRESS, "{}", last_error());
+                    // The parent is busy with the job: a second split is refused.
+                    let mut other: CommH = std::ptr::null_mut();
+                    if settle_now(parent) == IN_PROGRESS {
+                        assert_eq!(
+                            (nccl.ncclCommSplit)(
+                                parent,
+                                color,
+                                key,
+                                &mut other,
+                                std::ptr::null_mut()
+                            ),
+                            INVALID_ARGUMENT
+                        );
+                    }
+                    assert_eq!(settle(parent), OK, "{}", last_error());
+                    let child = std::ptr::read_volatile(&child);
+                    // The child inherits non-blocking: its all-reduce may be in progress.
+                    let view = use_child(child, rank, stream);
+                    assert_eq!((nccl.ncclCommAbort)(parent), OK);
+                    view
+                }
+            })
+        })
+        .collect();
+    let views: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    check_split(&views);
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The state now, without waiting.
+fn settle_now(comm: CommH) -> u32 {
+    async_error(comm)
+}
+
+#[test]
+fn abort_ends_a_split_that_waits_for_a_rank_that_never_splits() {
+    let done = watchdog("split abort", 60);
+    let id = unique_id();
+    let handles: Vec<_> = (0..2)
+        .map(|rank| {
+            std::thread::spawn(move || {
+                let _stream = bind_device(rank);
+                let nccl = &libs().nccl;
+                let mut cfg = config(false);
+                let mut parent = std::ptr::null_mut();
+                // SAFETY: as above; the abort waits for the split job before `child` goes.
+                unsafe {
+                    let rc = (nccl.ncclCommInitRankConfig)(
+                        &mut parent,
+                        2,
+                        id,
+                        rank as c_int,
+                        cfg.as_mut_ptr().cast(),
+                    );
+                    assert_eq!(rc, IN_PROGRESS);
+                    assert_eq!(settle(parent), OK, "{}", last_error());
+                    if rank == 0 {
+                        let mut child: CommH = std::ptr::null_mut();
+                        let rc =
+                            (nccl.ncclCommSplit)(parent, 0, 0, &mut child, std::ptr::null_mut());
+                        assert_eq!(rc, IN_PROGRESS);
+                        std::thread::sleep(Duration::from_millis(300));
+                        assert_eq!(async_error(parent), IN_PROGRESS, "rank 1 never joins");
+                        let t = Instant::now();
+                        assert_eq!((nccl.ncclCommAbort)(parent), OK);
+                        assert!(t.elapsed() < Duration::from_secs(5));
+                        assert!(std::ptr::read_volatile(&child).is_null());
+                    } else {
+                        std::thread::sleep(Duration::from_millis(600));
+                        assert_eq!((nccl.ncclCommAbort)(parent), OK);
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
 }

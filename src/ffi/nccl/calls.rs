@@ -3,7 +3,9 @@
 
 use super::error::{NcclError, Result, ResultCode};
 use super::sys::{self, ncclComm_t, ncclConfig_t, ncclResult_t, ncclUniqueId};
-use super::{CommHandle, DataTypeCode, Issued, NCCL_UNIQUE_ID_BYTES, Nccl, RedOpCode, UniqueId};
+use super::{
+    CommHandle, DataTypeCode, Issued, NCCL_UNIQUE_ID_BYTES, Nccl, RedOpCode, SplitSlot, UniqueId,
+};
 use crate::ffi::cuda::{DevPtr, Stream};
 use std::ffi::c_char;
 
@@ -47,6 +49,37 @@ impl Nccl {
             Err(e) => {
                 if !comm.is_null() {
                     let _ = self.comm_abort(CommHandle(comm));
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// `ncclCommSplit(parent, color, key, &newcomm, NULL)`: collective over `parent`; the child
+    /// inherits the parent's config, blocking-ness included (`copyCommConfig` in
+    /// `ncclCommInitChildComm`, `src/init.cc` v2.28.3-1). On a non-blocking parent it returns
+    /// [`Issued::InProgress`] and the *parent's* state says when the child is ready; take the
+    /// child from the slot then. A failed call aborts whatever child NCCL left in the slot (a
+    /// blocking split stores the half-made child before it returns the error).
+    pub fn comm_split(
+        &self,
+        parent: CommHandle,
+        color: i32,
+        key: i32,
+    ) -> Result<(SplitSlot, Issued)> {
+        if !self.caps.split {
+            return Err(self.missing("ncclCommSplit"));
+        }
+        let slot = SplitSlot::new();
+        let r = call!(
+            issue self,
+            ncclCommSplit(parent.0, color, key, slot.as_out(), std::ptr::null_mut())
+        );
+        match r {
+            Ok(issued) => Ok((slot, issued)),
+            Err(e) => {
+                if let Some(child) = slot.take() {
+                    let _ = self.comm_abort(child);
                 }
                 Err(e)
             }

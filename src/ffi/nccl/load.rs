@@ -83,6 +83,7 @@ impl Nccl {
             last_error: nccl.sys.ncclGetLastError.is_ok(),
             finalize: nccl.sys.ncclCommFinalize.is_ok(),
             alltoall: nccl.alltoall.is_some() && v >= 22803,
+            split: nccl.sys.ncclCommSplit.is_ok() && v >= 21801,
         };
         Ok(nccl)
     }

@@ -63,6 +63,9 @@ pub struct Capabilities {
     pub finalize: bool,
     /// Native `ncclAlltoAll` (>= 2.28.3).
     pub alltoall: bool,
+    /// `ncclCommSplit` (>= 2.18.1).
+    #[serde(default)]
+    pub split: bool,
 }
 
 /// `NCCL_VERSION_CODE` as a dotted version (21903 → "2.19.3").
@@ -78,6 +81,45 @@ pub fn version_string(code: i32) -> String {
 /// and never uses it after either.
 #[derive(Debug, Clone, Copy)]
 pub struct CommHandle(ncclComm_t);
+
+/// Where `ncclCommSplit` writes the child's handle. On a non-blocking parent NCCL writes it at
+/// the end of the split job, on a thread of its own (`ncclCommInitRankFunc`, `src/init.cc`
+/// v2.28.3-1), so the slot lives on the heap and is freed only by [`SplitSlot::take`], once the
+/// parent's state has left `ncclInProgress`; a slot dropped before that (the parent aborted
+/// with the job in flight) is leaked rather than freed under a writer.
+pub struct SplitSlot(Option<Box<std::sync::atomic::AtomicPtr<sys::ncclComm>>>);
+
+impl SplitSlot {
+    fn new() -> SplitSlot {
+        SplitSlot(Some(Box::new(std::sync::atomic::AtomicPtr::new(
+            std::ptr::null_mut(),
+        ))))
+    }
+
+    fn as_out(&self) -> *mut ncclComm_t {
+        self.0.as_ref().map_or(std::ptr::null_mut(), |b| b.as_ptr())
+    }
+
+    /// The child's handle (`None` for `NCCL_SPLIT_NOCOLOR`). Only once the split is done: the
+    /// call returned [`Issued::Done`], or the parent's state left `ncclInProgress`.
+    pub fn take(mut self) -> Option<CommHandle> {
+        let b = self.0.take()?;
+        let h = b.load(std::sync::atomic::Ordering::Acquire);
+        (!h.is_null()).then_some(CommHandle(h))
+    }
+}
+
+impl Drop for SplitSlot {
+    fn drop(&mut self) {
+        if let Some(b) = self.0.take() {
+            // NCCL may still write here: keep the 8 bytes alive for good.
+            std::mem::forget(b);
+        }
+    }
+}
+
+/// `NCCL_SPLIT_NOCOLOR` of nccl.h: the rank takes part in the split and gets no communicator.
+pub const SPLIT_NOCOLOR: i32 = -1;
 
 /// The 128-byte unique id rank 0 makes and every rank needs.
 pub type UniqueId = [u8; NCCL_UNIQUE_ID_BYTES as usize];
@@ -119,6 +161,22 @@ pub struct Nccl {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_split_slot_gives_what_was_written_once_and_none_for_nocolor() {
+        let empty = SplitSlot::new();
+        assert!(!empty.as_out().is_null());
+        assert!(empty.take().is_none(), "NULL: NCCL_SPLIT_NOCOLOR");
+        let slot = SplitSlot::new();
+        let fake = std::ptr::NonNull::<sys::ncclComm>::dangling().as_ptr();
+        slot.0
+            .as_ref()
+            .unwrap()
+            .store(fake, std::sync::atomic::Ordering::Release);
+        assert_eq!(slot.take().map(|h| h.0), Some(fake));
+        // Dropped untaken (a parent aborted mid-split): leaked, never freed under a writer.
+        drop(SplitSlot::new());
+    }
 
     #[test]
     fn version_codes_read_like_nccl() {

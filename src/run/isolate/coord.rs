@@ -7,6 +7,7 @@
 //! the silence says), never a wait of the coordinator's own.
 
 use super::rounds::{self, Pairs, Round};
+use super::source::{self, Choice, Groups};
 use super::wire::{Down, Sender, Up, read_into};
 use crate::bench::{self, RankSample, Timing};
 use crate::error::{Failure, Who};
@@ -32,6 +33,7 @@ pub struct Setup {
     pub patterns: Vec<&'static dyn Pattern>,
     pub bytes: usize,
     pub timing: Timing,
+    pub groups: Groups,
 }
 
 /// Steps of a round, each bounded by the round's limit: id, init, connect, one measurement
@@ -51,6 +53,8 @@ struct Conn {
     gone: Option<String>,
     /// The stage it last said it entered.
     stage: Stage,
+    /// Its library has ncclCommSplit (and `--groups` allows it).
+    split: bool,
 }
 
 struct State {
@@ -59,6 +63,7 @@ struct State {
     setup: Setup,
     groups: Vec<GroupResult>,
     round: u32,
+    source: Choice,
 }
 
 /// Runs the whole isolate over `listener`; returns the hosts (in order of their lowest rank,
@@ -71,6 +76,7 @@ pub fn run(listener: TcpListener, setup: Setup) -> IsolateReport {
         setup,
         groups: Vec::new(),
         round: 0,
+        source: Choice::default(),
     };
     accept(&listener, &mut st, tx);
     // Every rank hears the coordinator's heartbeat, whatever the coordinator is waiting on.
@@ -89,9 +95,36 @@ pub fn run(listener: TcpListener, setup: Setup) -> IsolateReport {
         .filter(|r| !st.conns.contains_key(r))
         .collect();
 
-    run_round(&mut st, &hosts, Phase::Alone, rounds::alone(hosts.len()));
+    let lacking: Vec<u32> = st
+        .conns
+        .iter()
+        .filter(|(_, c)| !c.split)
+        .map(|(r, _)| *r)
+        .collect();
+    let tried = Choice::start(st.setup.groups, &lacking).and_then(|()| {
+        if absent.is_empty() {
+            parent(&mut st)
+        } else {
+            Err(format!(
+                "rank(s) {} never reached the coordinator",
+                source::list(&absent)
+            ))
+        }
+    });
+    match tried {
+        Ok(()) => st.source.split = true,
+        Err(why) => st.source.fresh(why),
+    }
+    for c in st.conns.values() {
+        c.tx.send(&Down::Source {
+            split: st.source.split,
+            why: st.source.record.fresh_because.clone(),
+        });
+    }
+
+    play(&mut st, &hosts, Phase::Alone, rounds::alone(hosts.len()));
     for r in rounds::pairs(hosts.len(), st.setup.pairs) {
-        run_round(&mut st, &hosts, Phase::Pairs, r);
+        play(&mut st, &hosts, Phase::Pairs, r);
     }
     for _ in 0..MAX_CONFIRM_ROUNDS {
         let so_far = isolate::judge(&hosts, &st.groups);
@@ -99,9 +132,10 @@ pub fn run(listener: TcpListener, setup: Setup) -> IsolateReport {
         if r.is_empty() {
             break;
         }
-        run_round(&mut st, &hosts, Phase::Confirm, r);
+        play(&mut st, &hosts, Phase::Confirm, r);
     }
     let mut report = isolate::judge(&hosts, &st.groups);
+    report.source = st.source.record.clone();
     if !absent.is_empty() {
         let list: Vec<String> = absent.iter().map(u32::to_string).collect();
         report.line = format!(
@@ -148,7 +182,7 @@ fn accept(listener: &TcpListener, st: &mut State, tx: mpsc::Sender<Event>) {
             Err(_) => {}
         }
         while let Ok((s, up)) = hrx.try_recv() {
-            let Up::Hello { rank, host } = up else {
+            let Up::Hello { rank, host, split } = up else {
                 continue;
             };
             let Ok(sender) = Sender::new(&s) else {
@@ -161,6 +195,7 @@ fn accept(listener: &TcpListener, st: &mut State, tx: mpsc::Sender<Event>) {
             st.conns.insert(
                 rank,
                 Conn {
+                    split,
                     host,
                     tx: sender,
                     last: Instant::now(),
@@ -203,6 +238,27 @@ impl Live {
     }
 }
 
+/// Runs a round. A split round in which a group failed at init is run again with fresh ids
+/// and its groups are set aside (kept in the record, judged by no one): the split is collective
+/// over every rank, so one bad member can fail or hang every group's split, not only its own.
+fn play(st: &mut State, hosts: &[(String, Vec<u32>)], phase: Phase, round: Round) {
+    let before = st.groups.len();
+    run_round(st, hosts, phase, round.clone());
+    let n = st.round;
+    if st.source.run_again(n, &st.groups[before..]) {
+        let aside: Vec<GroupResult> = st.groups.drain(before..).collect();
+        st.source.record.set_aside.extend(aside);
+        st.source.fresh(format!(
+            "round {n}'s split failed or hung in a group; the round ran again as round {} with \
+             fresh unique ids",
+            n + 1
+        ));
+        run_round(st, hosts, phase, round);
+    } else {
+        st.source.after_round(n, &st.groups);
+    }
+}
+
 fn run_round(st: &mut State, hosts: &[(String, Vec<u32>)], phase: Phase, round: Round) {
     st.round += 1;
     let n = st.round;
@@ -230,13 +286,26 @@ fn run_round(st: &mut State, hosts: &[(String, Vec<u32>)], phase: Phase, round: 
             g.done.extend(g.ranks.iter().copied());
         }
     }
+    let gone: Vec<u32> = st
+        .conns
+        .iter()
+        .filter(|(_, c)| c.gone.is_some())
+        .map(|(r, _)| *r)
+        .collect();
+    let split = st.source.for_round(n, &gone);
     for (rank, c) in &st.conns {
-        let group = live
+        let (color, group) = live
             .iter()
-            .find(|g| g.ranks.contains(rank) && !g.finished())
-            .map(|g| g.ranks.clone())
+            .enumerate()
+            .find(|(_, g)| g.ranks.contains(rank) && !g.finished())
+            .map(|(i, g)| (i as i32, g.ranks.clone()))
             .unwrap_or_default();
-        c.tx.send(&Down::Round { round: n, group });
+        c.tx.send(&Down::Round {
+            round: n,
+            group,
+            split,
+            color,
+        });
     }
     let start = Instant::now();
     let end = limit * ROUND_STEPS;
@@ -299,6 +368,95 @@ fn run_round(st: &mut State, hosts: &[(String, Vec<u32>)], phase: Phase, round: 
     }
 }
 
+/// The job-wide communicator, before round 1: rank 0's unique id to every rank, then each
+/// rank's word on its init. `Err` says why the rounds use fresh ids instead (its failure is
+/// no host's evidence: the rounds judge the hosts).
+fn parent(st: &mut State) -> Result<(), String> {
+    for c in st.conns.values() {
+        c.tx.send(&Down::Parent);
+    }
+    // Rank 0's unique id, then init, each within the round's limit, and a margin for the words.
+    let limit = st.setup.round_limit * 3;
+    let start = Instant::now();
+    let host = |st: &State, r: u32| st.conns.get(&r).map(|c| c.host.clone()).unwrap_or_default();
+    let mut up = BTreeSet::new();
+    while (up.len() as u32) < st.setup.nranks {
+        if start.elapsed() > limit {
+            let missing: Vec<u32> = st
+                .conns
+                .keys()
+                .filter(|r| !up.contains(*r))
+                .copied()
+                .collect();
+            return Err(format!(
+                "no word of the job-wide communicator from rank(s) {} within {:.0} s",
+                source::list(&missing),
+                limit.as_secs_f64()
+            ));
+        }
+        if let Some((r, c)) = st
+            .conns
+            .iter()
+            .find(|(_, c)| c.last.elapsed() > liveness(st.setup.round_limit))
+        {
+            return Err(format!(
+                "rank {r} (host {}) went silent during the job-wide communicator's init",
+                c.host
+            ));
+        }
+        let Ok((rank, msg)) = st.rx.recv_timeout(Duration::from_millis(20)) else {
+            continue;
+        };
+        if let Some(c) = st.conns.get_mut(&rank) {
+            c.last = Instant::now();
+        }
+        match msg {
+            None => {
+                return Err(format!(
+                    "rank {rank} (host {}) closed its line during the job-wide communicator's init",
+                    host(st, rank)
+                ));
+            }
+            Some(Up::Id {
+                round: 0,
+                id,
+                failure,
+            }) => {
+                if failure.is_some() || id.is_none() {
+                    return Err(format!(
+                        "rank {rank} (host {}) could not make the job-wide communicator's unique id",
+                        host(st, rank)
+                    ));
+                }
+                for c in st.conns.values() {
+                    c.tx.send(&Down::Go {
+                        round: 0,
+                        id: id.clone(),
+                        why: None,
+                    });
+                }
+            }
+            Some(Up::ParentUp { failure: Some(f) }) => {
+                return Err(format!(
+                    "the job-wide communicator's init failed at rank {rank} (host {}): {}",
+                    host(st, rank),
+                    f.error
+                ));
+            }
+            Some(Up::ParentUp { failure: None }) => {
+                up.insert(rank);
+            }
+            Some(Up::Stage { stage, .. }) => {
+                if let Some(c) = st.conns.get_mut(&rank) {
+                    c.stage = stage;
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
 fn handle(st: &mut State, live: &mut [Live], n: u32, rank: u32, msg: Option<Up>) {
     let Some(msg) = msg else {
         mark_gone(
@@ -312,6 +470,17 @@ fn handle(st: &mut State, live: &mut [Live], n: u32, rank: u32, msg: Option<Up>)
     };
     if let Some(c) = st.conns.get_mut(&rank) {
         c.last = Instant::now();
+    }
+    // A rank sitting out lost its part of the job-wide communicator in the split.
+    if let Up::ParentUp { failure: Some(f) } = &msg {
+        if st.source.split {
+            st.source.fresh(format!(
+                "switched after round {n}: rank {rank} (host {}), sitting out, failed in the \
+                 split: {}",
+                f.host, f.error
+            ));
+        }
+        return;
     }
     let Some(g) = live.iter_mut().find(|g| g.ranks.contains(&rank)) else {
         return;

@@ -2,15 +2,28 @@
 //! then hosts run in pairs (see [`rounds`]), then each suspect is re-paired with a host that
 //! passed; rank 0 judges every host (`report::isolate`).
 //!
-//! Each group gets a communicator of its own from a new unique id, made by the group's leader
-//! and passed on by rank 0's coordinator ([`coord`]), not by `ncclCommSplit` of a job-wide
-//! communicator: the job-wide init spans the bad host, so it is exactly what fails or hangs,
-//! and a split is collective over the parent, so one hung host would block every group.
+//! Where each group's communicator comes from ([`source`], `--groups`): before round 1 every
+//! rank joins one job-wide communicator (non-blocking, the round's deadline, its unique id from
+//! rank 0 passed on by the coordinator, [`coord`]). While it is up on every rank, each round's
+//! groups are `ncclCommSplit`s of it: one color per group, `NCCL_SPLIT_NOCOLOR` for the ranks
+//! sitting out (the split is collective over the parent), key = the rank's place in its group.
+//! One init of the whole job, then each group is a split of it: no unique id per group to
+//! make and pass around (in the simulation, on 4 namespace hosts, neither source is measurably
+//! faster). But the job-wide init spans the bad host, so it is what fails or hangs when there
+//! is one, and a parent with a hung or dead member cannot split again; hence the hybrid: when
+//! the library lacks `ncclCommSplit` (< 2.18.1), when the job-wide init fails or hangs on any
+//! rank (every rank then aborts it, and that failure counts against no host), and after any
+//! round in which a group failed or hung, the groups get fresh unique ids instead, made by
+//! each group's leader and passed on by the coordinator. A failed pair never blocks the other
+//! groups of its round on the fresh path; on the split path a split that fails or hangs costs
+//! that round's deadline, and the round runs again with fresh ids (its split groups set
+//! aside, since one bad member can fail every group's split).
 //! Each step of a group's work has the round's deadline; a group that fails or hangs is
 //! aborted (`ncclCommAbort`) and counted against its hosts, and the other groups go on.
 
 pub mod coord;
 pub mod rounds;
+pub mod source;
 pub mod wire;
 
 use super::worker::Run;
@@ -30,6 +43,7 @@ use std::time::{Duration, Instant};
 use wire::{Down, Sender, Up};
 
 pub use rounds::Pairs;
+pub use source::Groups;
 
 /// `isolate`'s own settings.
 #[derive(Debug, Clone, Copy)]
@@ -37,6 +51,16 @@ pub struct Settings {
     pub pairs: Pairs,
     /// The deadline of each step of a group's work in a round.
     pub round_limit: Duration,
+    /// Where the groups' communicators come from.
+    pub groups: Groups,
+}
+
+/// Where a rank's group communicator comes from in a round.
+enum GroupFrom<'a, 'n> {
+    /// Split off this rank's part of the job-wide communicator, with this color.
+    Split(&'a mut Option<Communicator<'n>>, i32),
+    /// A fresh unique id from the group's leader.
+    Fresh,
 }
 
 /// One rank's line to the coordinator.
@@ -103,6 +127,20 @@ impl Run<'_> {
             ..self.plan.timing(s.round_limit)
         };
 
+        if s.groups == Groups::Split && !nccl.caps.split {
+            return Err(Failure::new(
+                Stage::Init,
+                &self.who,
+                format!(
+                    "--groups split: this library (NCCL {}) has no ncclCommSplit (2.18.1 or later)",
+                    nccl::version_string(nccl.version_code)
+                ),
+            )
+            .hint(
+                "use --groups auto (fresh unique ids where split is missing) or --groups fresh",
+            ));
+        }
+
         self.enter(Stage::Alloc);
         let (send_max, recv_max) = bench::sweep::buffer_sizes(selected, &[bytes], &timing, nranks);
         let mut bufs = Buffers::new(send_max, recv_max, timing.iters)
@@ -132,6 +170,7 @@ impl Run<'_> {
                 patterns: selected.to_vec(),
                 bytes,
                 timing,
+                groups: s.groups,
             };
             coordinator = Some(std::thread::spawn(move || coord::run(listener.0, setup)));
         }
@@ -141,6 +180,7 @@ impl Run<'_> {
         line.tx.send(&Up::Hello {
             rank,
             host: self.who.host.clone(),
+            split: s.groups != Groups::Fresh && nccl.caps.split,
         });
         // The heartbeat: every rank says it is alive, whatever it is waiting on.
         let beat = line.tx.clone();
@@ -155,6 +195,8 @@ impl Run<'_> {
                 .cause("rank 0's host is down or cut off from this one, or rank 0 failed")
                 .kind(error::Kind::PeerGone)
         };
+        // This rank's part of the job-wide communicator, while the rounds split it.
+        let mut parent: Option<Communicator> = None;
         let code = loop {
             progress::waiting("waiting for the next isolate round from rank 0");
             let limit = self.plan.deadline(Stage::Launch) + s.round_limit * coord::ROUND_STEPS * 2;
@@ -162,24 +204,55 @@ impl Run<'_> {
                 .next(limit, true)
                 .map_err(|e| lost(e, &self.who, self.stage))?;
             match msg {
-                Down::Round { round, group } if group.contains(&rank) => {
-                    let outcome = self.round(
-                        &mut line, nccl, selected, &mut bufs, &timing, bytes, round, &group,
-                    );
-                    let (samples, failure) = match outcome {
-                        Ok(samples) => (samples, None),
-                        Err(f) => (Vec::new(), Some(f)),
+                Down::Parent => {
+                    parent = self.join_parent(&line, nccl, rank, nranks, s.round_limit);
+                }
+                Down::Source { split: false, .. } => parent = None,
+                Down::Round {
+                    round,
+                    group,
+                    split,
+                    color,
+                } => {
+                    if !split {
+                        parent = None;
+                    }
+                    let from = if split {
+                        GroupFrom::Split(&mut parent, color)
+                    } else {
+                        GroupFrom::Fresh
                     };
-                    line.tx.send(&Up::Outcome {
-                        round,
-                        samples,
-                        failure,
-                    });
+                    if group.contains(&rank) {
+                        let outcome = self.round(
+                            &mut line, nccl, selected, &mut bufs, &timing, bytes, round, &group,
+                            from,
+                        );
+                        let (samples, failure) = match outcome {
+                            Ok(samples) => (samples, None),
+                            Err(f) => (Vec::new(), Some(f)),
+                        };
+                        line.tx.send(&Up::Outcome {
+                            round,
+                            samples,
+                            failure,
+                        });
+                    } else if let GroupFrom::Split(Some(p), _) = from {
+                        // Sitting out still takes part in the split, which is collective.
+                        progress::waiting("in ncclCommSplit (NCCL_SPLIT_NOCOLOR) for this round");
+                        if let Err(e) = p.split(nccl::SPLIT_NOCOLOR, rank as i32, s.round_limit) {
+                            // The coordinator hears of it: no more splits.
+                            line.tx.send(&Up::ParentUp {
+                                failure: Some(Failure::new(Stage::Init, &self.who, e)),
+                            });
+                            parent = None;
+                        }
+                    }
                 }
                 Down::End { code } => break code,
                 _ => {}
             }
         };
+        drop(parent);
         if let Some(c) = coordinator {
             progress::waiting("rank 0: judging the hosts");
             let report = c.join().map_err(|_| {
@@ -193,6 +266,87 @@ impl Run<'_> {
             return Ok(report.exit_code);
         }
         Ok(code)
+    }
+
+    /// This rank's part of the job-wide communicator: rank 0 makes the unique id, the
+    /// coordinator passes it on; the init is non-blocking, within the round's limit, and given
+    /// up as soon as the coordinator says the rounds will not split (another rank failed).
+    /// Tells the coordinator how it went.
+    fn join_parent<'n>(
+        &mut self,
+        line: &Line,
+        nccl: &'n Nccl,
+        rank: u32,
+        nranks: u32,
+        limit: Duration,
+    ) -> Option<Communicator<'n>> {
+        let who = self.who.clone();
+        let failed = |e: String| {
+            line.tx.send(&Up::ParentUp {
+                failure: Some(Failure::new(Stage::Init, &who, e)),
+            });
+            None
+        };
+        self.enter(Stage::UniqueId);
+        line.tx.send(&Up::Stage {
+            round: 0,
+            stage: Stage::UniqueId,
+        });
+        if rank == 0 {
+            let (id, failure) = match nccl.get_unique_id() {
+                Ok(id) => (Some(id.to_vec()), None),
+                Err(e) => (None, Some(self.nccl_failure(Stage::UniqueId, &e))),
+            };
+            line.tx.send(&Up::Id {
+                round: 0,
+                id,
+                failure,
+            });
+        }
+        progress::waiting("waiting for the job-wide communicator's unique id");
+        let id = match line.next(limit * 2, true) {
+            Ok(Down::Go {
+                round: 0,
+                id: Some(id),
+                ..
+            }) if id.len() == nccl::NCCL_UNIQUE_ID_BYTES as usize => {
+                let mut out = [0u8; nccl::NCCL_UNIQUE_ID_BYTES as usize];
+                out.copy_from_slice(&id);
+                out
+            }
+            // The coordinator gave up on it (another rank failed): nothing to report.
+            Ok(Down::Source { .. }) => return None,
+            Ok(other) => return failed(format!("expected the job-wide unique id, got {other:?}")),
+            Err(e) => return failed(e),
+        };
+        self.enter(Stage::Init);
+        line.tx.send(&Up::Stage {
+            round: 0,
+            stage: Stage::Init,
+        });
+        progress::waiting("in ncclCommInitRank for the job-wide communicator");
+        // Another rank's failure ends the wait: the coordinator's Source says so.
+        let given_up = std::cell::Cell::new(false);
+        // Reads no further than the Source: the round that follows it stays on the line.
+        let stop = || {
+            while !given_up.get()
+                && let Ok((_, m)) = line.rx.try_recv()
+            {
+                line.last.set(Instant::now());
+                if matches!(m, Some(Down::Source { .. }) | None) {
+                    given_up.set(true);
+                }
+            }
+            given_up.get()
+        };
+        match Communicator::init_nonblocking_unless(nccl, &id, rank, nranks, limit, &stop) {
+            Ok(c) => {
+                line.tx.send(&Up::ParentUp { failure: None });
+                Some(c)
+            }
+            Err(_) if given_up.get() => None,
+            Err(e) => failed(e.to_string()),
+        }
     }
 
     fn connect_coordinator(&self, addrs: &[String]) -> Result<Line, Failure> {
@@ -245,6 +399,7 @@ impl Run<'_> {
         bytes: usize,
         round: u32,
         group: &[u32],
+        from: GroupFrom<'_, '_>,
     ) -> Result<Vec<RankSample>, Failure> {
         let me = self.who.rank.unwrap_or(0);
         let idx = group.iter().position(|r| *r == me).unwrap_or(0) as u32;
@@ -255,47 +410,53 @@ impl Run<'_> {
             line.tx.send(&Up::Stage { round, stage });
         };
 
-        enter(self, line, Stage::UniqueId);
-        if idx == 0 {
-            let (id, failure) = match nccl.get_unique_id() {
-                Ok(id) => (Some(id.to_vec()), None),
-                Err(e) => (None, Some(self.nccl_failure(Stage::UniqueId, &e))),
-            };
-            line.tx.send(&Up::Id { round, id, failure });
-        }
-        progress::waiting("waiting for the group's unique id");
-        let id = match line.next(limit, true) {
-            Ok(Down::Go { id: Some(id), .. })
-                if id.len() == nccl::NCCL_UNIQUE_ID_BYTES as usize =>
-            {
-                let mut out = [0u8; nccl::NCCL_UNIQUE_ID_BYTES as usize];
-                out.copy_from_slice(&id);
-                out
+        let mut comm = match from {
+            GroupFrom::Split(parent, color) => {
+                enter(self, line, Stage::Init);
+                progress::waiting("in ncclCommSplit for this round's group");
+                let Some(p) = parent.as_ref() else {
+                    return Err(Failure::new(
+                        Stage::Init,
+                        &self.who,
+                        "this rank's part of the job-wide communicator is gone: nothing to split",
+                    ));
+                };
+                // Key: the rank's place in the group, so child ranks are in group order (the
+                // leader first), as with a fresh id; the coordinator maps them back so.
+                match p.split(color, idx as i32, limit) {
+                    Ok(Some(c)) => c,
+                    Ok(None) => {
+                        return Err(Failure::new(
+                            Stage::Init,
+                            &self.who,
+                            "ncclCommSplit gave this rank no communicator",
+                        ));
+                    }
+                    Err(e) => {
+                        // Aborted, or unusable: no more splits from it.
+                        *parent = None;
+                        return Err(self.comm_failure(Stage::Init, e));
+                    }
+                }
             }
-            Ok(Down::Go { why, .. }) => {
-                return Err(Failure::new(
-                    Stage::UniqueId,
-                    &self.who,
-                    why.unwrap_or_else(|| "no unique id for the group".into()),
-                )
-                .kind(error::Kind::PeerGone));
-            }
-            Ok(other) => {
-                return Err(Failure::new(
-                    Stage::UniqueId,
-                    &self.who,
-                    format!("expected the group's unique id, got {other:?}"),
-                ));
-            }
-            Err(e) => {
-                return Err(Failure::new(Stage::UniqueId, &self.who, e).kind(error::Kind::Waited));
+            GroupFrom::Fresh => {
+                let id = self.group_id(line, nccl, round, idx, limit)?;
+                enter(self, line, Stage::Init);
+                progress::waiting("in ncclCommInitRank for this round's group");
+                Communicator::init_nonblocking(nccl, &id, idx, n, limit)
+                    .map_err(|e| self.comm_failure(Stage::Init, e))?
             }
         };
-
-        enter(self, line, Stage::Init);
-        progress::waiting("in ncclCommInitRank for this round's group");
-        let mut comm = Communicator::init_nonblocking(nccl, &id, idx, n, limit)
-            .map_err(|e| self.comm_failure(Stage::Init, e))?;
+        if comm.nranks != n {
+            return Err(Failure::new(
+                Stage::Init,
+                &self.who,
+                format!(
+                    "the group's communicator has {} ranks, not {n}",
+                    comm.nranks
+                ),
+            ));
+        }
 
         enter(self, line, Stage::Connect);
         for p in selected {
@@ -331,6 +492,51 @@ impl Run<'_> {
         Ok(samples)
     }
 
+    /// The group's unique id: made by its leader (`idx` 0), passed on by the coordinator.
+    fn group_id(
+        &mut self,
+        line: &Line,
+        nccl: &Nccl,
+        round: u32,
+        idx: u32,
+        limit: Duration,
+    ) -> Result<nccl::UniqueId, Failure> {
+        self.enter(Stage::UniqueId);
+        line.tx.send(&Up::Stage {
+            round,
+            stage: Stage::UniqueId,
+        });
+        if idx == 0 {
+            let (id, failure) = match nccl.get_unique_id() {
+                Ok(id) => (Some(id.to_vec()), None),
+                Err(e) => (None, Some(self.nccl_failure(Stage::UniqueId, &e))),
+            };
+            line.tx.send(&Up::Id { round, id, failure });
+        }
+        progress::waiting("waiting for the group's unique id");
+        match line.next(limit, true) {
+            Ok(Down::Go { id: Some(id), .. })
+                if id.len() == nccl::NCCL_UNIQUE_ID_BYTES as usize =>
+            {
+                let mut out = [0u8; nccl::NCCL_UNIQUE_ID_BYTES as usize];
+                out.copy_from_slice(&id);
+                Ok(out)
+            }
+            Ok(Down::Go { why, .. }) => Err(Failure::new(
+                Stage::UniqueId,
+                &self.who,
+                why.unwrap_or_else(|| "no unique id for the group".into()),
+            )
+            .kind(error::Kind::PeerGone)),
+            Ok(other) => Err(Failure::new(
+                Stage::UniqueId,
+                &self.who,
+                format!("expected the group's unique id, got {other:?}"),
+            )),
+            Err(e) => Err(Failure::new(Stage::UniqueId, &self.who, e).kind(error::Kind::Waited)),
+        }
+    }
+
     /// Rank 0: the per-host table, the verdict line, and the results file.
     fn say_isolate(&mut self, report: &IsolateReport) {
         let rounds = report.groups.iter().map(|g| g.round).max().unwrap_or(0);
@@ -341,6 +547,7 @@ impl Run<'_> {
             report.groups.len(),
             if self.simulated { " — SIMULATED" } else { "" }
         );
+        println!("# groups from: {}", report.source.describe());
         for g in &report.groups {
             let what = match &g.outcome {
                 verdict::Outcome::Passed { rows } => rows

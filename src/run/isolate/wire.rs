@@ -21,6 +21,9 @@ pub enum Up {
     Hello {
         rank: u32,
         host: String,
+        /// The rank's library has ncclCommSplit and `--groups` lets it be used.
+        #[serde(default)]
+        split: bool,
     },
     Beat,
     /// The rank entered `stage` of `round`.
@@ -37,6 +40,10 @@ pub enum Up {
     Barrier {
         round: u32,
     },
+    /// Whether the rank's part of the job-wide communicator came up.
+    ParentUp {
+        failure: Option<Failure>,
+    },
     /// The rank's end of the round: a sample per pattern, or its failure.
     Outcome {
         round: u32,
@@ -50,11 +57,26 @@ pub enum Up {
 #[serde(tag = "t", rename_all = "kebab-case")]
 pub enum Down {
     Alive,
+    /// Join the job-wide communicator: rank 0 makes its unique id (an [`Up::Id`] of round 0),
+    /// the coordinator passes it on (a [`Down::Go`] of round 0).
+    Parent,
+    /// Whether the rounds split the job-wide communicator; when not, a rank aborts its part.
+    Source {
+        split: bool,
+        why: Option<String>,
+    },
     /// The ranks of this rank's group in `round` (group order; the first is the leader), or
     /// none: this rank sits the round out.
     Round {
         round: u32,
         group: Vec<u32>,
+        /// The group is split off the job-wide communicator (every rank calls ncclCommSplit,
+        /// those sitting out with NCCL_SPLIT_NOCOLOR), not made from a fresh unique id.
+        #[serde(default)]
+        split: bool,
+        /// The group's index in the round: its color when split.
+        #[serde(default)]
+        color: i32,
     },
     /// The group's unique id, or why there is none.
     Go {
