@@ -176,7 +176,7 @@ impl<'n> Communicator<'n> {
         nranks: u32,
         deadline: Duration,
     ) -> Result<Communicator<'n>> {
-        Self::init_as(nccl, id, rank, nranks, deadline, true)
+        Self::init_as(nccl, id, rank, nranks, deadline, true, &|| false)
     }
 
     /// As [`Communicator::init`], asking for a non-blocking communicator where the library has
@@ -189,7 +189,7 @@ impl<'n> Communicator<'n> {
         nranks: u32,
         deadline: Duration,
     ) -> Result<Communicator<'n>> {
-        Self::init_as(nccl, id, rank, nranks, deadline, false)
+        Self::init_as(nccl, id, rank, nranks, deadline, false, &|| false)
     }
 
     /// As [`Communicator::init_nonblocking`], given up (aborted) as soon as `stop` says so,
@@ -202,20 +202,7 @@ impl<'n> Communicator<'n> {
         deadline: Duration,
         stop: &dyn Fn() -> bool,
     ) -> Result<Communicator<'n>> {
-        let stream = Stream::new()?;
-        let (handle, _) = nccl.comm_init_rank(nranks as i32, id, rank as i32, false)?;
-        let comm = Communicator {
-            nccl,
-            handle,
-            stream,
-            rank,
-            nranks,
-            live: Cell::new(true),
-            settle_deadline: Cell::new(deadline),
-            on_timeout: None,
-        };
-        comm.wait_async_ready_unless(deadline, "ncclCommInitRank", Poll::Relaxed, stop)?;
-        Ok(comm)
+        Self::init_as(nccl, id, rank, nranks, deadline, false, stop)
     }
 
     fn init_as(
@@ -225,6 +212,7 @@ impl<'n> Communicator<'n> {
         nranks: u32,
         deadline: Duration,
         blocking: bool,
+        stop: &dyn Fn() -> bool,
     ) -> Result<Communicator<'n>> {
         let stream = Stream::new()?;
         let (handle, _) = nccl.comm_init_rank(nranks as i32, id, rank as i32, blocking)?;
@@ -238,7 +226,7 @@ impl<'n> Communicator<'n> {
             settle_deadline: Cell::new(deadline),
             on_timeout: None,
         };
-        comm.wait_async_ready(deadline, "ncclCommInitRank", Poll::Relaxed)?;
+        comm.wait_async_ready_unless(deadline, "ncclCommInitRank", Poll::Relaxed, stop)?;
         Ok(comm)
     }
 
