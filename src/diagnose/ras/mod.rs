@@ -295,7 +295,7 @@ impl Finding {
             State::Dead => "considered dead (unreachable over the RAS network)".to_string(),
             State::NoComm => "its process answered without this communicator".to_string(),
             State::Error(e) => format!("reported {e}"),
-            State::Status(s) => format!("has status {s}"),
+            State::Status(s) => format!("has status {s} (unlike the other ranks)"),
             State::Launched { op, count, usual } => {
                 let usual = usual
                     .map(|u| format!(" (most ranks: {u})"))

@@ -60,7 +60,7 @@ fn json_names_missing_dead_errors_and_counts() {
         "NCCL RAS: communicator 0x5c2f1e0d9a8b7c6d: rank 3 (host 10.0.0.4, pid 103) missing (no data came back from its process)",
         "NCCL RAS: communicator 0x5c2f1e0d9a8b7c6d: rank 4 (host 10.0.0.5, pid 104) considered dead (unreachable over the RAS network)",
         "NCCL RAS: communicator 0x5c2f1e0d9a8b7c6d: rank 1 (host 10.0.0.3, pid 101) reported Remote process error (asynchronous error)",
-        "NCCL RAS: communicator 0x5c2f1e0d9a8b7c6d: rank 2 (host 10.0.0.4, pid 102) has status ABORT",
+        "NCCL RAS: communicator 0x5c2f1e0d9a8b7c6d: rank 2 (host 10.0.0.4, pid 102) has status ABORT (unlike the other ranks)",
         "NCCL RAS: communicator 0x5c2f1e0d9a8b7c6d: rank 2 (host 10.0.0.4, pid 102) launched up to AllReduce operation 120 (most ranks: 121)",
         "NCCL RAS: 1 communication timeouts while gathering (the answer may be partial)",
     ];
