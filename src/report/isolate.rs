@@ -10,10 +10,10 @@
 //! - A failed group is counted against all its hosts until other rounds clear them: a hung pair
 //!   says nothing about which side hung.
 //! - **Slow**: each host's bus bandwidth (alone, and its best with any partner, so that a slow
-//!   partner does not make a host look slow) is compared with the median over hosts. A host is
-//!   slow when it is more than 3 scaled median absolute deviations *and* more than 25 % below the
-//!   median (the second bound keeps a quiet cluster, whose MAD is near zero, from flagging
-//!   noise). Both bounds are ours.
+//!   partner does not make a host look slow) is compared with the median over the other hosts.
+//!   A host is slow when it is more than 3 scaled median absolute deviations of the other hosts
+//!   *and* more than 25 % below their median (the second bound keeps a quiet cluster, whose MAD
+//!   is near zero, from flagging noise). Both bounds are ours.
 
 use crate::bench::SizeResult;
 use crate::stage::{Stage, exit};
@@ -190,16 +190,27 @@ fn median(v: &[f64]) -> Option<f64> {
     })
 }
 
-/// The values that are low outliers by the median/MAD rule above.
+/// The values that are low outliers by the median/MAD rule above, each judged against the
+/// median and MAD of the *other* values: with a handful of hosts, a slow host's own deficit
+/// would otherwise widen the spread it is measured against (4 hosts at 1.11, 0.89, 1.03 and
+/// 0.51 of the median: 0.51 is within 3 MADs of all four, and 4 MADs below the other three).
 pub fn low_outliers(values: &[f64]) -> Vec<bool> {
-    let Some(med) = median(values) else {
-        return vec![false; values.len()];
-    };
-    let dev: Vec<f64> = values.iter().map(|v| (v - med).abs()).collect();
-    let mad = median(&dev).unwrap_or(0.0) * MAD_SCALE;
-    values
-        .iter()
-        .map(|v| med - v > MAD_LIMIT * mad && med - v > SLOW_FRACTION * med)
+    (0..values.len())
+        .map(|i| {
+            let others: Vec<f64> = values
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, v)| *v)
+                .collect();
+            let Some(med) = median(&others) else {
+                return false;
+            };
+            let dev: Vec<f64> = others.iter().map(|v| (v - med).abs()).collect();
+            let mad = median(&dev).unwrap_or(0.0) * MAD_SCALE;
+            let v = values[i];
+            med - v > MAD_LIMIT * mad && med - v > SLOW_FRACTION * med
+        })
         .collect()
 }
 

@@ -60,7 +60,7 @@ pub fn pairs(n: usize, which: Pairs) -> Vec<Round> {
 }
 
 /// The next confirmation round: each host the verdict so far does not clear (failed with a
-/// partner, linked, or never passed with anyone) re-paired with a host that passed every round
+/// partner, linked, slow, or never passed with anyone) re-paired with a host that passed every round
 /// and has not met it yet, one pair per host. Empty when no such pair is left.
 pub fn confirm(report: &IsolateReport, names: &[String], groups: &[GroupResult]) -> Round {
     let index = |h: &str| names.iter().position(|n| n == h);
@@ -93,11 +93,9 @@ pub fn confirm(report: &IsolateReport, names: &[String], groups: &[GroupResult])
             continue;
         }
         match v.status {
-            HostStatus::Ok | HostStatus::Slow if passed_with_someone(&v.host) => {
-                if v.status == HostStatus::Ok {
-                    good.push(i);
-                }
-            }
+            HostStatus::Ok if passed_with_someone(&v.host) => good.push(i),
+            // Slow is re-measured too: one slow figure (a busy moment, a noisy partner) is
+            // not yet a host to drain; a host that is slow stays slow with a new partner.
             _ => suspects.push(i),
         }
     }
