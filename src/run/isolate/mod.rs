@@ -287,21 +287,9 @@ impl Run<'_> {
             });
             None
         };
-        self.enter(Stage::UniqueId);
-        line.tx.send(&Up::Stage {
-            round: 0,
-            stage: Stage::UniqueId,
-        });
+        self.enter_round(line, 0, Stage::UniqueId);
         if rank == 0 {
-            let (id, failure) = match nccl.get_unique_id() {
-                Ok(id) => (Some(id.to_vec()), None),
-                Err(e) => (None, Some(self.nccl_failure(Stage::UniqueId, &e))),
-            };
-            line.tx.send(&Up::Id {
-                round: 0,
-                id,
-                failure,
-            });
+            self.offer_id(line, nccl, 0);
         }
         progress::waiting("waiting for the job-wide communicator's unique id");
         let id = match line.next(limit * 2, true) {
@@ -309,21 +297,13 @@ impl Run<'_> {
                 round: 0,
                 id: Some(id),
                 ..
-            }) if id.len() == nccl::NCCL_UNIQUE_ID_BYTES as usize => {
-                let mut out = [0u8; nccl::NCCL_UNIQUE_ID_BYTES as usize];
-                out.copy_from_slice(&id);
-                out
-            }
+            }) if let Some(id) = unique_id(&id) => id,
             // The coordinator gave up on it (another rank failed): nothing to report.
             Ok(Down::Source { .. }) => return None,
             Ok(other) => return failed(format!("expected the job-wide unique id, got {other:?}")),
             Err(e) => return failed(e),
         };
-        self.enter(Stage::Init);
-        line.tx.send(&Up::Stage {
-            round: 0,
-            stage: Stage::Init,
-        });
+        self.enter_round(line, 0, Stage::Init);
         progress::waiting("in ncclCommInitRank for the job-wide communicator");
         // Another rank's failure ends the wait: the coordinator's Source says so.
         let given_up = std::cell::Cell::new(false);
@@ -405,14 +385,10 @@ impl Run<'_> {
         let idx = group.iter().position(|r| *r == me).unwrap_or(0) as u32;
         let n = group.len() as u32;
         let limit = timing.deadline;
-        let enter = |run: &mut Self, line: &Line, stage: Stage| {
-            run.enter(stage);
-            line.tx.send(&Up::Stage { round, stage });
-        };
 
         let mut comm = match from {
             GroupFrom::Split(parent, color) => {
-                enter(self, line, Stage::Init);
+                self.enter_round(line, round, Stage::Init);
                 progress::waiting("in ncclCommSplit for this round's group");
                 let Some(p) = parent.as_ref() else {
                     return Err(Failure::new(
@@ -441,7 +417,7 @@ impl Run<'_> {
             }
             GroupFrom::Fresh => {
                 let id = self.group_id(line, nccl, round, idx, limit)?;
-                enter(self, line, Stage::Init);
+                self.enter_round(line, round, Stage::Init);
                 progress::waiting("in ncclCommInitRank for this round's group");
                 Communicator::init_nonblocking(nccl, &id, idx, n, limit)
                     .map_err(|e| self.comm_failure(Stage::Init, e))?
@@ -458,13 +434,13 @@ impl Run<'_> {
             ));
         }
 
-        enter(self, line, Stage::Connect);
+        self.enter_round(line, round, Stage::Connect);
         for p in selected {
             bench::connect(&mut comm, *p, bufs, timing, &[bytes])
                 .map_err(|e| self.comm_failure(Stage::Connect, e))?;
         }
 
-        enter(self, line, Stage::Run);
+        self.enter_round(line, round, Stage::Run);
         let elem = timing.dtype.size();
         let mut samples = Vec::new();
         for p in selected {
@@ -486,10 +462,26 @@ impl Run<'_> {
             samples.push(sample);
         }
 
-        enter(self, line, Stage::Finalize);
+        self.enter_round(line, round, Stage::Finalize);
         comm.finalize(limit)
             .map_err(|e| self.comm_failure(Stage::Finalize, e))?;
         Ok(samples)
+    }
+
+    /// Enters `stage` of `round` and tells the coordinator.
+    fn enter_round(&mut self, line: &Line, round: u32, stage: Stage) {
+        self.enter(stage);
+        line.tx.send(&Up::Stage { round, stage });
+    }
+
+    /// A leader's part: a new unique id for `round` (0: the job-wide communicator), or why
+    /// there is none, to the coordinator, which passes it on.
+    fn offer_id(&self, line: &Line, nccl: &Nccl, round: u32) {
+        let (id, failure) = match nccl.get_unique_id() {
+            Ok(id) => (Some(id.to_vec()), None),
+            Err(e) => (None, Some(self.nccl_failure(Stage::UniqueId, &e))),
+        };
+        line.tx.send(&Up::Id { round, id, failure });
     }
 
     /// The group's unique id: made by its leader (`idx` 0), passed on by the coordinator.
@@ -501,27 +493,13 @@ impl Run<'_> {
         idx: u32,
         limit: Duration,
     ) -> Result<nccl::UniqueId, Failure> {
-        self.enter(Stage::UniqueId);
-        line.tx.send(&Up::Stage {
-            round,
-            stage: Stage::UniqueId,
-        });
+        self.enter_round(line, round, Stage::UniqueId);
         if idx == 0 {
-            let (id, failure) = match nccl.get_unique_id() {
-                Ok(id) => (Some(id.to_vec()), None),
-                Err(e) => (None, Some(self.nccl_failure(Stage::UniqueId, &e))),
-            };
-            line.tx.send(&Up::Id { round, id, failure });
+            self.offer_id(line, nccl, round);
         }
         progress::waiting("waiting for the group's unique id");
         match line.next(limit, true) {
-            Ok(Down::Go { id: Some(id), .. })
-                if id.len() == nccl::NCCL_UNIQUE_ID_BYTES as usize =>
-            {
-                let mut out = [0u8; nccl::NCCL_UNIQUE_ID_BYTES as usize];
-                out.copy_from_slice(&id);
-                Ok(out)
-            }
+            Ok(Down::Go { id: Some(id), .. }) if let Some(id) = unique_id(&id) => Ok(id),
             Ok(Down::Go { why, .. }) => Err(Failure::new(
                 Stage::UniqueId,
                 &self.who,
@@ -597,4 +575,9 @@ impl Run<'_> {
         self.leave(report.exit_code == crate::stage::exit::PASS);
         self.save();
     }
+}
+
+/// A unique id as the coordinator passed it on, if it has NCCL's size.
+fn unique_id(bytes: &[u8]) -> Option<nccl::UniqueId> {
+    bytes.try_into().ok()
 }
