@@ -14,6 +14,8 @@ use std::sync::mpsc;
 pub(super) enum Msg {
     Event(Event),
     Wake,
+    /// The worker's end of the line closed: every event it sent has been read.
+    Closed,
 }
 
 /// Reads the worker's events, once it connects, into `tx` until the worker or the watch ends.
@@ -25,9 +27,10 @@ pub(super) fn read_worker(listener: UnixListener, tx: mpsc::Sender<Msg>) {
                 if let Ok(ev) = serde_json::from_str::<Event>(&line)
                     && tx.send(Msg::Event(ev)).is_err()
                 {
-                    break;
+                    return;
                 }
             }
+            let _ = tx.send(Msg::Closed);
         }
     });
 }

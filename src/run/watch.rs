@@ -67,6 +67,31 @@ pub(super) struct Watch {
     pub(super) entered: Instant,
 }
 
+impl Watch {
+    /// A worker just started: in its launch stage, nothing heard yet.
+    pub(super) fn new(who: &Who, job: Option<Arc<Mutex<JobView>>>) -> Watch {
+        Watch {
+            stage: Stage::Launch,
+            step: None,
+            waiting: false,
+            rank: who.rank,
+            host: who.host.clone(),
+            since: Instant::now(),
+            budget: Duration::ZERO,
+            stopped_since: None,
+            results: None,
+            failed: None,
+            uplink: None,
+            job,
+            announced: 0,
+            recorded: 0,
+            said: None,
+            history: Vec::new(),
+            entered: Instant::now(),
+        }
+    }
+}
+
 pub(super) fn watch(
     plan: &Plan,
     who: &Who,
@@ -77,30 +102,17 @@ pub(super) fn watch(
 ) -> u8 {
     let launcher_pid = std::os::unix::process::parent_id();
     let mut last_turn = Instant::now();
-    let mut w = Watch {
-        stage: Stage::Launch,
-        step: None,
-        waiting: false,
-        rank: who.rank,
-        host: who.host.clone(),
-        since: Instant::now(),
-        budget: Duration::ZERO,
-        stopped_since: None,
-        results: None,
-        failed: None,
-        uplink: None,
-        job,
-        announced: 0,
-        recorded: 0,
-        said: None,
-        history: Vec::new(),
-        entered: Instant::now(),
-    };
+    let mut closed = false;
+    let mut w = Watch::new(who, job);
     loop {
         while let Ok(msg) = rx.recv_timeout(Duration::from_millis(50)) {
             match msg {
                 Msg::Event(ev) => apply(&mut w, ev),
                 Msg::Wake => break,
+                Msg::Closed => {
+                    closed = true;
+                    break;
+                }
             }
         }
         if std::os::unix::process::parent_id() != launcher_pid {
@@ -131,12 +143,10 @@ pub(super) fn watch(
         record_remote_failures(&mut w);
         match child.try_wait() {
             Ok(Some(status)) => {
-                // Drain what the worker said just before it ended.
-                while let Ok(msg) = rx.try_recv() {
-                    if let Msg::Event(ev) = msg {
-                        apply(&mut w, ev);
-                    }
-                }
+                // Drain what the worker said just before it ended: its last lines may still be
+                // in the socket, not yet read (a worker that aborts right after entering a stage
+                // would otherwise be blamed for the stage before).
+                drain(&mut w, &rx, closed);
                 if let Some(code) = status.code() {
                     let code = code.clamp(0, 255) as u8;
                     if w.failed.is_none() && !ours(code) {
@@ -241,6 +251,29 @@ pub(super) fn watch(
             let f = hung(&w, who, deadline, stuck_stopped);
             let code = f.exit_code();
             return conclude(plan, &mut w, Some(f), code, term);
+        }
+    }
+}
+
+/// How long a worker's last events may take to arrive after it ended (its line closes at once
+/// unless a process it started holds the socket too).
+const LAST_WORDS: Duration = Duration::from_secs(1);
+
+/// Applies what the worker sent before it ended, until its line closes or `LAST_WORDS` pass.
+fn drain(w: &mut Watch, rx: &mpsc::Receiver<Msg>, mut closed: bool) {
+    let until = Instant::now() + LAST_WORDS;
+    loop {
+        let msg = if closed {
+            rx.try_recv().ok()
+        } else {
+            rx.recv_timeout(until.saturating_duration_since(Instant::now()))
+                .ok()
+        };
+        match msg {
+            Some(Msg::Event(ev)) => apply(w, ev),
+            Some(Msg::Closed) => closed = true,
+            Some(Msg::Wake) => {}
+            None => return,
         }
     }
 }
@@ -357,4 +390,64 @@ pub(super) fn hung(w: &Watch, who: &Who, deadline: Duration, stopped: bool) -> F
         budget: w.budget,
         stopped,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn who() -> Who {
+        Who {
+            rank: Some(0),
+            host: "h".into(),
+        }
+    }
+
+    #[test]
+    fn a_worker_s_last_events_still_in_its_line_are_applied() {
+        // The worker entered three stages and died before the reader forwarded any of them.
+        let (tx, rx) = mpsc::channel();
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            for stage in [Stage::NcclLoad, Stage::Driver, Stage::Device] {
+                let _ = tx.send(Msg::Event(Event::Stage {
+                    stage,
+                    rank: Some(0),
+                }));
+            }
+            let _ = tx.send(Msg::Closed);
+        });
+        let mut w = Watch::new(&who(), None);
+        drain(&mut w, &rx, false);
+        late.join().unwrap();
+        assert_eq!(w.stage, Stage::Device);
+        assert_eq!(w.history.len(), 3);
+    }
+
+    #[test]
+    fn a_line_that_never_closes_costs_at_most_last_words() {
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let mut w = Watch::new(&who(), None);
+        let start = Instant::now();
+        drain(&mut w, &rx, false);
+        let took = start.elapsed();
+        drop(tx);
+        assert!(took >= LAST_WORDS && took < LAST_WORDS * 3, "{took:?}");
+        assert_eq!(w.stage, Stage::Launch);
+    }
+
+    #[test]
+    fn a_closed_line_is_drained_without_waiting() {
+        let (tx, rx) = mpsc::channel();
+        tx.send(Msg::Event(Event::Stage {
+            stage: Stage::Alloc,
+            rank: Some(0),
+        }))
+        .unwrap();
+        let mut w = Watch::new(&who(), None);
+        let start = Instant::now();
+        drain(&mut w, &rx, true);
+        assert!(start.elapsed() < LAST_WORDS);
+        assert_eq!(w.stage, Stage::Alloc);
+    }
 }
