@@ -146,7 +146,7 @@ pub(super) fn watch(
                 // Drain what the worker said just before it ended: its last lines may still be
                 // in the socket, not yet read (a worker that aborts right after entering a stage
                 // would otherwise be blamed for the stage before).
-                drain(&mut w, &rx, closed);
+                drain(&mut w, &rx, closed, term);
                 if let Some(code) = status.code() {
                     let code = code.clamp(0, 255) as u8;
                     if w.failed.is_none() && !ours(code) {
@@ -259,11 +259,13 @@ pub(super) fn watch(
 /// unless a process it started holds the socket too).
 const LAST_WORDS: Duration = Duration::from_secs(1);
 
-/// Applies what the worker sent before it ended, until its line closes or `LAST_WORDS` pass.
-fn drain(w: &mut Watch, rx: &mpsc::Receiver<Msg>, mut closed: bool) {
+/// Applies what the worker sent before it ended, until its line closes or `LAST_WORDS` pass;
+/// without waiting once the launcher is tearing the job down (`term`: its SIGKILL follows
+/// within a second or so, and this rank's end must be recorded first).
+fn drain(w: &mut Watch, rx: &mpsc::Receiver<Msg>, mut closed: bool, term: &AtomicBool) {
     let until = Instant::now() + LAST_WORDS;
     loop {
-        let msg = if closed {
+        let msg = if closed || term.load(Ordering::SeqCst) {
             rx.try_recv().ok()
         } else {
             rx.recv_timeout(until.saturating_duration_since(Instant::now()))
@@ -418,7 +420,7 @@ mod tests {
             let _ = tx.send(Msg::Closed);
         });
         let mut w = Watch::new(&who(), None);
-        drain(&mut w, &rx, false);
+        drain(&mut w, &rx, false, &AtomicBool::new(false));
         late.join().unwrap();
         assert_eq!(w.stage, Stage::Device);
         assert_eq!(w.history.len(), 3);
@@ -429,7 +431,7 @@ mod tests {
         let (tx, rx) = mpsc::channel::<Msg>();
         let mut w = Watch::new(&who(), None);
         let start = Instant::now();
-        drain(&mut w, &rx, false);
+        drain(&mut w, &rx, false, &AtomicBool::new(false));
         let took = start.elapsed();
         drop(tx);
         assert!(took >= LAST_WORDS && took < LAST_WORDS * 3, "{took:?}");
@@ -446,7 +448,7 @@ mod tests {
         .unwrap();
         let mut w = Watch::new(&who(), None);
         let start = Instant::now();
-        drain(&mut w, &rx, true);
+        drain(&mut w, &rx, true, &AtomicBool::new(false));
         assert!(start.elapsed() < LAST_WORDS);
         assert_eq!(w.stage, Stage::Alloc);
     }
