@@ -4,15 +4,16 @@
 //!   rank's sample arrives as JSON bytes (the bootstrap's gather), is parsed
 //!   (`bootstrap::gather_json`'s step) and combined into the row (`bench::combine`). A sweep costs
 //!   this once per pattern and size. Measured with criterion.
-//! - **status side channel**: rank 0's supervisor's listener (`run::status::serve`) taking N
-//!   connections, each sending the stage reports a rank's supervisor sends during a run, until
-//!   rank 0's job view holds every rank at its last stage. One timed pass per N (each opens N
-//!   connections and rank 0 keeps two threads per connection); printed with the process's peak
-//!   memory (VmHWM, both ends of every connection included). It needs about 4 descriptors per
-//!   rank in this process (rank 0's three per connection and the stand-in rank's one); an N
-//!   the descriptor limit cannot hold is reported as not measured.
+//! - **status side channel**: rank 0's supervisor's listener (`run::status::serve`, one event
+//!   loop, one descriptor per rank) taking N connections from stand-in ranks in helper
+//!   processes (this bench's own binary, re-run; four at 16k, so that no process needs more
+//!   than about 4k descriptors for their ends). Each stand-in sends the stage reports a rank's
+//!   supervisor sends during a run; timed until rank 0's job view holds every rank at its last
+//!   stage. Then every stand-in says it is alive every 100 ms, as supervisors do, for a few
+//!   seconds: printed are rank 0's CPU time over that window (this process does nothing else),
+//!   the longest any rank went unheard, and rank 0's peak memory (VmHWM) and descriptors.
 
-use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, criterion_group};
 use nccl_smoke::bench::{RankSample, Timing, combine};
 use nccl_smoke::bootstrap::tcp::listen_wide;
 use nccl_smoke::data::{DataType, RedOp};
@@ -20,8 +21,9 @@ use nccl_smoke::patterns::select;
 use nccl_smoke::progress::Event;
 use nccl_smoke::run::status::{JobView, Report, serve};
 use nccl_smoke::stage::Stage;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -88,6 +90,26 @@ fn peak_kib() -> u64 {
     proc_number("status", "VmHWM:", 1)
 }
 
+/// Open descriptors of this process.
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// CPU time of this process so far (user + system), seconds.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<u64> = after
+        .split_whitespace()
+        .map(|w| w.parse().unwrap_or(0))
+        .collect();
+    // Fields 14 and 15 of stat (utime, stime), counted after the command's closing paren.
+    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    ticks as f64 / 100.0
+}
+
 /// The soft limit on open descriptors.
 fn fd_limit() -> u64 {
     proc_number("limits", "Max open files", 3)
@@ -111,17 +133,75 @@ fn rank_lines(rank: u32) -> Vec<u8> {
     out
 }
 
+/// How long the stand-ins beat, once every rank's reports are in.
+const BEATING: Duration = Duration::from_secs(4);
+/// Most stand-in ranks one helper process holds.
+const PER_HELPER: u32 = 4096;
+/// The environment variable that makes this binary a helper: `ADDR FIRST COUNT`.
+const HELPER: &str = "NCCL_SMOKE_BENCH_STAND_IN";
+
+/// A helper process: connects `count` stand-in ranks from `first` to `addr`, sends each one's
+/// stage reports, then an `Alive` report per rank every 100 ms for [`BEATING`] after its
+/// parent says go (a line on stdin), reading what rank 0 says back; ends when stdin closes.
+fn stand_in(spec: &str) {
+    let mut it = spec.split_whitespace();
+    let (Some(addr), Some(first), Some(count)) = (it.next(), it.next(), it.next()) else {
+        eprintln!("{HELPER}: want ADDR FIRST COUNT, got {spec:?}");
+        std::process::exit(2);
+    };
+    let first: u32 = first.parse().unwrap();
+    let count: u32 = count.parse().unwrap();
+    nccl_smoke::ffi::os::raise_fd_limit(u64::from(count) + 64);
+    let mut conns = Vec::with_capacity(count as usize);
+    for rank in first..first + count {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(&rank_lines(rank)).unwrap();
+        s.set_nonblocking(true).unwrap();
+        conns.push((rank, s));
+    }
+    let mut line = String::new();
+    let stdin = std::io::stdin();
+    let _ = stdin.read_line(&mut line);
+    let start = Instant::now();
+    let mut sink = [0u8; 4096];
+    let (mut unsent, mut worst) = (0u64, Duration::ZERO);
+    while start.elapsed() < BEATING {
+        let turn = Instant::now();
+        for (rank, s) in &mut conns {
+            let r = Report {
+                rank: *rank,
+                host: format!("node-{:05}", *rank / 8),
+                event: Event::Alive,
+            };
+            let mut text = serde_json::to_vec(&r).unwrap();
+            text.push(b'\n');
+            if !matches!(s.write(&text), Ok(n) if n == text.len()) {
+                unsent += 1;
+            }
+            while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+        }
+        worst = worst.max(turn.elapsed());
+        std::thread::sleep(Duration::from_millis(100).saturating_sub(turn.elapsed()));
+    }
+    // For the parent: this stand-in's slowest turn (ms) and its beats not sent whole.
+    println!("{} {unsent}", worst.as_millis());
+    let _ = stdin.read_line(&mut line);
+}
+
 fn side_channel() {
+    nccl_smoke::ffi::os::raise_fd_limit(u64::from(*RANKS.last().unwrap()) + 256);
     let limit = fd_limit();
+    let exe = std::env::current_exe().unwrap();
     for n in RANKS {
-        let need = 4 * n as u64 + 64;
+        let need = n as u64 + 64;
         if need > limit {
             println!(
                 "status side channel, {n:>5} ranks: not measured: needs about {need} descriptors \
-                 in one process, the limit is {limit}"
+                 in rank 0's process, the limit is {limit}"
             );
             continue;
         }
+        let fds_before = open_fds();
         // Bound as rank 0's supervisor binds it (run::supervisor).
         let listener = listen_wide(([127, 0, 0, 1], 0).into()).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -132,13 +212,19 @@ fn side_channel() {
         serve(listener, view.clone());
         let last = *Stage::ALL.last().unwrap();
         let start = Instant::now();
-        let mut conns = Vec::with_capacity(n as usize);
-        for rank in 1..n {
-            let mut s = TcpStream::connect(addr).unwrap();
-            s.write_all(&rank_lines(rank)).unwrap();
-            conns.push(s);
-        }
-        let connected = start.elapsed();
+        let connect_cpu0 = cpu_seconds();
+        let mut helpers: Vec<Child> = (1..n)
+            .step_by(PER_HELPER as usize)
+            .map(|first| {
+                let count = PER_HELPER.min(n - first);
+                Command::new(&exe)
+                    .env(HELPER, format!("{addr} {first} {count}"))
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
         let done = loop {
             let all = view
                 .lock()
@@ -154,21 +240,68 @@ fn side_channel() {
             }
             std::thread::sleep(Duration::from_millis(2));
         };
-        match done {
-            Some(t) => println!(
-                "status side channel, {n:>5} ranks: all connected and sent after {:.3} s, every \
-                 rank's {} reports applied in {:.3} s; peak memory so far {} MiB",
-                connected.as_secs_f64(),
-                Stage::ALL.len(),
-                t.as_secs_f64(),
-                peak_kib() / 1024
-            ),
-            None => println!("status side channel, {n:>5} ranks: not all reports within 120 s"),
+        let Some(t) = done else {
+            println!("status side channel, {n:>5} ranks: not all reports within 120 s");
+            for mut h in helpers {
+                let _ = h.kill();
+                let _ = h.wait();
+            }
+            continue;
+        };
+        let connect_cpu = cpu_seconds() - connect_cpu0;
+        let fds = open_fds().saturating_sub(fds_before);
+        // Every stand-in beats; rank 0 reads the beats and says alive back.
+        for h in &mut helpers {
+            let _ = h.stdin.as_mut().unwrap().write_all(b"go\n");
         }
+        let cpu0 = cpu_seconds();
+        let heard0 = view.lock().map(|v| v.heard).unwrap_or(0);
+        let beat_start = Instant::now();
+        let mut unheard = Duration::ZERO;
+        while beat_start.elapsed() < BEATING {
+            std::thread::sleep(Duration::from_millis(50));
+            if let Ok(v) = view.lock() {
+                let oldest = v.ranks.values().map(|r| r.last_heard.elapsed()).max();
+                // The first beats start when each helper reads its go.
+                if beat_start.elapsed() > Duration::from_millis(500) {
+                    unheard = unheard.max(oldest.unwrap_or_default());
+                }
+            }
+        }
+        let cpu = cpu_seconds() - cpu0;
+        let wall = beat_start.elapsed().as_secs_f64();
+        let heard = view.lock().map(|v| v.heard).unwrap_or(0) - heard0;
         if let Ok(mut v) = view.lock() {
             v.say_bye();
         }
-        drop(conns);
+        // The stand-ins' own pace: their slowest turn, and beats not sent whole.
+        let (mut slowest, mut unsent) = (0u64, 0u64);
+        for mut h in helpers {
+            drop(h.stdin.take());
+            let mut out = String::new();
+            let _ = h.stdout.take().unwrap().read_to_string(&mut out);
+            let _ = h.wait();
+            let mut w = out
+                .split_whitespace()
+                .map(|x| x.parse::<u64>().unwrap_or(0));
+            slowest = slowest.max(w.next().unwrap_or(0));
+            unsent += w.next().unwrap_or(0);
+        }
+        println!(
+            "status side channel, {n:>5} ranks: every rank's {} reports applied {:.3} s after \
+             the stand-ins started (rank 0's CPU meanwhile {connect_cpu:.2} s); rank 0 holds {fds} descriptors for them; beating every \
+             100 ms for {:.0} s: {heard} reports heard, rank 0's CPU {:.1} % of one core \
+             ({:.2} µs a report), longest any rank went unheard {:.0} ms (the stand-ins' \
+             slowest turn {slowest} ms, {unsent} beats not sent whole); peak memory so far \
+             {} MiB",
+            Stage::ALL.len(),
+            t.as_secs_f64(),
+            wall,
+            100.0 * cpu / wall,
+            1e6 * cpu / heard.max(1) as f64,
+            unheard.as_secs_f64() * 1000.0,
+            peak_kib() / 1024
+        );
         std::thread::sleep(Duration::from_millis(300));
     }
 }
@@ -179,4 +312,12 @@ fn all(c: &mut Criterion) {
 }
 
 criterion_group!(benches, all);
-criterion_main!(benches);
+
+fn main() {
+    if let Ok(spec) = std::env::var(HELPER) {
+        stand_in(&spec);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -217,6 +217,37 @@ pub fn rlimit_memlock() -> Option<u64> {
     })
 }
 
+/// Raises this process's soft limit on open descriptors to `want`, or to the hard limit if that
+/// is lower; never lowers it. Returns the soft limit in force afterwards. Processes started
+/// earlier keep theirs.
+pub fn raise_fd_limit(want: u64) -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return None;
+    }
+    if r.rlim_cur == libc::RLIM_INFINITY || r.rlim_cur >= want {
+        return Some(r.rlim_cur);
+    }
+    let to = if r.rlim_max == libc::RLIM_INFINITY {
+        want
+    } else {
+        want.min(r.rlim_max)
+    };
+    let raised = libc::rlimit {
+        rlim_cur: to,
+        rlim_max: r.rlim_max,
+    };
+    // SAFETY: valid in-pointer; the hard limit is left as it is.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        return Some(r.rlim_cur);
+    }
+    Some(to)
+}
+
 /// This machine's IPv4 addresses, loopback last (getifaddrs).
 pub fn ipv4_addresses() -> Vec<std::net::Ipv4Addr> {
     let mut out: Vec<std::net::Ipv4Addr> = ipv4_interfaces().into_iter().map(|(_, a)| a).collect();

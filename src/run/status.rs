@@ -13,12 +13,21 @@ use crate::report::results::{RankRecord, RankState};
 use crate::stage::{Stage, StageRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use super::uplink::Uplink;
+
+/// How often rank 0's supervisor tells each rank it is alive. Less often than the ranks beat:
+/// at 16k ranks every word is a write on rank 0's node. A rank's wait for rank 0 is never
+/// shorter than [`RANK0_SILENCE_FLOOR`], so a few words may be late or lost. An end report is
+/// acknowledged at once, whatever this interval.
+pub const RANK0_SAYS_EVERY: Duration = Duration::from_millis(500);
+
+/// The shortest silence from rank 0 that a rank takes for rank 0's loss: four of its words.
+pub const RANK0_SILENCE_FLOOR: Duration = Duration::from_millis(2000);
 
 /// A gap this long between two turns of a supervisor's watch loop (which turns every 50 ms)
 /// means the supervisor itself was stopped: the others' silence meanwhile is not theirs.
@@ -79,14 +88,18 @@ pub struct JobView {
     pub ranks: BTreeMap<u32, RankView>,
     /// Failures reported by other ranks, in arrival order.
     pub failures: Vec<Failure>,
-    /// Rank 0's side of each rank's connection, to say goodbye on.
-    pub conns: Vec<TcpStream>,
+    /// Rank 0's side of each rank's connection, to say goodbye on (shared with the loop that
+    /// reads them: one descriptor per rank).
+    pub conns: Vec<Arc<TcpStream>>,
     /// Rank 0 has ended: the other ranks are told so, and no longer wait for it.
     pub bye: bool,
+    /// How many reports have been applied (every beat included).
+    pub heard: u64,
 }
 
 impl JobView {
     fn apply(&mut self, r: Report) {
+        self.heard += 1;
         let v = self.ranks.entry(r.rank).or_insert_with(|| RankView {
             host: r.host.clone(),
             stage: None,
@@ -244,8 +257,9 @@ impl JobView {
     /// death.
     pub fn say_bye(&mut self) {
         self.bye = true;
-        for c in &mut self.conns {
-            let _ = c.write_all(b"bye\n");
+        for c in &self.conns {
+            // Non-blocking: a rank whose line is full (its supervisor is stopped) misses it.
+            let _ = (&**c).write_all(b"bye\n");
         }
     }
 
@@ -369,70 +383,15 @@ impl JobView {
 }
 
 /// Rank 0's side: accepts reports into `view` until the process ends, and tells each rank,
-/// every [`ALIVE_EVERY`], that rank 0's supervisor is alive (`alive`), that its end report
-/// arrived (`ack`), or, once, that rank 0 has ended (`bye`, from [`JobView::say_bye`]).
+/// every [`RANK0_SAYS_EVERY`], that rank 0's supervisor is alive (`alive`); at once, that its
+/// end report arrived (`ack`); or, once, that rank 0 has ended (`bye`, from
+/// [`JobView::say_bye`]).
+///
+/// One thread serves every rank (an event loop, `status/hub.rs`), with one descriptor per rank.
 pub fn serve(listener: TcpListener, view: Arc<Mutex<JobView>>) {
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(conn) = conn else { continue };
-            let _ = conn.set_write_timeout(Some(WRITE_LIMIT));
-            let rank = Arc::new(Mutex::new(None::<u32>));
-            if let (Ok(down), Ok(mut v)) = (conn.try_clone(), view.lock()) {
-                if let Ok(bye) = down.try_clone() {
-                    v.conns.push(bye);
-                }
-                drop(v);
-                answer(down, view.clone(), rank.clone());
-            }
-            let view = view.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(conn).lines() {
-                    let Ok(line) = line else { break };
-                    let Ok(r) = serde_json::from_str::<Report>(&line) else {
-                        continue;
-                    };
-                    if let Ok(mut who) = rank.lock() {
-                        *who = Some(r.rank);
-                    }
-                    if let Ok(mut v) = view.lock() {
-                        v.apply(r);
-                    }
-                }
-                let who = rank.lock().ok().and_then(|r| *r);
-                if let (Some(rank), Ok(mut v)) = (who, view.lock()) {
-                    v.lose(rank);
-                }
-            });
-        }
-    });
+    std::thread::spawn(move || hub::run(listener, view));
 }
 
-/// Rank 0's words down one rank's connection (see [`serve`]).
-fn answer(mut down: TcpStream, view: Arc<Mutex<JobView>>, rank: Arc<Mutex<Option<u32>>>) {
-    std::thread::spawn(move || {
-        loop {
-            std::thread::sleep(ALIVE_EVERY);
-            let who = rank.lock().ok().and_then(|r| *r);
-            let word: &[u8] = match view.lock() {
-                Ok(v) if v.bye => return,
-                Ok(v)
-                    if who
-                        .is_some_and(|r| v.ranks.get(&r).is_some_and(|rv| rv.ended.is_some())) =>
-                {
-                    b"ack\n"
-                }
-                Ok(_) => b"alive\n",
-                Err(_) => return,
-            };
-            if let Err(e) = down.write_all(word)
-                && e.kind() != std::io::ErrorKind::WouldBlock
-                && e.kind() != std::io::ErrorKind::TimedOut
-            {
-                return;
-            }
-        }
-    });
-}
-
+mod hub;
 #[cfg(test)]
 mod tests;

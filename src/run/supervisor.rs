@@ -190,6 +190,12 @@ pub(super) fn spawn_and_watch(
             format!("cannot start the worker process: {e}"),
         )
     })?;
+    if job.is_some() {
+        // Rank 0's supervisor holds one descriptor per rank (`status::serve`). Raised only now,
+        // after the worker started: the worker keeps the limit the job was given, which is
+        // part of what a run checks (a low `ulimit -n` is a field failure of its own).
+        crate::ffi::os::raise_fd_limit(u64::from(nranks.unwrap_or(1)) + 256);
+    }
     link::read_worker(listener, tx);
     let code = watch(plan, who, child, rx, job, &term);
     if code != exit::PASS && !term.load(Ordering::SeqCst) {

@@ -1,7 +1,7 @@
 //! A rank's side of the status line: its supervisor's reports to rank 0's, and what rank 0's
 //! says back (alive, ack, bye).
 
-use super::status::{ALIVE_EVERY, Report, SELF_STOPPED, WRITE_LIMIT};
+use super::status::{ALIVE_EVERY, RANK0_SILENCE_FLOOR, Report, SELF_STOPPED, WRITE_LIMIT};
 use crate::progress::Event;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -110,8 +110,10 @@ impl Uplink {
     }
 
     /// Whether rank 0's supervisor has gone without a goodbye (`Some(true)`: the line closed;
-    /// `Some(false)`: silent for longer than `limit`), or is there (`None`).
+    /// `Some(false)`: silent for longer than `limit`, and never less than
+    /// [`RANK0_SILENCE_FLOOR`]), or is there (`None`).
     pub fn rank0_gone(&self, limit: Duration) -> Option<bool> {
+        let limit = limit.max(RANK0_SILENCE_FLOOR);
         let d = self.down.lock().ok()?;
         if d.bye || d.acked {
             None
@@ -127,6 +129,7 @@ impl Uplink {
     /// Waits up to `limit` for rank 0 to confirm this rank's end report. `Ok` when it did (or
     /// has ended itself), else whether the line closed (`true`) or stayed silent (`false`).
     pub fn await_ack(&self, limit: Duration) -> Result<(), bool> {
+        let limit = limit.max(RANK0_SILENCE_FLOOR);
         let start = Instant::now();
         loop {
             match self.down.lock() {

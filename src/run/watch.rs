@@ -222,7 +222,7 @@ pub(super) fn watch(
         }
         // Another rank: rank 0's supervisor vanished or stopped answering, so nobody would
         // record this job's verdict; this rank names it.
-        let limit = status::liveness(plan.deadline(w.stage));
+        let limit = status::liveness(plan.deadline(w.stage)).max(status::RANK0_SILENCE_FLOOR);
         if let Some(gone) = w.uplink.as_ref().and_then(|u| u.rank0_gone(limit)) {
             stop_worker(&mut child);
             let f = rank0_gone(&w, who, gone, limit);

@@ -233,3 +233,55 @@ fn silence_is_bounded_by_missed_beats_not_only_by_the_stage() {
     );
     assert!(super::ALIVE_EVERY * super::MISSED_BEATS <= Duration::from_secs(5));
 }
+
+#[test]
+fn one_listener_thread_answers_alive_ack_and_bye_on_each_line() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let view = Arc::new(Mutex::new(JobView {
+        nranks: 4,
+        ..Default::default()
+    }));
+    serve(listener, view.clone());
+    let mut ups: Vec<Uplink> = (1..4)
+        .map(|r| Uplink::connect(std::slice::from_ref(&addr), r, &format!("h{r}")).unwrap())
+        .collect();
+    for (i, up) in ups.iter_mut().enumerate() {
+        up.send(&Event::Stage {
+            stage: Stage::Run,
+            rank: Some(i as u32 + 1),
+        });
+    }
+    // Rank 2 ends: rank 0 acknowledges it, and only it.
+    ups[1].send(&Event::Ended {
+        code: 0,
+        failure: None,
+        stages: Vec::new(),
+    });
+    assert_eq!(ups[1].await_ack(Duration::from_secs(5)), Ok(()));
+    assert!(!ups[0].down.lock().unwrap().acked);
+    assert!(ups[0].rank0_gone(Duration::from_secs(5)).is_none());
+    {
+        let v = view.lock().unwrap();
+        assert_eq!(v.conns.len(), 3);
+        assert!((1..4).all(|r| v.ranks[&r].stage == Some(Stage::Run)));
+    }
+    // Rank 0 ends: every rank hears it, so none takes the silence after for rank 0's death.
+    view.lock().unwrap().say_bye();
+    let start = Instant::now();
+    while !ups.iter().all(|u| u.down.lock().unwrap().bye) {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "bye never arrived"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // A rank whose line closes without an end report is lost; the ended one is not.
+    drop(ups.remove(0));
+    let start = Instant::now();
+    while !view.lock().unwrap().ranks[&1].lost {
+        assert!(start.elapsed() < Duration::from_secs(5), "loss never seen");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(view.lock().unwrap().conns.len(), 2);
+}
