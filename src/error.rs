@@ -275,8 +275,14 @@ pub struct Group<'a> {
 }
 
 impl Group<'_> {
-    /// Alike: the same stage, and the same words but for numbers (ranks, ports, pids).
+    /// Alike: the same stage, and the same words but for numbers (ranks, ports, pids); or the
+    /// supervisors of one host falling silent together, whatever stage each was last heard in
+    /// (a host cut off mid-run silences ranks a step apart: one still in connect, one in run).
     fn same(a: &Failure, b: &Failure) -> bool {
+        let silent = |f: &Failure| f.error.starts_with(SUPERVISOR_SILENT);
+        if silent(a) && silent(b) && a.host == b.host {
+            return true;
+        }
         let words = |f: &Failure| {
             let text = format!(
                 "{}|{}|{}",
@@ -292,6 +298,10 @@ impl Group<'_> {
         a.stage == b.stage && words(a) == words(b)
     }
 }
+
+/// How the failure of a rank whose supervisor stopped answering begins (see
+/// `run::status::JobView::name_unresponsive`).
+pub const SUPERVISOR_SILENT: &str = "its supervisor stopped answering";
 
 /// Groups `failures` (in order of first appearance), so that eight ranks failing alike read as
 /// one line naming eight ranks.

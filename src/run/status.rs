@@ -7,7 +7,7 @@
 //! broadcasts it with the first MPI collective; before that, each supervisor names only its own
 //! rank (and says whether it reached the first collective).
 
-use crate::error::{Failure, Who};
+use crate::error::{Failure, SUPERVISOR_SILENT, Who};
 use crate::progress::Event;
 use crate::report::results::{RankRecord, RankState};
 use crate::stage::{Stage, StageRecord};
@@ -214,8 +214,8 @@ impl JobView {
                     stage,
                     &who,
                     format!(
-                        "its supervisor stopped answering: no status report for {:.1} s during \
-                         the {stage} stage (limit {:.1} s)",
+                        "{SUPERVISOR_SILENT}: no status report for {:.1} s during the {stage} \
+                         stage (limit {:.1} s)",
                         quiet.as_secs_f64(),
                         limit(stage).as_secs_f64()
                     ),

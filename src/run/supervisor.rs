@@ -194,7 +194,16 @@ pub(super) fn spawn_and_watch(
         // Rank 0's supervisor holds one descriptor per rank (`status::serve`). Raised only now,
         // after the worker started: the worker keeps the limit the job was given, which is
         // part of what a run checks (a low `ulimit -n` is a field failure of its own).
-        crate::ffi::os::raise_fd_limit(u64::from(nranks.unwrap_or(1)) + 256);
+        let want = u64::from(nranks.unwrap_or(1)) + 256;
+        if let Some(got) = crate::ffi::os::raise_fd_limit(want)
+            && got < want
+        {
+            say_err!(
+                "nccl-smoke: rank 0's supervisor may open {got} descriptors (ulimit -Hn), fewer \
+                 than the {want} its status line needs for this job's ranks: ranks it cannot \
+                 take are reported as never heard from; raise the hard limit on rank 0's node"
+            );
+        }
     }
     link::read_worker(listener, tx);
     let code = watch(plan, who, child, rx, job, &term);

@@ -285,3 +285,44 @@ fn one_listener_thread_answers_alive_ack_and_bye_on_each_line() {
     }
     assert_eq!(view.lock().unwrap().conns.len(), 2);
 }
+
+#[test]
+fn a_host_cut_off_is_one_verdict_whatever_stage_each_of_its_ranks_was_in() {
+    // Seen in CI: host h3 cut off mid-run, rank 4 last heard in connect, rank 5 in run.
+    let mut v = JobView {
+        nranks: 6,
+        ..Default::default()
+    };
+    for (rank, host, stage) in [
+        (4, "h3", Stage::Connect),
+        (5, "h3", Stage::Run),
+        (2, "h2", Stage::Run),
+    ] {
+        v.apply(Report {
+            rank,
+            host: host.into(),
+            event: Event::Stage {
+                stage,
+                rank: Some(rank),
+            },
+        });
+    }
+    let past = Instant::now() - Duration::from_secs(6);
+    v.ranks.get_mut(&4).unwrap().last_heard = past;
+    v.ranks.get_mut(&5).unwrap().last_heard = past + Duration::from_millis(400);
+    assert!(v.name_unresponsive(|_| Duration::from_secs(5)));
+    let verdict = crate::report::results::job_verdict(&v.failures).unwrap();
+    assert_eq!(verdict.ranks, vec![4, 5]);
+    assert!(
+        verdict
+            .line
+            .contains("on ranks 4, 5 (host h3): its supervisor stopped answering"),
+        "{}",
+        verdict.line
+    );
+    assert!(
+        verdict.consequences.is_empty(),
+        "{:?}",
+        verdict.consequences
+    );
+}
