@@ -38,8 +38,8 @@ fn samples_as_sent(n: u32) -> Vec<Vec<u8>> {
                 p50_us: 990.0 + (rank % 89) as f64,
                 p99_us: 1200.0 + (rank % 83) as f64,
                 max_us: 1400.0 + (rank % 79) as f64,
-                wrong: 0,
-                first_wrong: None,
+                check: None,
+                below_timer: false,
             };
             serde_json::to_vec(&s).unwrap()
         })

@@ -24,6 +24,7 @@ pub mod data;
 pub mod diagnose;
 pub mod error;
 pub mod ffi;
+pub mod lossless;
 pub mod patterns;
 pub mod progress;
 pub mod report;

@@ -261,6 +261,12 @@ pub mod exit {
     /// `run --expect`: every stage passed, but bus bandwidth fell below a floor of the
     /// expectations file.
     pub const BELOW_EXPECTED: u8 = 25;
+    /// `run -c 0`: every stage passed and the sizes were measured, but no data was checked,
+    /// so the run is not a pass.
+    pub const UNVERIFIED: u8 = 26;
+    /// `compare`: nothing could be compared (no pattern, size and data type in common, or
+    /// no size at or above `--min-bytes`); the report says why.
+    pub const NOTHING_COMPARED: u8 = 35;
     /// `doctor`: at least one warning, no failure.
     pub const DOCTOR_WARN: u8 = 31;
     /// `doctor`: at least one failed check.
@@ -306,12 +312,18 @@ pub mod exit {
             "everything ran, but an output file (`--json`, `--plot`) could not be written",
         ),
     ];
-    const ABOVE: [Code; 7] = [
+    const ABOVE: [Code; 9] = [
         fixed(
             BELOW_EXPECTED,
             "run --expect: below a floor",
             "every stage passed, but bus bandwidth fell below a floor of the `--expect` file; the \
              verdict names the sizes and hosts",
+        ),
+        fixed(
+            UNVERIFIED,
+            "run -c 0: not verified",
+            "every stage passed and every size was measured, but no data was checked (`-c 0`): \
+             not a pass; the results file's status is `UNVERIFIED`",
         ),
         fixed(
             REGRESSED,
@@ -332,6 +344,12 @@ pub mod exit {
             "compare: malformed input",
             "a nccl-tests log or `-J` file is malformed or cut short; the message names the file \
              and line",
+        ),
+        fixed(
+            NOTHING_COMPARED,
+            "compare: nothing compared",
+            "no pattern, size and data type in common between the two runs (or none at or above \
+             `--min-bytes`): no verdict; the report says what each run holds",
         ),
         fixed(
             CANCELLED,
@@ -408,8 +426,8 @@ mod tests {
             "Exit codes: 0 pass · 1 internal error · 2 bad input · 3 output file not written · 10 launch · 11 nccl-load · 12 driver · 13 device · \
 14 alloc · 15 unique-id · 16 init · 17 connect · 18 connect:buffer-import · 19 connect:proxy · \
 20 connect:shm · 21 connect:net · 22 run · 23 verify · 24 finalize · 25 run --expect: below a floor · \
-30 compare: regressed · 31 doctor: warnings · 32 doctor: failures · 33 compare: inconclusive · \
-34 compare: malformed input · 130 cancelled"
+26 run -c 0: not verified · 30 compare: regressed · 31 doctor: warnings · 32 doctor: failures · \
+33 compare: inconclusive · 34 compare: malformed input · 35 compare: nothing compared · 130 cancelled"
         );
     }
 

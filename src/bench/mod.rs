@@ -81,10 +81,18 @@ pub struct RankSample {
     pub p50_us: f64,
     pub p99_us: f64,
     pub max_us: f64,
-    /// Elements that differed from what their senders sent (0 when unchecked).
-    pub wrong: u64,
-    pub first_wrong: Option<WrongElement>,
+    /// What the data check found; `None` when data was not checked (`-c 0`).
+    pub check: Option<verify::Check>,
+    /// Every timed iteration took less than the event timer's resolution
+    /// ([`TIMER_RESOLUTION_US`]) although bytes were to move: the operation did not run.
+    #[serde(default)]
+    pub below_timer: bool,
 }
+
+/// The resolution of the device's event timer, µs: CUDA documents `cuEventElapsedTime` as
+/// "around 0.5 microseconds" (CUDA driver API reference, `cuEventElapsedTime`). No collective
+/// that moves bytes between ranks completes faster.
+pub const TIMER_RESOLUTION_US: f64 = 0.5;
 
 /// The message sizes whose transports the connect stage builds: the sweep's sizes thinned to
 /// one per doubling, and the largest. From NCCL 2.22 (`NCCL_RUNTIME_CONNECT`, default on,
@@ -160,6 +168,7 @@ fn upload(
     bufs: &mut Buffers,
     layout: &Layout,
     t: &Timing,
+    op: Option<RedOp>,
     epoch: u32,
     what: &str,
 ) -> Result<(), CommError> {
@@ -169,7 +178,7 @@ fn upload(
     while first < layout.count {
         let k = per.min(layout.count - first);
         let chunk = &mut bufs.stage_send[..k * sz];
-        verify::fill_send_from(first, chunk, t.dtype, t.op, comm.rank, comm.nranks, epoch);
+        verify::fill_send_from(first, chunk, t.dtype, op, comm.rank, comm.nranks, epoch);
         bufs.send.copy_from_host(first * sz, chunk, &comm.stream)?;
         // The chunk is refilled next: the copy must have read it.
         comm.wait_idle(t.deadline, what, Poll::Relaxed)?;
@@ -187,7 +196,7 @@ fn download_and_check(
     t: &Timing,
     epoch: u32,
     what: &str,
-) -> Result<(u64, Option<WrongElement>), CommError> {
+) -> Result<verify::Check, CommError> {
     let sz = t.dtype.size();
     let per = Buffers::chunk_elems(&bufs.stage_recv, t.dtype);
     let (rank, n) = (comm.rank, comm.nranks);
@@ -215,6 +224,7 @@ pub fn measure(
     t: &Timing,
     epoch: u32,
 ) -> Result<RankSample, CommError> {
+    let data_op = verify::op_of(pattern, t.op);
     let what = |phase: &str| {
         format!(
             "{} of {} {} bytes",
@@ -224,8 +234,8 @@ pub fn measure(
         )
     };
     comm.set_settle_deadline(t.deadline);
-    upload(comm, bufs, layout, t, epoch, &what("upload"))?;
-    bufs.recv.fill(0xff, &comm.stream)?;
+    upload(comm, bufs, layout, t, data_op, epoch, &what("upload"))?;
+    bufs.recv.fill(crate::data::FILL_BYTE, &comm.stream)?;
     let launch = |c: &Communicator, send: &DeviceBuffer, recv: &DeviceBuffer| {
         pattern.launch(
             c,
@@ -255,16 +265,26 @@ pub fn measure(
     // 1 ns to 1 h at 3 significant digits: constant bounds that hdrhistogram accepts.
     let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)
         .expect("constant histogram bounds are valid");
+    let mut below_timer = iters > 0 && comm.nranks > 1 && layout.bytes(t.dtype) > 0;
     for pair in bufs.events[..=iters].windows(2) {
-        let ns = (pair[1].elapsed_ms_since(&pair[0])? as f64 * 1e6).max(1.0) as u64;
-        hist.saturating_record(ns);
+        let ms = pair[1].elapsed_ms_since(&pair[0])? as f64;
+        below_timer &= ms * 1e3 < TIMER_RESOLUTION_US;
+        hist.saturating_record((ms * 1e6).max(1.0) as u64);
     }
     let us = |ns: u64| ns as f64 / 1e3;
 
-    let (wrong, first_wrong) = if t.check {
-        download_and_check(comm, pattern, bufs, layout, t, epoch, &what("copy-back"))?
+    let check = if t.check {
+        Some(download_and_check(
+            comm,
+            pattern,
+            bufs,
+            layout,
+            t,
+            epoch,
+            &what("copy-back"),
+        )?)
     } else {
-        (0, None)
+        None
     };
     Ok(RankSample {
         rank: comm.rank,
@@ -272,8 +292,8 @@ pub fn measure(
         p50_us: us(hist.value_at_quantile(0.5)),
         p99_us: us(hist.value_at_quantile(0.99)),
         max_us: us(hist.max()),
-        wrong,
-        first_wrong,
+        check,
+        below_timer,
     })
 }
 
@@ -304,9 +324,28 @@ pub struct SizeResult {
     pub slowest_rank: u32,
     /// Each rank's average time, µs, in rank order.
     pub rank_avg_us: Vec<f64>,
-    /// The first wrong element and the rank that received it.
+    /// The first wrong element and the rank that received it (a written one when any rank
+    /// has one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_wrong: Option<(u32, WrongElement)>,
+    /// Elements checked, over all ranks: every rank's whole receive buffer when `checked`.
+    #[serde(default)]
+    pub checked_elements: u64,
+    /// Of the wrong elements, those never written (they still hold the fill pattern).
+    #[serde(default)]
+    pub unwritten: u64,
+    /// Of the wrong elements, those written with a NaN.
+    #[serde(default)]
+    pub nan: u64,
+    /// Ranks whose whole receive buffer still holds the fill pattern: nothing arrived.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nothing_written_ranks: Vec<u32>,
+    /// Ranks with some elements unwritten, and their first runs of them, `[start, end)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unwritten_ranges: Vec<(u32, Vec<(usize, usize)>)>,
+    /// Ranks whose every timed iteration took less than the event timer's resolution.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub below_timer_ranks: Vec<u32>,
     /// Every repeat's figures when the size was measured more than once (`run --repeat`);
     /// the row's own figures are then their medians (see `report::repeats`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -359,7 +398,70 @@ pub fn algbw_gbs(bytes: usize, us: f64) -> f64 {
     }
 }
 
-/// Combines all ranks' samples (rank order) into one row.
+/// Why a set of samples cannot make a row: a rank's sample is missing, doubled, out of place
+/// or incomplete. Never skipped: a row made of fewer ranks than ran would be a claim about
+/// ranks nobody heard from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleError {
+    /// The rank whose sample is wrong (the first missing one, when one is missing).
+    pub rank: Option<u32>,
+    pub what: String,
+}
+
+/// Checks that `samples` hold one sample per rank, in rank order, each with the whole
+/// receive buffer checked when the data is checked.
+pub fn validate(
+    layout: &Layout,
+    t: &Timing,
+    nranks: u32,
+    samples: &[RankSample],
+) -> Result<(), SampleError> {
+    for (i, s) in samples.iter().enumerate() {
+        if s.rank as usize != i {
+            let rank = (s.rank as usize) < i;
+            return Err(SampleError {
+                rank: Some(if rank { s.rank } else { i as u32 }),
+                what: if rank {
+                    format!("rank {}'s sample came twice", s.rank)
+                } else {
+                    format!(
+                        "rank {i}'s sample is missing (rank {} came in its place)",
+                        s.rank
+                    )
+                },
+            });
+        }
+        let want = layout.recv_count as u64;
+        match (&s.check, t.check) {
+            (None, true) => {
+                return Err(SampleError {
+                    rank: Some(s.rank),
+                    what: format!("rank {}'s data was not checked", s.rank),
+                });
+            }
+            (Some(c), true) if c.elements != want => {
+                return Err(SampleError {
+                    rank: Some(s.rank),
+                    what: format!(
+                        "rank {} checked {} of its {want} received elements",
+                        s.rank, c.elements
+                    ),
+                });
+            }
+            _ => {}
+        }
+    }
+    if samples.len() != nranks as usize {
+        let rank = samples.len() as u32;
+        return Err(SampleError {
+            rank: (rank < nranks).then_some(rank),
+            what: format!("{} samples for {nranks} ranks", samples.len()),
+        });
+    }
+    Ok(())
+}
+
+/// Combines all ranks' samples (rank order, see [`validate`]) into one row.
 pub fn combine(
     pattern: &dyn Pattern,
     layout: &Layout,
@@ -380,6 +482,20 @@ pub fn combine(
     let worst = |f: fn(&RankSample) -> f64| samples.iter().map(f).fold(0.0, f64::max);
     let bytes = layout.size_column(t.dtype);
     let algbw = algbw_gbs(bytes, mean);
+    let checks = || {
+        samples
+            .iter()
+            .filter_map(|s| s.check.as_ref().map(|c| (s.rank, c)))
+    };
+    let written_first = checks().find_map(|(r, c)| {
+        c.first
+            .clone()
+            .filter(|w| {
+                !c.nothing_written()
+                    && w.got_hex != verify::hex(&[crate::data::FILL_BYTE; 8][..t.dtype.size()])
+            })
+            .map(|w| (r, w))
+    });
     SizeResult {
         pattern: pattern.name().into(),
         size_bytes: bytes,
@@ -395,13 +511,28 @@ pub fn combine(
         },
         algbw_gbs: algbw,
         busbw_gbs: algbw * pattern.busbw_factor(nranks),
-        wrong: samples.iter().map(|s| s.wrong).sum(),
-        checked: t.check,
+        wrong: checks().map(|(_, c)| c.wrong).sum(),
+        checked: t.check && !samples.is_empty() && samples.iter().all(|s| s.check.is_some()),
         slowest_rank: slowest.0,
         rank_avg_us: samples.iter().map(|s| s.avg_us).collect(),
-        first_wrong: samples
+        first_wrong: written_first
+            .or_else(|| checks().find_map(|(r, c)| c.first.clone().map(|w| (r, w)))),
+        checked_elements: checks().map(|(_, c)| c.elements).sum(),
+        unwritten: checks().map(|(_, c)| c.unwritten).sum(),
+        nan: checks().map(|(_, c)| c.nan).sum(),
+        nothing_written_ranks: checks()
+            .filter(|(_, c)| c.nothing_written())
+            .map(|(r, _)| r)
+            .collect(),
+        unwritten_ranges: checks()
+            .filter(|(_, c)| c.unwritten > 0 && !c.nothing_written())
+            .map(|(r, c)| (r, c.unwritten_ranges.clone()))
+            .collect(),
+        below_timer_ranks: samples
             .iter()
-            .find_map(|s| s.first_wrong.clone().map(|w| (s.rank, w))),
+            .filter(|s| s.below_timer)
+            .map(|s| s.rank)
+            .collect(),
         repeats: Vec::new(),
         spread_pct: None,
         requested_bytes: None,
@@ -420,8 +551,8 @@ mod tests {
             p50_us: avg_us * 0.9,
             p99_us: avg_us * 1.1,
             max_us: avg_us * 1.2,
-            wrong: 0,
-            first_wrong: None,
+            check: None,
+            below_timer: false,
         }
     }
 

@@ -1,7 +1,7 @@
 //! The message sizes of a sweep, as nccl-tests walks them, the buffers they need, and the time
 //! each may take.
 
-use super::{Buffers, SizeResult, Timing};
+use super::{Buffers, SampleError, SizeResult, Timing};
 use crate::bootstrap::{Bootstrap, gather_json};
 use crate::comm::{CommError, Communicator};
 use crate::patterns::Pattern;
@@ -118,6 +118,41 @@ pub fn buffer_sizes(
     (send, recv)
 }
 
+/// Why the sweep stopped.
+#[derive(Debug)]
+pub enum SweepError {
+    /// An operation failed or hung.
+    Comm(CommError),
+    /// A rank's sample of `what` (pattern and size) is missing or unreadable.
+    Sample { what: String, error: SampleError },
+}
+
+impl From<CommError> for SweepError {
+    fn from(e: CommError) -> SweepError {
+        SweepError::Comm(e)
+    }
+}
+
+/// How many measurements (pattern × size) one pass of the sweep makes: a size that rounds to
+/// the same message as the one before it is not measured again (as in [`run`]).
+pub fn planned(
+    selected: &[&dyn Pattern],
+    sizes: &[usize],
+    dtype: crate::data::DataType,
+    nranks: u32,
+) -> usize {
+    selected
+        .iter()
+        .map(|p| {
+            let counts = sizes
+                .iter()
+                .map(|&s| p.layout(s, dtype.size(), nranks).count);
+            let mut last = None;
+            counts.filter(|&c| last.replace(c) != Some(c)).count()
+        })
+        .sum()
+}
+
 /// What the sweep tells its caller as it goes (rank 0 prints and records it).
 pub trait Observer {
     /// A pattern begins.
@@ -150,7 +185,7 @@ pub fn run(
     timing: &Timing,
     repeat: u32,
     obs: &mut dyn Observer,
-) -> Result<Vec<SizeResult>, CommError> {
+) -> Result<Vec<SizeResult>, SweepError> {
     let nranks = comm.nranks;
     let repeat = repeat.max(1);
     let mut rows = Vec::new();
@@ -194,7 +229,17 @@ pub fn run(
                     super::measure(comm, &|| boot.barrier(), *p, &layout, bufs, &sized, epoch)?;
                 last = Some((bytes, sample.avg_us));
                 progress::beat();
-                if let Some(all) = gather_json(boot, &sample) {
+                let what = format!("sample of {} {bytes} B", p.name());
+                let gathered = gather_json(boot, &sample).map_err(|e| SweepError::Sample {
+                    what: what.clone(),
+                    error: SampleError {
+                        rank: Some(e.rank),
+                        what: format!("rank {}'s {}", e.rank, e.what),
+                    },
+                })?;
+                if let Some(all) = gathered {
+                    super::validate(&layout, timing, nranks, &all)
+                        .map_err(|error| SweepError::Sample { what, error })?;
                     let mut row = super::combine(*p, &layout, timing, nranks, &all);
                     row.requested_bytes = Some(size);
                     obs.row(&row);

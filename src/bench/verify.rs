@@ -1,4 +1,9 @@
 //! Data each rank sends, and the check of what it received.
+//!
+//! The receive buffer is filled with [`data::FILL_BYTE`] before each measurement, bits no
+//! correct result has, so the check tells three failures apart: elements never written (the
+//! collective did not run, or wrote elsewhere), another rank's data where this one's was due,
+//! and wrong values.
 
 use crate::data::{self, DataType, RedOp};
 use crate::patterns::{Layout, Pattern, Source};
@@ -11,16 +16,62 @@ pub struct WrongElement {
     pub index: usize,
     /// The rank whose data it should have been (`None` for a reduction of all ranks).
     pub sender: Option<u32>,
+    /// The value expected, and the value received (NaN and ±inf included: see
+    /// [`crate::lossless`]).
+    #[serde(with = "crate::lossless")]
     pub expected: f64,
+    #[serde(with = "crate::lossless")]
     pub got: f64,
+    /// The element's bytes as received, little-endian, in hex: exact whatever the type.
+    #[serde(default)]
+    pub got_hex: String,
+    /// Whose data the wrong elements are, when they are one other rank's (or, in a reduction,
+    /// one rank's own input instead of the result): told from up to [`PEER_WINDOW`] of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_rank: Option<u32>,
 }
 
-/// Fills `out` with what `rank` sends in `epoch`.
+/// What the check of one receive buffer found.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// Elements checked.
+    pub elements: u64,
+    /// Elements that differ from what their senders sent.
+    pub wrong: u64,
+    /// Of the wrong ones, those that still hold the fill pattern: never written.
+    pub unwritten: u64,
+    /// Of the wrong ones, those written with a NaN (floating types).
+    #[serde(default)]
+    pub nan: u64,
+    /// The first [`MAX_RANGES`] runs of unwritten elements, `[start, end)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unwritten_ranges: Vec<(usize, usize)>,
+    /// The first wrong element that was written; the first unwritten one when none was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<WrongElement>,
+}
+
+impl Check {
+    /// Every element checked still holds the fill pattern.
+    pub fn nothing_written(&self) -> bool {
+        self.elements > 0 && self.unwritten == self.elements
+    }
+}
+
+/// Runs of unwritten elements a check keeps.
+pub const MAX_RANGES: usize = 4;
+/// Wrong elements looked at to tell whose data they are.
+pub const PEER_WINDOW: usize = 16;
+/// The most ranks considered when telling whose data a wrong element is (the search costs a
+/// hash per rank for the first wrong element).
+pub const MAX_PEER_SEARCH: u32 = 4096;
+
+/// Fills `out` with what `rank` sends in `epoch` (`op`: `None` for a pattern that copies).
 pub fn fill_send(
     out: &mut [u8],
     layout: &Layout,
     dtype: DataType,
-    op: RedOp,
+    op: Option<RedOp>,
     rank: u32,
     nranks: u32,
     epoch: u32,
@@ -42,7 +93,7 @@ pub fn fill_send_from(
     first: usize,
     out: &mut [u8],
     dtype: DataType,
-    op: RedOp,
+    op: Option<RedOp>,
     rank: u32,
     nranks: u32,
     epoch: u32,
@@ -53,32 +104,12 @@ pub fn fill_send_from(
     }
 }
 
-/// The value expected at a source.
-fn expected(src: Source, op: RedOp, nranks: u32, epoch: u32) -> (f64, Option<u32>) {
-    match src {
-        Source::Rank { rank, index } => (data::value(op, nranks, rank, index, epoch), Some(rank)),
-        Source::Reduced { index } => (
-            op.reduce((0..nranks).map(|r| data::value(op, nranks, r, index, epoch))),
-            None,
-        ),
-    }
+/// The reduction a pattern applies (`None` when it copies).
+pub fn op_of(pattern: &dyn Pattern, op: RedOp) -> Option<RedOp> {
+    pattern.reduces().then_some(op)
 }
 
-/// Every value [`data::value`] makes repeats with this period in the element index (4 for
-/// sums, maxima and minima, `nranks` for products), so expected elements can be computed once per
-/// residue and then compared by bytes.
-fn period(nranks: u32) -> usize {
-    let n = nranks.max(1) as usize;
-    let gcd = |mut a: usize, mut b: usize| {
-        while b != 0 {
-            (a, b) = (b, a % b);
-        }
-        a
-    };
-    4 * n / gcd(4, n)
-}
-
-/// Counts the elements of `got` that differ from what the senders sent, and the first one.
+/// Counts the elements of `got` that differ from what the senders sent.
 #[allow(clippy::too_many_arguments)]
 pub fn check(
     got: &[u8],
@@ -89,10 +120,16 @@ pub fn check(
     rank: u32,
     nranks: u32,
     epoch: u32,
-) -> (u64, Option<WrongElement>) {
+) -> Check {
     let mut c = Checker::new(pattern, layout, dtype, op, rank, nranks, epoch);
     c.chunk(0, &got[..layout.recv_count * dtype.size()]);
     c.finish()
+}
+
+/// The ranks whose data the wrong elements seen so far could be.
+struct PeerGuess {
+    candidates: Vec<u32>,
+    seen: usize,
 }
 
 /// The check of one receive buffer, fed chunk by chunk (a staging buffer's worth at a time),
@@ -105,11 +142,10 @@ pub struct Checker<'a> {
     rank: u32,
     nranks: u32,
     epoch: u32,
-    per: usize,
-    /// Expected bytes per (sender slot, index residue); slot `nranks` stands for "reduced".
-    table: Vec<Option<([u8; 8], f64)>>,
-    wrong: u64,
-    first: Option<WrongElement>,
+    out: Check,
+    /// The run of unwritten elements in progress.
+    run: Option<(usize, usize)>,
+    guess: Option<PeerGuess>,
 }
 
 impl<'a> Checker<'a> {
@@ -122,7 +158,6 @@ impl<'a> Checker<'a> {
         nranks: u32,
         epoch: u32,
     ) -> Checker<'a> {
-        let per = period(nranks);
         Checker {
             pattern,
             layout,
@@ -131,48 +166,147 @@ impl<'a> Checker<'a> {
             rank,
             nranks,
             epoch,
-            per,
-            table: vec![None; (nranks as usize + 1) * per],
-            wrong: 0,
-            first: None,
+            out: Check::default(),
+            run: None,
+            guess: None,
+        }
+    }
+
+    /// What rank `q` alone would have put at this element: its data for a copy, its own
+    /// input for a reduction.
+    fn of_rank(&self, q: u32, src: Source) -> f64 {
+        match src {
+            Source::Rank { index, .. } => data::value(None, self.nranks, q, index, self.epoch),
+            Source::Reduced { index } => {
+                data::value(Some(self.op), self.nranks, q, index, self.epoch)
+            }
+        }
+    }
+
+    fn bits(&self, v: f64) -> [u8; 8] {
+        let mut b = [0u8; 8];
+        self.dtype.encode(v, &mut b[..self.dtype.size()]);
+        b
+    }
+
+    /// Narrows the ranks whose data a wrong, written element matches.
+    fn guess_peer(&mut self, src: Source, el: &[u8]) {
+        let sz = self.dtype.size();
+        if self.nranks > MAX_PEER_SEARCH {
+            return;
+        }
+        match &mut self.guess {
+            None => {
+                let candidates = (0..self.nranks)
+                    .filter(|&q| self.bits(self.of_rank(q, src))[..sz] == *el)
+                    .collect();
+                self.guess = Some(PeerGuess {
+                    candidates,
+                    seen: 1,
+                });
+            }
+            Some(g) if g.seen < PEER_WINDOW && !g.candidates.is_empty() => {
+                let keep: Vec<u32> = g.candidates.clone();
+                let kept = keep
+                    .into_iter()
+                    .filter(|&q| self.bits(self.of_rank(q, src))[..sz] == *el)
+                    .collect();
+                if let Some(g) = &mut self.guess {
+                    g.candidates = kept;
+                    g.seen += 1;
+                }
+            }
+            Some(_) => {}
+        }
+    }
+
+    fn close_run(&mut self) {
+        if let Some(r) = self.run.take()
+            && self.out.unwritten_ranges.len() < MAX_RANGES
+        {
+            self.out.unwritten_ranges.push(r);
         }
     }
 
     /// Checks `got`, which holds receive-buffer elements `first..`.
     pub fn chunk(&mut self, first: usize, got: &[u8]) {
         let sz = self.dtype.size();
+        let fill = [data::FILL_BYTE; 8];
         for (k, el) in got.chunks_exact(sz).enumerate() {
             let i = first + k;
+            self.out.elements += 1;
             let src = self.pattern.source(self.rank, self.nranks, i, self.layout);
-            let (slot, index, sender) = match src {
-                Source::Rank { rank, index } => (rank as usize, index, Some(rank)),
-                Source::Reduced { index } => (self.nranks as usize, index, None),
-            };
-            let (op, nranks, epoch, dtype) = (self.op, self.nranks, self.epoch, self.dtype);
-            let entry = &mut self.table[slot * self.per + index % self.per];
-            let (want, v) = *entry.get_or_insert_with(|| {
-                let (v, _) = expected(src, op, nranks, epoch);
-                let mut b = [0u8; 8];
-                dtype.encode(v, &mut b[..sz]);
-                (b, v)
-            });
-            if el != &want[..sz] {
-                self.wrong += 1;
-                if self.first.is_none() {
-                    self.first = Some(WrongElement {
-                        index: i,
-                        sender,
-                        expected: v,
-                        got: dtype.decode(el),
-                    });
+            let (want, sender) = match src {
+                Source::Rank { rank, index } => (
+                    data::value(None, self.nranks, rank, index, self.epoch),
+                    Some(rank),
+                ),
+                Source::Reduced { index } => {
+                    (data::reduced(self.op, self.nranks, index, self.epoch), None)
                 }
+            };
+            if el == &self.bits(want)[..sz] {
+                self.close_run();
+                continue;
+            }
+            self.out.wrong += 1;
+            let unwritten = el == &fill[..sz];
+            if unwritten {
+                self.out.unwritten += 1;
+                self.run = match self.run {
+                    Some((s, e)) if e == i => Some((s, i + 1)),
+                    other => {
+                        if other.is_some() {
+                            self.close_run();
+                        }
+                        Some((i, i + 1))
+                    }
+                };
+            } else {
+                self.close_run();
+                if self.dtype.decode(el).is_nan() {
+                    self.out.nan += 1;
+                }
+                self.guess_peer(src, el);
+            }
+            let replace = match &self.out.first {
+                None => true,
+                // A written wrong element says more than an unwritten one.
+                Some(f) => !unwritten && f.got_hex == hex(&fill[..sz]),
+            };
+            if replace {
+                self.out.first = Some(WrongElement {
+                    index: i,
+                    sender,
+                    expected: want,
+                    got: self.dtype.decode(el),
+                    got_hex: hex(el),
+                    from_rank: None,
+                });
             }
         }
     }
 
-    pub fn finish(self) -> (u64, Option<WrongElement>) {
-        (self.wrong, self.first)
+    pub fn finish(mut self) -> Check {
+        self.close_run();
+        let sender = self.out.first.as_ref().and_then(|f| f.sender);
+        let from = match &self.guess {
+            Some(g) if g.candidates.len() == 1 && g.seen >= 2 => Some(g.candidates[0]),
+            _ => None,
+        };
+        if let Some(f) = &mut self.out.first
+            && f.got_hex != hex(&[data::FILL_BYTE; 8][..self.dtype.size()])
+        {
+            // Another rank's data (copies), or one rank's input alone (reductions).
+            f.from_rank = from.filter(|&q| Some(q) != sender);
+        }
+        self.out
     }
+}
+
+/// Bytes in hex, as they lie in memory.
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -180,95 +314,178 @@ mod tests {
     use super::*;
     use crate::patterns::select;
 
-    /// Simulates a pattern on the host: every rank's receive buffer built from the senders'
-    /// buffers by the pattern's own source map; then corrupts one element.
-    #[test]
-    fn correct_data_passes_and_a_flipped_element_names_its_sender() {
-        let n = 4;
-        let dt = DataType::Float;
-        let p = select(&["all_to_all".into()]).unwrap()[0];
-        let l = p.layout(4 * 64, dt.size(), n);
+    /// Every rank's receive buffer as a correct `pattern` builds it from the senders' buffers
+    /// (by the pattern's own source map).
+    fn received(
+        p: &dyn Pattern,
+        l: &Layout,
+        dt: DataType,
+        op: RedOp,
+        me: u32,
+        n: u32,
+        e: u32,
+    ) -> Vec<u8> {
+        let sz = dt.size();
         let sends: Vec<Vec<u8>> = (0..n)
             .map(|r| {
-                let mut b = vec![0u8; l.count * 4];
-                fill_send(&mut b, &l, dt, RedOp::Sum, r, n, 3);
+                let mut b = vec![0u8; l.count * sz];
+                fill_send(&mut b, l, dt, op_of(p, op), r, n, e);
                 b
             })
             .collect();
-        let mut recv = vec![0u8; l.recv_count * 4];
+        let mut recv = vec![0u8; l.recv_count * sz];
         for i in 0..l.recv_count {
-            if let Source::Rank { rank, index } = p.source(2, n, i, &l) {
-                recv[i * 4..i * 4 + 4]
-                    .copy_from_slice(&sends[rank as usize][index * 4..index * 4 + 4]);
+            let v = match p.source(me, n, i, l) {
+                Source::Rank { rank, index } => {
+                    recv[i * sz..(i + 1) * sz]
+                        .copy_from_slice(&sends[rank as usize][index * sz..(index + 1) * sz]);
+                    continue;
+                }
+                Source::Reduced { index } => op.reduce(
+                    (0..n).map(|r| dt.decode(&sends[r as usize][index * sz..(index + 1) * sz])),
+                ),
+            };
+            dt.encode(v, &mut recv[i * sz..(i + 1) * sz]);
+        }
+        recv
+    }
+
+    fn pattern(name: &str) -> &'static dyn Pattern {
+        select(&[name.to_string()]).unwrap()[0]
+    }
+
+    #[test]
+    fn correct_data_passes_and_a_flipped_element_names_its_sender() {
+        let (n, dt) = (4, DataType::Float);
+        let p = pattern("all_to_all");
+        let l = p.layout(4 * 64, dt.size(), n);
+        let mut recv = received(p, &l, dt, RedOp::Sum, 2, n, 3);
+        let c = check(&recv, p, &l, dt, RedOp::Sum, 2, n, 3);
+        assert_eq!((c.wrong, c.elements, c.first), (0, 64, None));
+        recv[4 * 40] ^= 0x10; // element 40: chunk 2 (from rank 2 itself, 16 per peer)
+        let c = check(&recv, p, &l, dt, RedOp::Sum, 2, n, 3);
+        assert_eq!((c.wrong, c.unwritten), (1, 0));
+        let first = c.first.unwrap();
+        assert_eq!(
+            (first.index, first.sender, first.from_rank),
+            (40, Some(2), None)
+        );
+    }
+
+    #[test]
+    fn a_buffer_never_written_is_told_apart_in_every_type_and_pattern() {
+        for name in [
+            "all_reduce",
+            "all_to_all",
+            "send_recv_ring",
+            "send_recv_pairwise",
+        ] {
+            let p = pattern(name);
+            for dt in [
+                DataType::Float,
+                DataType::Half,
+                DataType::Bfloat16,
+                DataType::Double,
+                DataType::Int8,
+                DataType::Uint64,
+            ] {
+                let l = p.layout(1024, dt.size(), 4);
+                let recv = vec![data::FILL_BYTE; l.recv_count * dt.size()];
+                let c = check(&recv, p, &l, dt, RedOp::Sum, 1, 4, 0);
+                assert!(c.nothing_written(), "{name} {dt:?}: {c:?}");
+                assert_eq!(c.unwritten_ranges, [(0, l.recv_count)]);
+                assert_eq!(c.first.unwrap().got_hex, "ff".repeat(dt.size()));
             }
         }
-        assert_eq!(check(&recv, p, &l, dt, RedOp::Sum, 2, n, 3), (0, None));
-        recv[4 * 40] ^= 0xff; // element 40: chunk 2 (from rank 2 itself, 16 per peer)
-        let (wrong, first) = check(&recv, p, &l, dt, RedOp::Sum, 2, n, 3);
-        assert_eq!(wrong, 1);
-        let first = first.unwrap();
-        assert_eq!((first.index, first.sender), (40, Some(2)));
+    }
+
+    #[test]
+    fn unwritten_ranges_are_kept_and_written_errors_come_first() {
+        let (n, dt) = (2, DataType::Int32);
+        let p = pattern("all_reduce");
+        let l = p.layout(4 * 100, dt.size(), n);
+        let mut recv = received(p, &l, dt, RedOp::Sum, 0, n, 1);
+        recv[4 * 10..4 * 20].fill(data::FILL_BYTE);
+        recv[4 * 50..4 * 60].fill(data::FILL_BYTE);
+        recv[4 * 70] ^= 0x40;
+        let c = check(&recv, p, &l, dt, RedOp::Sum, 0, n, 1);
+        assert_eq!((c.wrong, c.unwritten), (21, 20));
+        assert_eq!(c.unwritten_ranges, [(10, 20), (50, 60)]);
+        assert_eq!(c.first.unwrap().index, 70);
+        assert!(!check(&recv, p, &l, dt, RedOp::Sum, 0, n, 1).nothing_written());
+    }
+
+    #[test]
+    fn another_ranks_data_is_named() {
+        let (n, dt) = (4, DataType::Bfloat16);
+        let p = pattern("all_to_all");
+        let l = p.layout(2 * 256, dt.size(), n);
+        let mut recv = received(p, &l, dt, RedOp::Sum, 1, n, 6);
+        // Rank 1's chunk from rank 0 holds what rank 3 sent it instead.
+        let chunk = l.per_peer * 2;
+        let from3 = recv[3 * chunk..4 * chunk].to_vec();
+        recv[..chunk].copy_from_slice(&from3);
+        // Rank 3's chunk sits at its own offset; map it to the same indices as rank 0's.
+        let c = check(&recv, p, &l, dt, RedOp::Sum, 1, n, 6);
+        assert!(c.wrong > 0 && c.unwritten == 0);
+        let f = c.first.unwrap();
+        assert_eq!((f.sender, f.from_rank), (Some(0), Some(3)), "{f:?}");
+    }
+
+    #[test]
+    fn a_ranks_own_input_instead_of_the_reduction_is_named() {
+        let (n, dt) = (4, DataType::Float);
+        let p = pattern("all_reduce");
+        let l = p.layout(4 * 256, dt.size(), n);
+        let mut recv = vec![0u8; l.recv_count * 4];
+        fill_send(&mut recv, &l, dt, Some(RedOp::Sum), 2, n, 0);
+        let c = check(&recv, p, &l, dt, RedOp::Sum, 2, n, 0);
+        assert_eq!(c.first.unwrap().from_rank, Some(2));
     }
 
     /// A buffer checked in uneven chunks gives what one whole check gives.
     #[test]
     fn chunked_fill_and_check_equal_whole_ones() {
         let (n, dt) = (3, DataType::Double);
-        let p = select(&["all_reduce".into()]).unwrap()[0];
+        let p = pattern("all_reduce");
         let l = p.layout(8 * 1000, dt.size(), n);
         let mut whole = vec![0u8; l.count * 8];
-        fill_send(&mut whole, &l, dt, RedOp::Sum, 1, n, 7);
+        fill_send(&mut whole, &l, dt, Some(RedOp::Sum), 1, n, 7);
         let mut pieces = vec![0u8; l.count * 8];
         for (k, chunk) in pieces.chunks_mut(8 * 37).enumerate() {
-            fill_send_from(k * 37, chunk, dt, RedOp::Sum, 1, n, 7);
+            fill_send_from(k * 37, chunk, dt, Some(RedOp::Sum), 1, n, 7);
         }
         assert_eq!(whole, pieces);
-        let mut recv = vec![0u8; l.count * 8];
-        for (i, el) in recv.chunks_exact_mut(8).enumerate() {
-            let sum = RedOp::Sum.reduce((0..n).map(|r| data::value(RedOp::Sum, n, r, i, 7)));
-            dt.encode(sum, el);
-        }
+        let mut recv = received(p, &l, dt, RedOp::Sum, 1, n, 7);
         recv[8 * 500] ^= 1;
+        recv[8 * 600..8 * 640].fill(data::FILL_BYTE);
         let mut c = Checker::new(p, &l, dt, RedOp::Sum, 1, n, 7);
         for (k, chunk) in recv.chunks(8 * 37).enumerate() {
             c.chunk(k * 37, chunk);
         }
-        let (wrong, first) = c.finish();
-        assert_eq!((wrong, first.as_ref().map(|w| w.index)), (1, Some(500)));
-        assert_eq!((wrong, first), check(&recv, p, &l, dt, RedOp::Sum, 1, n, 7));
+        let c = c.finish();
+        assert_eq!(
+            (c.wrong, c.first.as_ref().map(|w| w.index)),
+            (41, Some(500))
+        );
+        assert_eq!(c.unwritten_ranges, [(600, 640)]);
+        assert_eq!(c, check(&recv, p, &l, dt, RedOp::Sum, 1, n, 7));
     }
 
     #[test]
-    fn values_repeat_with_the_period() {
-        for n in [1u32, 2, 3, 4, 6, 7, 8] {
-            let per = period(n);
-            for op in [RedOp::Sum, RedOp::Prod] {
-                for i in 0..3 * per {
-                    for r in 0..n {
-                        assert_eq!(
-                            data::value(op, n, r, i, 5),
-                            data::value(op, n, r, i + per, 5)
-                        );
-                    }
-                }
-            }
+    fn every_reduction_is_checked_against_all_ranks() {
+        let (n, dt) = (5, DataType::Half);
+        let p = pattern("all_reduce");
+        let l = p.layout(2 * 100, dt.size(), n);
+        for op in [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min] {
+            let recv = received(p, &l, dt, op, 0, n, 0);
+            assert_eq!(check(&recv, p, &l, dt, op, 0, n, 0).wrong, 0, "{op:?}");
+            let other = if op == RedOp::Sum {
+                RedOp::Max
+            } else {
+                RedOp::Sum
+            };
+            assert!(check(&recv, p, &l, dt, other, 0, n, 0).wrong > 0, "{op:?}");
         }
-    }
-
-    #[test]
-    fn reduction_is_checked_against_all_ranks() {
-        let n = 3;
-        let dt = DataType::Half;
-        let p = select(&["all_reduce".into()]).unwrap()[0];
-        let l = p.layout(2 * 10, dt.size(), n);
-        let mut recv = vec![0u8; l.count * 2];
-        for i in 0..l.count {
-            let s: f64 = (0..n)
-                .map(|r| data::value(RedOp::Max, n, r, i, 0))
-                .fold(0.0, f64::max);
-            dt.encode(s, &mut recv[i * 2..i * 2 + 2]);
-        }
-        assert_eq!(check(&recv, p, &l, dt, RedOp::Max, 0, n, 0).0, 0);
-        assert!(check(&recv, p, &l, dt, RedOp::Sum, 0, n, 0).0 > 0);
     }
 }

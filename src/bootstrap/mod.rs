@@ -57,18 +57,71 @@ pub enum Mode {
     Env,
 }
 
-/// Gathers one serialisable value per rank to rank 0.
+/// A rank's value that could not be gathered: never dropped, always named.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatherError {
+    pub rank: u32,
+    pub what: String,
+}
+
+impl std::fmt::Display for GatherError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "rank {}'s {}", self.rank, self.what)
+    }
+}
+
+/// Marks a value its rank could not encode; the rest of the message is why.
+const UNENCODABLE: u8 = b'!';
+
+/// Gathers one serialisable value per rank to rank 0: `Ok(Some(all))` there, in rank order,
+/// `Ok(None)` on the other ranks. A value that its rank could not encode, or that rank 0
+/// cannot read, or a rank missing from the gather, is an error naming the rank: a result
+/// silently dropped here once turned a run whose collectives never ran into a PASS.
 pub fn gather_json<T: serde::Serialize + serde::de::DeserializeOwned>(
     boot: &dyn Bootstrap,
     mine: &T,
-) -> Option<Vec<T>> {
-    let bytes = serde_json::to_vec(mine).unwrap_or_default();
-    let all = boot.gather(&bytes)?;
-    Some(
-        all.iter()
-            .filter_map(|b| serde_json::from_slice(b).ok())
-            .collect(),
-    )
+) -> Result<Option<Vec<T>>, GatherError> {
+    let bytes = serde_json::to_vec(mine).unwrap_or_else(|e| {
+        let mut b = vec![UNENCODABLE];
+        b.extend_from_slice(e.to_string().as_bytes());
+        b
+    });
+    let Some(all) = boot.gather(&bytes) else {
+        return Ok(None);
+    };
+    decode_all(&all, boot.size()).map(Some)
+}
+
+/// Reads every rank's gathered bytes (see [`gather_json`]).
+fn decode_all<T: serde::de::DeserializeOwned>(
+    all: &[Vec<u8>],
+    nranks: u32,
+) -> Result<Vec<T>, GatherError> {
+    if all.len() != nranks as usize {
+        return Err(GatherError {
+            rank: all.len().min(nranks as usize) as u32,
+            what: format!("value is missing: {} values for {nranks} ranks", all.len()),
+        });
+    }
+    all.iter()
+        .enumerate()
+        .map(|(rank, b)| {
+            let rank = rank as u32;
+            if b.first() == Some(&UNENCODABLE) {
+                return Err(GatherError {
+                    rank,
+                    what: format!(
+                        "value could not be encoded: {}",
+                        String::from_utf8_lossy(&b[1..])
+                    ),
+                });
+            }
+            serde_json::from_slice(b).map_err(|e| GatherError {
+                rank,
+                what: format!("value ({} bytes) could not be read: {e}", b.len()),
+            })
+        })
+        .collect()
 }
 
 /// Whether `mode` will initialise MPI in this environment (decided before touching it).
@@ -130,5 +183,32 @@ mod tests {
         // nccl-smoke launch's explicit address wins over MPI markers.
         let both = |k: &str| matches!(k, "PMIX_RANK" | "NCCL_SMOKE_BOOTSTRAP").then(|| "x".into());
         assert!(!uses_mpi(Mode::Auto, both));
+    }
+}
+
+#[cfg(test)]
+mod gather_tests {
+    use super::*;
+
+    #[test]
+    fn nothing_is_dropped_a_bad_value_names_its_rank() {
+        let ok: Vec<Vec<u8>> = vec![b"1.5".to_vec(), b"2".to_vec()];
+        assert_eq!(decode_all::<f64>(&ok, 2).unwrap(), [1.5, 2.0]);
+        let null = vec![b"1".to_vec(), b"null".to_vec()];
+        let e = decode_all::<f64>(&null, 2).unwrap_err();
+        assert_eq!(e.rank, 1);
+        assert!(
+            e.to_string()
+                .starts_with("rank 1's value (4 bytes) could not be read"),
+            "{e}"
+        );
+        let short = vec![b"1".to_vec()];
+        assert_eq!(decode_all::<f64>(&short, 3).unwrap_err().rank, 1);
+        let bad = vec![b"1".to_vec(), b"!NaN is not JSON".to_vec()];
+        let e = decode_all::<f64>(&bad, 2).unwrap_err();
+        assert_eq!(
+            (e.rank, e.what.as_str()),
+            (1, "value could not be encoded: NaN is not JSON")
+        );
     }
 }

@@ -161,6 +161,12 @@ mod tests {
             slowest_rank: 3,
             rank_avg_us: vec![],
             first_wrong: None,
+            checked_elements: 0,
+            unwritten: 0,
+            nan: 0,
+            nothing_written_ranks: Vec::new(),
+            unwritten_ranges: Vec::new(),
+            below_timer_ranks: Vec::new(),
             repeats: Vec::new(),
             spread_pct: None,
             requested_bytes: None,
@@ -278,8 +284,8 @@ mod tests {
                     p50_us: us,
                     p99_us: us,
                     max_us: us,
-                    wrong: 0,
-                    first_wrong: None,
+                    check: None,
+                    below_timer: false,
                 })
                 .collect();
             let r = combine(p, &layout, &t, n, &samples);
@@ -344,8 +350,8 @@ mod tests {
             p50_us: avg_us,
             p99_us: avg_us,
             max_us: avg_us,
-            wrong: 0,
-            first_wrong: None,
+            check: None,
+            below_timer: false,
         };
         let r = combine(
             p,

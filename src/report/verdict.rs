@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 pub enum Status {
     Pass,
     Fail,
+    /// Every stage passed, but the data was not checked (`-c 0`): measured, not a pass.
+    Unverified,
     /// Still running, or killed before it could say.
     Incomplete,
     /// Stopped by a signal to the launcher (Ctrl-C, SIGTERM) before any rank failed; every

@@ -62,6 +62,18 @@ impl Run<'_> {
     }
 
     /// The host of `rank`, from the fingerprint (rank 0).
+    /// A rank's value that could not be gathered to rank 0 (see
+    /// [`crate::bootstrap::gather_json`]): a failure of that rank at `stage`.
+    pub(super) fn gather_failure(&self, stage: Stage, rank: u32, text: String) -> Failure {
+        let who = crate::error::Who {
+            rank: Some(rank),
+            host: self.host_of(rank).unwrap_or_else(|| self.who.host.clone()),
+        };
+        Failure::new(stage, &who, text)
+            .cause("a rank's result did not reach rank 0 whole: it is not counted, so the run cannot pass")
+            .hint("rerun; if it recurs, report it as a bug in nccl-smoke with the results file")
+    }
+
     pub(super) fn host_of(&self, rank: u32) -> Option<String> {
         let r = self.results.as_ref()?;
         let info = r.doc.fingerprint.ranks.iter().find(|i| i.rank == rank)?;
@@ -109,8 +121,14 @@ impl Run<'_> {
             .into_iter()
             .collect();
         mine.append(&mut self.preflight_warnings);
-        let Some(all) = bootstrap::gather_json(boot, &mine) else {
-            return;
+        let all = match bootstrap::gather_json(boot, &mine) {
+            Ok(Some(all)) => all,
+            Ok(None) => return,
+            Err(e) => {
+                // Advisories are not the verdict: say what could not be read, keep the run.
+                println!("# WARNING: advisories incomplete: {e}");
+                return;
+            }
         };
         for w in all.iter().flatten() {
             println!("{}", w.warning_line());

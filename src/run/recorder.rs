@@ -165,7 +165,13 @@ impl Run<'_> {
     ) -> Result<Vec<SizeResult>, Failure> {
         let repeat = self.plan.repeat;
         let swept = bench::sweep::run(comm, boot, selected, sizes, bufs, timing, repeat, self)
-            .map_err(|e| self.comm_failure(Stage::Run, e))?;
+            .map_err(|e| match e {
+                bench::sweep::SweepError::Comm(e) => self.comm_failure(Stage::Run, e),
+                bench::sweep::SweepError::Sample { what, error } => {
+                    let rank = error.rank.unwrap_or(0);
+                    self.gather_failure(Stage::Verify, rank, format!("{what}: {}", error.what))
+                }
+            })?;
         if repeat <= 1 {
             return Ok(swept);
         }
@@ -217,19 +223,25 @@ impl Run<'_> {
     pub(super) fn pass(&mut self, selected: &[&dyn Pattern], sizes: &[usize], nranks: u32) -> u8 {
         let hosts = self.hosts;
         let label = if self.simulated { " [SIMULATED]" } else { "" };
-        let checked = if self.plan.check {
-            "verified"
-        } else {
-            "NOT verified (-c 0)"
-        };
         let alone = if nranks == 1 {
             " (1 rank: nothing crossed a process boundary, so this tested the library, the \
              driver and the GPU, not communication)"
         } else {
             ""
         };
+        // A pass is a claim about the data: without a check (-c 0) there is none to make.
+        let (status, word, checked, code) = if self.plan.check {
+            (Status::Pass, "PASS", "verified", exit::PASS)
+        } else {
+            (
+                Status::Unverified,
+                "UNVERIFIED",
+                "measured, data NOT checked (-c 0), so not a pass",
+                exit::UNVERIFIED,
+            )
+        };
         let line = format!(
-            "PASS{label} — {} patterns × {} sizes, {checked}, on {nranks} ranks, {hosts} \
+            "{word}{label} — {} patterns × {} sizes, {checked}, on {nranks} ranks, {hosts} \
              host(s){alone}",
             selected.len(),
             sizes.len(),
@@ -237,14 +249,14 @@ impl Run<'_> {
         if self.who.rank == Some(0) {
             println!("{line}");
         }
-        self.save_end(Status::Pass, line, exit::PASS);
+        self.save_end(status, line, code);
         if self.write_failed.get() {
             eprintln!(
-                "nccl-smoke: the run passed, but the results file could not be written (above)"
+                "nccl-smoke: the run ended, but the results file could not be written (above)"
             );
             return exit::WRITE_FAILED;
         }
-        exit::PASS
+        code
     }
 }
 

@@ -26,6 +26,7 @@ pub(super) fn ours(code: u8) -> bool {
         || Stage::ALL.iter().any(|s| s.exit_code() == code)
         || code == exit::CANCELLED
         || code == exit::BELOW_EXPECTED
+        || code == exit::UNVERIFIED
 }
 
 /// Whether a rank in this stage is waiting for other ranks (the worker also says so per step,

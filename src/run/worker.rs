@@ -158,7 +158,8 @@ impl Run<'_> {
         progress::waiting(
             "gathering every rank's device (a rank that has not got this far is stuck)",
         );
-        let infos = bootstrap::gather_json(boot, &me);
+        let infos = bootstrap::gather_json(boot, &me)
+            .map_err(|e| self.gather_failure(Stage::Device, e.rank, e.to_string()))?;
         if let Some(infos) = infos {
             self.record_fingerprint(boot, &nccl, &driver, infos);
         }
@@ -216,7 +217,7 @@ impl Run<'_> {
         self.advisories(boot);
 
         self.enter(Stage::Verify);
-        if let Some(f) = causes::verify_failure(&rows, &self.who, |rank| self.host_of(rank)) {
+        if let Some(f) = self.judge_rows(&rows, &selected, sizes, &timing, nranks) {
             // Tear down cleanly anyway: a data error is no reason to leave a hung peer.
             let _ = comm.finalize(self.waiting_deadline(Stage::Finalize));
             return Err(f);
@@ -232,6 +233,30 @@ impl Run<'_> {
             return Ok(code);
         }
         Ok(self.pass(&selected, sizes, nranks))
+    }
+
+    /// Rank 0's judgement of the sweep's rows (the other ranks have none): wrong data first
+    /// (never written, partly written, another rank's, wrong values), then a collective too
+    /// fast to have run, then what a pass needs (every pattern and size measured on every
+    /// rank, every element checked).
+    fn judge_rows(
+        &self,
+        rows: &[bench::SizeResult],
+        selected: &[&dyn patterns::Pattern],
+        sizes: &[usize],
+        timing: &bench::Timing,
+        nranks: u32,
+    ) -> Option<Failure> {
+        if self.who.rank != Some(0) {
+            return None;
+        }
+        let host_of = |rank| self.host_of(rank);
+        causes::verify_failure(rows, &self.who, host_of)
+            .or_else(|| causes::timer_failure(rows, &self.who, host_of))
+            .or_else(|| {
+                let planned = bench::sweep::planned(selected, sizes, timing.dtype, nranks);
+                causes::coverage_failure(rows, planned, nranks, timing.check, &self.who)
+            })
     }
 
     /// MPI (or a world of one), the launcher cross-check, and the first MPI collective.

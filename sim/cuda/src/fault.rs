@@ -37,7 +37,7 @@ pub fn apply(kind: Kind, error: CUresult) -> CuResult {
         },
         Kind::Crash => std::process::abort(),
         // Meaningless in the driver: ignored.
-        Kind::Slow(_) | Kind::Corrupt => Ok(()),
+        Kind::Slow(_) | Kind::Corrupt | Kind::Data { .. } => Ok(()),
     }
 }
 

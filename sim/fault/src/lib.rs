@@ -111,6 +111,48 @@ pub enum Kind {
     Slow(f64),
     /// One element of each received buffer is flipped.
     Corrupt,
+    /// What an operation leaves in this rank's receive buffer (`verify` only), at every
+    /// operation or only at those whose receive buffer is `bytes` long.
+    Data {
+        fault: DataFault,
+        bytes: Option<u64>,
+    },
+}
+
+/// A data fault: what a collective leaves in the receive buffer of the rank it strikes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataFault {
+    /// Nothing: the buffer keeps what it held before (a kernel that did not run).
+    Nothing,
+    /// Only the first half is written.
+    Partial,
+    /// One element (the middle one) has its bits flipped after a correct transfer.
+    Flip,
+    /// Every element is a NaN (for integer types: every byte 0x7f).
+    Nan,
+    /// Another rank's data: all-to-all chunks shifted by one peer; for all-reduce and
+    /// send/recv, the rank's own send buffer.
+    Peer,
+}
+
+impl DataFault {
+    pub const ALL: [DataFault; 5] = [
+        DataFault::Nothing,
+        DataFault::Partial,
+        DataFault::Flip,
+        DataFault::Nan,
+        DataFault::Peer,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DataFault::Nothing => "nothing",
+            DataFault::Partial => "partial",
+            DataFault::Flip => "flip",
+            DataFault::Nan => "nan",
+            DataFault::Peer => "peer",
+        }
+    }
 }
 
 impl fmt::Display for Kind {
@@ -121,6 +163,13 @@ impl fmt::Display for Kind {
             Kind::Crash => f.write_str("crash"),
             Kind::Slow(x) => write!(f, "slow={x}"),
             Kind::Corrupt => f.write_str("corrupt"),
+            Kind::Data { fault, bytes } => {
+                f.write_str(fault.name())?;
+                match bytes {
+                    Some(b) => write!(f, "={b}"),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }
@@ -251,7 +300,36 @@ fn parse_one(part: &str) -> Result<Fault, SpecError> {
             names.join(", ")
         ))
     })?;
+    if matches!(kind, Kind::Data { .. }) && at != Where::Verify {
+        return Err(SpecError(format!(
+            "'{}': data faults (nothing, partial, flip, nan, peer) strike at 'verify' only",
+            shown(part)
+        )));
+    }
     Ok(Fault { at, rank, kind })
+}
+
+/// `nothing`, `partial`, `flip`, `nan` or `peer`, with an optional `=<bytes>`: the receive
+/// buffer size of the operations it strikes.
+fn parse_data(k: &str, part: &str) -> Result<Kind, SpecError> {
+    let (name, bytes) = match k.split_once('=') {
+        Some((n, b)) => {
+            let bytes = b.parse::<u64>().map_err(|_| {
+                SpecError(format!(
+                    "bad size '{}' in '{}': expected a number of bytes",
+                    shown(b),
+                    shown(part)
+                ))
+            })?;
+            (n, Some(bytes))
+        }
+        None => (k, None),
+    };
+    let fault = DataFault::ALL
+        .into_iter()
+        .find(|d| d.name() == name)
+        .ok_or_else(|| SpecError(format!("unknown data fault '{}'", shown(name))))?;
+    Ok(Kind::Data { fault, bytes })
 }
 
 fn parse_kind(k: &str, part: &str) -> Result<Kind, SpecError> {
@@ -260,6 +338,12 @@ fn parse_kind(k: &str, part: &str) -> Result<Kind, SpecError> {
         "hang" => Ok(Kind::Hang),
         "crash" => Ok(Kind::Crash),
         "corrupt" => Ok(Kind::Corrupt),
+        _ if DataFault::ALL
+            .iter()
+            .any(|d| k.split('=').next() == Some(d.name())) =>
+        {
+            parse_data(k, part)
+        }
         _ => match k.strip_prefix("slow=") {
             Some(x) => match x.parse::<f64>() {
                 Ok(f) if f.is_finite() && (1.0..=MAX_SLOW).contains(&f) => Ok(Kind::Slow(f)),
@@ -270,7 +354,7 @@ fn parse_kind(k: &str, part: &str) -> Result<Kind, SpecError> {
                 ))),
             },
             None => Err(SpecError(format!(
-                "unknown fault kind '{}' in '{}': expected error, hang, crash, slow=<factor> or corrupt",
+                "unknown fault kind '{}' in '{}': expected error, hang, crash, slow=<factor>, corrupt, or a data fault (nothing, partial, flip, nan, peer, each with an optional =<bytes>)",
                 shown(k),
                 shown(part)
             ))),
@@ -281,6 +365,42 @@ fn parse_kind(k: &str, part: &str) -> Result<Kind, SpecError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn data_faults_parse_with_an_optional_size_and_only_at_verify() {
+        let set = FaultSet::parse("verify@1:nothing,verify:peer=4096").unwrap();
+        assert_eq!(
+            set.0[0].kind,
+            Kind::Data {
+                fault: DataFault::Nothing,
+                bytes: None
+            }
+        );
+        assert_eq!(
+            set.0[1].kind,
+            Kind::Data {
+                fault: DataFault::Peer,
+                bytes: Some(4096)
+            }
+        );
+        assert_eq!(set.0[1].to_string(), "verify:peer=4096");
+        for d in DataFault::ALL {
+            let f = FaultSet::parse(&format!("verify@0:{}", d.name())).unwrap();
+            assert_eq!(FaultSet::parse(&f.0[0].to_string()).unwrap(), f);
+        }
+        assert!(
+            FaultSet::parse("net:nothing")
+                .unwrap_err()
+                .0
+                .contains("at 'verify' only")
+        );
+        assert!(
+            FaultSet::parse("verify:flip=lots")
+                .unwrap_err()
+                .0
+                .contains("bad size 'lots'")
+        );
+    }
 
     #[test]
     fn parses_full_and_short_forms() {

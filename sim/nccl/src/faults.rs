@@ -4,6 +4,7 @@
 
 use crate::SUCCESS;
 use crate::comm::Comm;
+use crate::datafault;
 use crate::ops::{self, Op};
 use crate::texts;
 use nccl_smoke_fault::{Kind, Where};
@@ -77,7 +78,7 @@ pub fn setup(comm: &Comm, p2p: bool) -> Result<Setup, u32> {
             Some(Kind::Crash) => std::process::abort(),
             Some(Kind::Hang) => outcome = Setup::Hang,
             Some(Kind::Slow(f)) => comm.set_slow(f),
-            Some(Kind::Corrupt) | None => {}
+            Some(Kind::Corrupt | Kind::Data { .. }) | None => {}
         }
     }
     Ok(outcome)
@@ -135,12 +136,23 @@ pub fn run_batch(comm: &Arc<Comm>, ops: &[Op], setup: Setup) {
             }
             Some(Kind::Crash) => std::process::abort(),
             Some(Kind::Slow(f)) => comm.set_slow(f),
-            Some(Kind::Corrupt) | None => {}
+            Some(Kind::Corrupt | Kind::Data { .. }) | None => {}
         }
     }
     let corrupt = index >= 1 && comm.fault(Where::Verify) == Some(Kind::Corrupt);
+    let data = match comm.fault(Where::Verify) {
+        Some(Kind::Data { fault, bytes }) => Some((fault, bytes)),
+        _ => None,
+    };
+    let nranks = comm.id.nranks;
+    let saved = data.map(|(f, b)| datafault::before(f, b, ops, nranks));
     let sent = match ops::execute(comm, ops, corrupt) {
-        Ok(bytes) => bytes,
+        Ok(bytes) => {
+            if let (Some((f, b)), Some(saved)) = (data, saved) {
+                datafault::after(f, b, ops, nranks, saved);
+            }
+            bytes
+        }
         Err(r) => {
             comm.report(&r);
             comm.break_links();

@@ -24,6 +24,7 @@ mod bootstrap;
 mod call;
 mod comm;
 mod cuda;
+mod datafault;
 mod enqueue;
 mod faults;
 mod group;

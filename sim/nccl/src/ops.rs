@@ -87,6 +87,16 @@ impl Op {
         }
     }
 
+    /// The receive buffer this operation writes on this rank and its length in bytes (the
+    /// whole buffer, every peer's chunk, for all-to-all); `None` for a send.
+    pub fn recv_region(&self, nranks: usize) -> Option<(Ptr, usize)> {
+        match *self {
+            Op::AllReduce { recv, .. } | Op::Recv { buf: recv, .. } => Some((recv, self.bytes())),
+            Op::AllToAll { recv, .. } => Some((recv, self.bytes() * nranks)),
+            Op::Send { .. } => None,
+        }
+    }
+
     /// Bytes per message of this operation (per peer for all-to-all).
     fn bytes(&self) -> usize {
         self.count() * reduce::elem_size(self.dtype()).unwrap_or(1)
@@ -97,7 +107,7 @@ impl Op {
 ///
 /// # Safety
 /// `p` is valid for `len` bytes (a device buffer of the simulated driver, per the NCCL call).
-unsafe fn copy_out(p: Ptr, len: usize) -> Vec<u8> {
+pub(crate) unsafe fn copy_out(p: Ptr, len: usize) -> Vec<u8> {
     if len == 0 {
         return Vec::new();
     }
@@ -110,7 +120,7 @@ unsafe fn copy_out(p: Ptr, len: usize) -> Vec<u8> {
 /// # Safety
 /// `p` is valid for `len` bytes and nothing else touches them meanwhile (the NCCL contract
 /// for a receive buffer while the operation runs).
-unsafe fn dest<'a>(p: Ptr, len: usize) -> &'a mut [u8] {
+pub(crate) unsafe fn dest<'a>(p: Ptr, len: usize) -> &'a mut [u8] {
     if len == 0 {
         return &mut [];
     }

@@ -2,10 +2,10 @@
 //! error, and the facts of the node, so that every mapping is testable without a running rank.
 //! The worker's failures are here; the supervisor's (a hang, a crash, a stop) in [`ends`].
 
+pub mod data;
 pub mod ends;
 
 use super::classify;
-use crate::bench::SizeResult;
 use crate::comm::CommError;
 use crate::error::{Failure, Kind, Who};
 use crate::ffi::cuda::{self, CudaError};
@@ -13,6 +13,7 @@ use crate::ffi::nccl::NcclError;
 use crate::stage::{PEER_MARGIN, Stage};
 use std::time::Duration;
 
+pub use data::{coverage_failure, timer_failure, verify_failure};
 pub use ends::{Hang, crashed, ended_by_rank0, hung, rank0_gone, stopped_by_launcher};
 
 /// Facts of this node that bear on a finding.
@@ -171,58 +172,6 @@ pub fn context_for(stage: Stage, node: &NodeFacts) -> String {
         },
         _ => String::new(),
     }
-}
-
-/// Wrong data, pinned on the rank that sent it where the pattern tells (point-to-point and
-/// all-to-all), else on the rank that received it; `host_of` names a rank's host when known.
-pub fn verify_failure(
-    rows: &[SizeResult],
-    me: &Who,
-    host_of: impl Fn(u32) -> Option<String>,
-) -> Option<Failure> {
-    let bad: Vec<&SizeResult> = rows.iter().filter(|r| r.wrong > 0).collect();
-    if bad.is_empty() {
-        return None;
-    }
-    let total: u64 = bad.iter().map(|r| r.wrong).sum();
-    let wrongs = bad
-        .iter()
-        .filter_map(|r| r.first_wrong.as_ref().map(|w| (*r, w)));
-    let blamed = wrongs
-        .clone()
-        .find(|(_, (_, w))| w.sender.is_some())
-        .or(wrongs.clone().next());
-    let (detail, culprit) = match blamed {
-        Some((row, (receiver, w))) => {
-            let from = w
-                .sender
-                .map(|s| format!(", sent by rank {s}"))
-                .unwrap_or_default();
-            let detail = format!(
-                "; e.g. {} {} B: element {} received by rank {receiver} is {} instead of {}{from}",
-                row.pattern, row.size_bytes, w.index, w.got, w.expected
-            );
-            (detail, w.sender.unwrap_or(*receiver))
-        }
-        None => (String::new(), me.rank.unwrap_or(0)),
-    };
-    let sizes: Vec<String> = bad
-        .iter()
-        .map(|r| format!("{} {} B", r.pattern, r.size_bytes))
-        .collect();
-    let who = Who {
-        rank: Some(culprit),
-        host: host_of(culprit).unwrap_or_else(|| me.host.clone()),
-    };
-    Some(
-        Failure::new(
-            Stage::Verify,
-            &who,
-            format!("{total} wrong elements in {}{detail}", sizes.join(", ")),
-        )
-        .cause("data was corrupted between ranks: a faulty link (NVLink/PCIe/network), GPU memory, or a library bug")
-        .hint("rerun the failing pattern alone; check ECC and link errors (nvidia-smi -q -d ECC, nvidia-smi nvlink -e, dmesg)"),
-    )
 }
 
 #[cfg(test)]

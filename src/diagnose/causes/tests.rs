@@ -160,39 +160,6 @@ fn node_facts_go_with_the_stages_they_explain() {
     assert_eq!(context_for(Stage::Init, &node), "");
 }
 
-#[test]
-fn wrong_data_is_pinned_on_its_sender() {
-    let row = |wrong: u64, first: serde_json::Value| -> SizeResult {
-        serde_json::from_value(serde_json::json!({
-            "pattern": "send_recv_ring", "size_bytes": 1024, "count": 256, "dtype": "float",
-            "time_us": {"avg": 1.0, "p50": 1.0, "p99": 1.0, "max": 1.0},
-            "algbw_gbs": 1.0, "busbw_gbs": 1.0, "wrong": wrong, "checked": true,
-            "slowest_rank": 0, "rank_avg_us": [1.0], "first_wrong": first
-        }))
-        .unwrap()
-    };
-    let good = row(0, serde_json::Value::Null);
-    assert!(verify_failure(std::slice::from_ref(&good), &who(), |_| None).is_none());
-    let bad = row(
-        4,
-        serde_json::json!([1, {"index": 7, "sender": 2, "expected": 1.0, "got": 9.0}]),
-    );
-    let f = verify_failure(&[good, bad], &who(), |r| Some(format!("host{r}"))).unwrap();
-    assert_eq!(
-        (f.stage, f.rank, f.host.as_str()),
-        (Stage::Verify, Some(2), "host2")
-    );
-    assert!(
-        f.error
-            .starts_with("4 wrong elements in send_recv_ring 1024 B; e.g."),
-        "{f}"
-    );
-    assert!(
-        f.error.ends_with("is 9 instead of 1, sent by rank 2"),
-        "{f}"
-    );
-}
-
 fn hang(waiting: bool, stopped: bool) -> Failure {
     hung(&Hang {
         who: who(),

@@ -1,0 +1,441 @@
+//! What the data says: a receive buffer never written, partly written, holding another rank's
+//! data, or holding wrong values; a sweep that did not check everything it measured; and a
+//! collective too fast to have run. Each is its own finding, in its own words, because each
+//! points somewhere else: a kernel that did not run, a transfer cut short, a routing or
+//! addressing bug, a corrupting link or memory.
+
+use crate::bench::{SizeResult, TIMER_RESOLUTION_US};
+use crate::error::{Failure, Who};
+use crate::stage::Stage;
+
+/// `pattern size B` for a row.
+fn label(r: &SizeResult) -> String {
+    format!("{} {} B", r.pattern, r.size_bytes)
+}
+
+/// A value as a person reads it: whole numbers plain, the very small and very large in
+/// scientific notation (a flipped bit can make a 200-digit decimal).
+fn shown(v: f64) -> String {
+    if v != 0.0 && v.is_finite() && (v.abs() < 1e-3 || v.abs() >= 1e9) {
+        format!("{v:e}")
+    } else {
+        v.to_string()
+    }
+}
+
+/// Ranks as a short list: `0, 1, 3` or `0-7`.
+fn ranks(list: &[u32]) -> String {
+    let contiguous = list.windows(2).all(|w| w[1] == w[0] + 1);
+    match list {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [first, .., last] if contiguous && list.len() > 2 => format!("{first}-{last}"),
+        _ => list
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+fn culprit(me: &Who, rank: u32, host_of: &dyn Fn(u32) -> Option<String>) -> Who {
+    Who {
+        rank: Some(rank),
+        host: host_of(rank).unwrap_or_else(|| me.host.clone()),
+    }
+}
+
+/// Every wrong row's finding, one evidence line each, so a run with several patterns shows
+/// each pattern's own words.
+fn evidence(bad: &[&SizeResult]) -> Vec<String> {
+    bad.iter()
+        .map(|r| format!("{}: {}", label(r), finding(r).0))
+        .collect()
+}
+
+/// The finding one wrong row makes, and the rank it points at.
+fn finding(r: &SizeResult) -> (String, u32) {
+    if !r.nothing_written_ranks.is_empty() {
+        let n = r.nothing_written_ranks.len();
+        let on = if n == r.rank_avg_us.len() {
+            "every rank".to_string()
+        } else {
+            format!("rank(s) {}", ranks(&r.nothing_written_ranks))
+        };
+        return (
+            format!(
+                "the collective wrote nothing into the receive buffer (it still holds the fill \
+                 pattern) on {on}"
+            ),
+            r.nothing_written_ranks[0],
+        );
+    }
+    if let Some((rank, runs)) = r.unwritten_ranges.first() {
+        let shown: Vec<String> = runs.iter().map(|(a, b)| format!("{a}..{b}")).collect();
+        return (
+            format!(
+                "{} of the received elements were never written (still the fill pattern); rank \
+                 {rank}: elements {}{}",
+                r.unwritten,
+                shown.join(", "),
+                if runs.len() >= crate::bench::verify::MAX_RANGES {
+                    ", …"
+                } else {
+                    ""
+                }
+            ),
+            *rank,
+        );
+    }
+    let count = |n: u64| format!("{n} wrong element{}", if n == 1 { "" } else { "s" });
+    if r.nan > 0 && r.nan == r.wrong {
+        let (receiver, at) = r
+            .first_wrong
+            .as_ref()
+            .map(|(rank, w)| (*rank, format!(", from element {}", w.index)))
+            .unwrap_or((0, String::new()));
+        return (
+            format!(
+                "{}, every one of them NaN (rank {receiver}{at}): the buffer was written, with \
+                 NaNs",
+                count(r.wrong)
+            ),
+            receiver,
+        );
+    }
+    match &r.first_wrong {
+        Some((receiver, w)) => match (w.from_rank, w.sender) {
+            (Some(q), Some(s)) => (
+                format!(
+                    "{}; rank {receiver} received rank {q}'s data where rank {s}'s was due (from \
+                     element {})",
+                    count(r.wrong),
+                    w.index
+                ),
+                *receiver,
+            ),
+            (Some(q), None) => (
+                format!(
+                    "{}; rank {receiver} holds rank {q}'s own input instead of the reduction of \
+                     every rank's (from element {})",
+                    count(r.wrong),
+                    w.index
+                ),
+                *receiver,
+            ),
+            (None, sender) => (
+                format!(
+                    "{}; e.g. element {} received by rank {receiver} is {} (bytes {}) instead \
+                     of {}{}",
+                    count(r.wrong),
+                    w.index,
+                    shown(w.got),
+                    w.got_hex,
+                    shown(w.expected),
+                    sender
+                        .map(|s| format!(", sent by rank {s}"))
+                        .unwrap_or_default()
+                ),
+                sender.unwrap_or(*receiver),
+            ),
+        },
+        None => (count(r.wrong), 0),
+    }
+}
+
+/// Wrong data in any row: the first wrong row's finding names the verdict's rank (the sender
+/// of a wrong element where the pattern tells, else the rank that received it), and every
+/// wrong row gets an evidence line. Never written, partly written, another rank's data and
+/// wrong values are told apart.
+pub fn verify_failure(
+    rows: &[SizeResult],
+    me: &Who,
+    host_of: impl Fn(u32) -> Option<String>,
+) -> Option<Failure> {
+    let bad: Vec<&SizeResult> = rows.iter().filter(|r| r.wrong > 0).collect();
+    // The most telling finding first: nothing written, then partly written, then the rest.
+    let lead = bad
+        .iter()
+        .find(|r| !r.nothing_written_ranks.is_empty())
+        .or_else(|| bad.iter().find(|r| !r.unwritten_ranges.is_empty()))
+        .or_else(|| bad.first())?;
+    let (text, rank) = finding(lead);
+    let who = culprit(me, rank, &host_of);
+    let also = if bad.len() > 1 {
+        format!(
+            " (and {} more pattern × size(s) wrong: evidence below)",
+            bad.len() - 1
+        )
+    } else {
+        String::new()
+    };
+    let (cause, hint) = if !lead.nothing_written_ranks.is_empty() {
+        (
+            "the kernel did not run or wrote elsewhere: a GPU that no longer executes work \
+             (a wedged context, an Xid error), a driver fault, or an NCCL build that does not \
+             match the GPU",
+            "check dmesg for Xid errors and nvidia-smi for the GPU's state; rerun this pattern \
+             alone with NCCL_DEBUG=INFO",
+        )
+    } else if !lead.unwritten_ranges.is_empty() {
+        (
+            "the transfer stopped part-way: a kernel or a proxy that ended early, or a \
+             transport that dropped data",
+            "rerun this pattern alone with NCCL_DEBUG=INFO; check link errors (nvidia-smi \
+             nvlink -e, the InfiniBand port counters)",
+        )
+    } else if lead.nan > 0 && lead.nan == lead.wrong {
+        (
+            "NaNs where numbers were due: a reduction fed with NaN or infinity (uninitialised or \
+             corrupted memory), or a kernel that wrote garbage",
+            "check ECC errors (nvidia-smi -q -d ECC) and dmesg for Xid errors; rerun this \
+             pattern alone",
+        )
+    } else if lead
+        .first_wrong
+        .as_ref()
+        .is_some_and(|(_, w)| w.from_rank.is_some())
+    {
+        (
+            "data went to the wrong place: a mis-routed transfer or a buffer addressing bug \
+             (the library, or two ranks sharing one GPU or buffer)",
+            "check that every rank has its own GPU (the fingerprint's bus ids); rerun with \
+             another NCCL release",
+        )
+    } else {
+        (
+            "data was corrupted between ranks: a faulty link (NVLink/PCIe/network), GPU \
+             memory, or a library bug",
+            "rerun the failing pattern alone; check ECC and link errors (nvidia-smi -q -d ECC, \
+             nvidia-smi nvlink -e, dmesg)",
+        )
+    };
+    let mut f = Failure::new(
+        Stage::Verify,
+        &who,
+        format!("{}: {text}{also}", label(lead)),
+    )
+    .cause(cause)
+    .hint(hint);
+    f.evidence = evidence(&bad);
+    Some(f)
+}
+
+/// The precondition of a pass: every pattern and size of the plan measured on every rank, and
+/// every element checked. `expected_rows` is how many rows the sweep was to give. Zero rows,
+/// a row with no checked element, or a row whose elements were not all checked is never a
+/// pass.
+pub fn coverage_failure(
+    rows: &[SizeResult],
+    expected_rows: usize,
+    nranks: u32,
+    check: bool,
+    me: &Who,
+) -> Option<Failure> {
+    let why = if rows.is_empty() {
+        Some("no size was measured".to_string())
+    } else if rows.len() != expected_rows {
+        Some(format!(
+            "{} of the plan's {expected_rows} pattern × size measurements came back",
+            rows.len()
+        ))
+    } else if let Some(r) = rows.iter().find(|r| r.rank_avg_us.len() != nranks as usize) {
+        Some(format!(
+            "{} has {} of the {nranks} ranks' measurements",
+            label(r),
+            r.rank_avg_us.len()
+        ))
+    } else if !check {
+        None
+    } else {
+        // A 0-byte size (all-to-all rounds small sizes down to nothing per peer, as nccl-tests
+        // does) has nothing to check; every other size must have been checked, and the run as
+        // a whole must have checked something.
+        rows.iter()
+            .find(|r| !r.checked || (r.size_bytes > 0 && r.checked_elements == 0))
+            .map(|r| format!("{}: no element was checked", label(r)))
+            .or_else(|| {
+                (rows.iter().map(|r| r.checked_elements).sum::<u64>() == 0)
+                    .then(|| "no element of any size was checked (every size is 0 bytes)".into())
+            })
+    };
+    why.map(|why| {
+        Failure::new(Stage::Verify, me, format!("the run cannot pass: {why}"))
+            .cause("a measurement was lost between the ranks and rank 0")
+            .hint("rerun; if it recurs, report it as a bug in nccl-smoke with the results file")
+    })
+}
+
+/// A size whose every timed iteration, on some rank, took less than the event timer's
+/// resolution although bytes were to move: the collective did not run, so its time and
+/// bandwidth mean nothing.
+pub fn timer_failure(
+    rows: &[SizeResult],
+    me: &Who,
+    host_of: impl Fn(u32) -> Option<String>,
+) -> Option<Failure> {
+    let r = rows.iter().find(|r| !r.below_timer_ranks.is_empty())?;
+    let rank = r.below_timer_ranks[0];
+    let who = culprit(me, rank, &host_of);
+    Some(
+        Failure::new(
+            Stage::Run,
+            &who,
+            format!(
+                "{}: every timed iteration took less than the event timer's resolution \
+                 ({TIMER_RESOLUTION_US} µs) on rank(s) {}: the collective did not run, so no \
+                 time or bandwidth is reported for it",
+                label(r),
+                ranks(&r.below_timer_ranks)
+            ),
+        )
+        .cause("the operation returned without doing its work: a GPU that does not execute kernels, or a library that skipped it")
+        .hint("check dmesg for Xid errors and nvidia-smi for the GPU's state; rerun with NCCL_DEBUG=INFO"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn who() -> Who {
+        Who {
+            rank: Some(0),
+            host: "h0".into(),
+        }
+    }
+
+    fn row(extra: serde_json::Value) -> SizeResult {
+        let mut v = serde_json::json!({
+            "pattern": "all_reduce", "size_bytes": 1024, "count": 256, "dtype": "float",
+            "time_us": {"avg": 1.0, "p50": 1.0, "p99": 1.0, "max": 1.0},
+            "algbw_gbs": 1.0, "busbw_gbs": 1.0, "wrong": 0, "checked": true,
+            "slowest_rank": 0, "rank_avg_us": [1.0, 1.0], "checked_elements": 512
+        });
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn nothing_written_is_its_own_finding() {
+        let r = row(
+            serde_json::json!({"wrong": 512, "unwritten": 512, "nothing_written_ranks": [0, 1],
+            "first_wrong": [0, {"index": 0, "expected": 2.0, "got": "NaN", "got_hex": "ffffffff"}]}),
+        );
+        let f = verify_failure(&[r], &who(), |_| None).unwrap();
+        assert_eq!((f.stage, f.rank), (Stage::Verify, Some(0)));
+        assert_eq!(
+            f.error,
+            "all_reduce 1024 B: the collective wrote nothing into the receive buffer (it still \
+             holds the fill pattern) on every rank"
+        );
+        assert!(
+            f.cause
+                .unwrap()
+                .starts_with("the kernel did not run or wrote elsewhere")
+        );
+    }
+
+    #[test]
+    fn partly_written_names_the_ranges() {
+        let r = row(
+            serde_json::json!({"wrong": 20, "unwritten": 20, "unwritten_ranges": [[1, [[100, 120]]]]}),
+        );
+        let f = verify_failure(&[r], &who(), |r| Some(format!("h{r}"))).unwrap();
+        assert_eq!((f.rank, f.host.as_str()), (Some(1), "h1"));
+        assert!(f.error.ends_with("rank 1: elements 100..120"), "{f}");
+        assert!(f.cause.unwrap().contains("stopped part-way"));
+    }
+
+    #[test]
+    fn another_ranks_data_and_wrong_values_differ() {
+        let peer = row(serde_json::json!({"pattern": "all_to_all", "wrong": 64,
+            "first_wrong": [1, {"index": 0, "sender": 0, "expected": 3.0, "got": 7.0, "got_hex": "0000e040", "from_rank": 3}]}));
+        let f = verify_failure(&[peer], &who(), |_| None).unwrap();
+        assert!(
+            f.error
+                .contains("rank 1 received rank 3's data where rank 0's was due"),
+            "{f}"
+        );
+        assert_eq!(f.rank, Some(1));
+        let flip = row(serde_json::json!({"pattern": "send_recv_ring", "wrong": 1,
+            "first_wrong": [1, {"index": 7, "sender": 0, "expected": 3.0, "got": "inf", "got_hex": "0000807f"}]}));
+        let f = verify_failure(&[flip], &who(), |_| None).unwrap();
+        assert!(
+            f.error.contains(
+                "element 7 received by rank 1 is inf (bytes 0000807f) instead of 3, sent by rank 0"
+            ),
+            "{f}"
+        );
+        assert_eq!(f.rank, Some(0));
+        assert!(verify_failure(&[row(serde_json::json!({}))], &who(), |_| None).is_none());
+    }
+
+    #[test]
+    fn nothing_measured_or_checked_is_never_a_pass() {
+        let me = who();
+        assert!(
+            coverage_failure(&[], 1, 2, true, &me)
+                .unwrap()
+                .error
+                .contains("no size was measured")
+        );
+        let ok = row(serde_json::json!({}));
+        assert!(coverage_failure(std::slice::from_ref(&ok), 1, 2, true, &me).is_none());
+        assert!(
+            coverage_failure(std::slice::from_ref(&ok), 2, 2, true, &me)
+                .unwrap()
+                .error
+                .contains("1 of the plan's 2")
+        );
+        assert!(
+            coverage_failure(std::slice::from_ref(&ok), 1, 4, true, &me)
+                .unwrap()
+                .error
+                .contains("2 of the 4 ranks")
+        );
+        let unchecked = row(serde_json::json!({"checked_elements": 0}));
+        assert!(
+            coverage_failure(&[unchecked], 1, 2, true, &me)
+                .unwrap()
+                .error
+                .contains("no element was checked")
+        );
+        let empty = row(serde_json::json!({"checked_elements": 0, "size_bytes": 0}));
+        assert!(coverage_failure(&[empty.clone(), ok.clone()], 2, 2, true, &me).is_none());
+        assert!(
+            coverage_failure(&[empty], 1, 2, true, &me)
+                .unwrap()
+                .error
+                .contains("every size is 0 bytes")
+        );
+    }
+
+    #[test]
+    fn nans_everywhere_are_named() {
+        let r = row(serde_json::json!({"wrong": 512, "nan": 512,
+            "first_wrong": [1, {"index": 0, "expected": 3.0, "got": "NaN", "got_hex": "007e"}]}));
+        let f = verify_failure(&[r], &who(), |_| None).unwrap();
+        assert!(
+            f.error
+                .contains("512 wrong elements, every one of them NaN (rank 1, from element 0)"),
+            "{f}"
+        );
+        assert_eq!(f.rank, Some(1));
+    }
+
+    #[test]
+    fn a_collective_faster_than_the_timer_did_not_run() {
+        let r = row(serde_json::json!({"below_timer_ranks": [0, 1]}));
+        let f = timer_failure(&[r], &who(), |_| None).unwrap();
+        assert_eq!(f.stage, Stage::Run);
+        assert!(
+            f.error
+                .contains("on rank(s) 0, 1: the collective did not run"),
+            "{f}"
+        );
+        assert!(timer_failure(&[row(serde_json::json!({}))], &who(), |_| None).is_none());
+    }
+}
