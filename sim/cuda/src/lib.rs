@@ -14,9 +14,15 @@ mod config;
 mod context;
 mod device;
 mod error;
+mod export;
 mod fault;
+mod ipc;
 mod memory;
+mod module;
+mod procaddr;
+mod runtime;
 mod stream;
+mod trace;
 mod vmm;
 
 use std::ffi::c_char;

@@ -64,6 +64,9 @@ struct Phys {
     /// Device it is accounted on (`None` for imports: the exporter accounts it).
     accounted: Option<CUdevice>,
     handle_types: c_uint,
+    /// Where it lives: (location type, id) as asked at creation; imports say device 0 (a guess:
+    /// a POSIX fd carries no device).
+    location: (c_uint, c_int),
 }
 
 impl Drop for Phys {
@@ -128,10 +131,17 @@ fn check_prop(prop: *const CUmemAllocationProp) -> CuResult<CUmemAllocationProp>
     non_null(prop)?;
     // SAFETY: checked non-null; the caller passes a valid struct.
     let p = unsafe { prop.read() };
-    if p.type_ != CU_MEM_ALLOCATION_TYPE_PINNED || p.location.type_ != CU_MEM_LOCATION_TYPE_DEVICE {
+    if p.type_ != CU_MEM_ALLOCATION_TYPE_PINNED {
         return Err(CUDA_ERROR_INVALID_VALUE);
     }
-    check_device(p.location.id)?;
+    match p.location.type_ {
+        CU_MEM_LOCATION_TYPE_DEVICE => {
+            check_device(p.location.id)?;
+        }
+        // HOST, HOST_NUMA, HOST_NUMA_CURRENT (cuda.h 12.2+).
+        2..=4 => {}
+        _ => return Err(CUDA_ERROR_INVALID_VALUE),
+    }
     Ok(p)
 }
 
@@ -161,7 +171,7 @@ fn os_error() -> CUresult {
     }
 }
 
-fn new_memfd(size: usize, dev: CUdevice) -> CuResult<OwnedFd> {
+pub(crate) fn new_memfd(size: usize, dev: CUdevice) -> CuResult<OwnedFd> {
     let name = std::ffi::CString::new(format!("nccl-smoke-sim-cuda-dev{dev}"))
         .map_err(|_| CUDA_ERROR_UNKNOWN)?;
     // SAFETY: valid NUL-terminated name.
@@ -193,20 +203,28 @@ pub unsafe extern "C" fn cuMemCreate(
         if flags != 0 || size == 0 || !size.is_multiple_of(GRANULARITY) {
             return Err(CUDA_ERROR_INVALID_VALUE);
         }
-        let dev = p.location.id;
-        platform()?.reserve(dev, size as u64)?;
+        // Host locations (HOST, HOST_NUMA, HOST_NUMA_CURRENT: NCCL 2.32 asks for HOST_NUMA,
+        // FACTS.md) are memfds too, accounted on no device.
+        let on_device = p.location.type_ == CU_MEM_LOCATION_TYPE_DEVICE;
+        let dev = if on_device { p.location.id } else { 0 };
+        if on_device {
+            platform()?.reserve(dev, size as u64)?;
+        }
         let fd = match new_memfd(size, dev) {
             Ok(fd) => fd,
             Err(e) => {
-                platform()?.unreserve(dev, size as u64);
+                if on_device {
+                    platform()?.unreserve(dev, size as u64);
+                }
                 return Err(e);
             }
         };
         let phys = Arc::new(Phys {
             fd,
             size,
-            accounted: Some(dev),
+            accounted: on_device.then_some(dev),
             handle_types: p.requested_handle_types,
+            location: (p.location.type_, p.location.id),
         });
         let h = crate::next_handle() as u64;
         vmm().handles.insert(h, phys);
@@ -300,6 +318,10 @@ pub unsafe extern "C" fn cuMemImportFromShareableHandle(
             size: st.st_size as usize,
             accounted: None,
             handle_types: CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+            location: (
+                CU_MEM_LOCATION_TYPE_DEVICE,
+                crate::context::current_device().unwrap_or(0),
+            ),
         });
         let h = crate::next_handle() as u64;
         vmm().handles.insert(h, phys);
@@ -488,10 +510,16 @@ pub unsafe extern "C" fn cuMemSetAccess(
         // SAFETY: the caller passes `count` descriptors.
         let descs = unsafe { std::slice::from_raw_parts(desc, count) };
         for d in descs {
-            if d.location.type_ != CU_MEM_LOCATION_TYPE_DEVICE || !matches!(d.flags, 0 | 1 | 3) {
+            if !matches!(d.flags, 0 | 1 | 3) {
                 return Err(CUDA_ERROR_INVALID_VALUE);
             }
-            check_device(d.location.id)?;
+            match d.location.type_ {
+                CU_MEM_LOCATION_TYPE_DEVICE => {
+                    check_device(d.location.id)?;
+                }
+                2..=4 => {}
+                _ => return Err(CUDA_ERROR_INVALID_VALUE),
+            }
         }
         let start = ptr as usize;
         start.checked_add(size).ok_or(CUDA_ERROR_INVALID_VALUE)?;
@@ -499,6 +527,90 @@ pub unsafe extern "C" fn cuMemSetAccess(
             return Err(CUDA_ERROR_INVALID_VALUE);
         }
         Ok(())
+    })
+}
+
+/// The cuMem mapping holding `addr`: (start, size, device of its allocation).
+pub(crate) fn find_mapping(addr: usize) -> Option<(usize, usize, CUdevice)> {
+    let v = vmm();
+    let (&s, m) = v.mapped.range(..=addr).next_back()?;
+    (addr < s + m.size).then(|| (s, m.size, m._phys.location.1.max(0)))
+}
+
+/// `cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)`: a new
+/// handle to the allocation mapped at `addr` (NVIDIA CUDA driver API docs).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemRetainAllocationHandle(
+    handle: *mut CUmemGenericAllocationHandle,
+    addr: *mut c_void,
+) -> CUresult {
+    ffi(|| {
+        non_null(handle)?;
+        platform()?;
+        let mut v = vmm();
+        let a = addr as usize;
+        let phys = match v.mapped.range(..=a).next_back() {
+            Some((&s, m)) if a < s + m.size => Arc::clone(&m._phys),
+            _ => return Err(CUDA_ERROR_INVALID_VALUE),
+        };
+        let h = crate::next_handle() as u64;
+        v.handles.insert(h, phys);
+        // SAFETY: checked non-null.
+        unsafe { put(handle, h) }
+    })
+}
+
+/// `cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, handle)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemGetAllocationPropertiesFromHandle(
+    prop: *mut CUmemAllocationProp,
+    handle: CUmemGenericAllocationHandle,
+) -> CUresult {
+    ffi(|| {
+        non_null(prop)?;
+        platform()?;
+        let phys = vmm()
+            .handles
+            .get(&handle)
+            .cloned()
+            .ok_or(CUDA_ERROR_INVALID_HANDLE)?;
+        let p = CUmemAllocationProp {
+            type_: CU_MEM_ALLOCATION_TYPE_PINNED,
+            requested_handle_types: phys.handle_types,
+            location: CUmemLocation {
+                type_: phys.location.0,
+                id: phys.location.1,
+            },
+            win32_handle_meta_data: std::ptr::null_mut(),
+            alloc_flags: CUmemAllocFlags {
+                compression_type: 0,
+                gpu_direct_rdma_capable: 0,
+                usage: 0,
+                reserved: [0; 4],
+            },
+        };
+        // SAFETY: checked non-null.
+        unsafe { put(prop, p) }
+    })
+}
+
+/// `cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)`:
+/// every mapping is read-write for every device here.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemGetAccess(
+    flags: *mut u64,
+    location: *const CUmemLocation,
+    ptr: CUdeviceptr,
+) -> CUresult {
+    ffi(|| {
+        non_null(flags)?;
+        non_null(location)?;
+        platform()?;
+        if !vmm().fully_mapped(ptr as usize, 1) {
+            return Err(CUDA_ERROR_INVALID_VALUE);
+        }
+        // SAFETY: checked non-null. CU_MEM_ACCESS_FLAGS_PROT_READWRITE.
+        unsafe { put(flags, 3) }
     })
 }
 
