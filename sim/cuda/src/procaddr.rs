@@ -51,650 +51,189 @@ const VERSIONED: &[(&str, &[(c_int, &str)])] = &[
     ),
 ];
 
-/// Every entry point this driver exports, by exact symbol name.
+/// `module::function, …` → `[("function", address), …]`.
+macro_rules! entries {
+    ($($m:ident::$f:ident),* $(,)?) => {
+        &[$((stringify!($f), crate::$m::$f as *const c_void)),*]
+    };
+}
+
+/// Every entry point this driver exports, by exact symbol name (the test
+/// `every_export_is_in_the_table` keeps the list complete).
 static ENTRIES: LazyLock<HashMap<&'static str, usize>> = LazyLock::new(|| {
-    let list: &[(&CStr, *const c_void)] = &[
-        (
-            c"cuCtxCreate_v2",
-            crate::context::cuCtxCreate_v2 as *const c_void,
-        ),
-        (
-            c"cuCtxCreate_v3",
-            crate::runtime::cuCtxCreate_v3 as *const c_void,
-        ),
-        (
-            c"cuCtxCreate_v4",
-            crate::runtime::cuCtxCreate_v4 as *const c_void,
-        ),
-        (
-            c"cuCtxDestroy_v2",
-            crate::context::cuCtxDestroy_v2 as *const c_void,
-        ),
-        (
-            c"cuCtxDisablePeerAccess",
-            crate::runtime::cuCtxDisablePeerAccess as *const c_void,
-        ),
-        (
-            c"cuCtxEnablePeerAccess",
-            crate::runtime::cuCtxEnablePeerAccess as *const c_void,
-        ),
-        (
-            c"cuCtxGetApiVersion",
-            crate::runtime::cuCtxGetApiVersion as *const c_void,
-        ),
-        (
-            c"cuCtxGetCacheConfig",
-            crate::runtime::cuCtxGetCacheConfig as *const c_void,
-        ),
-        (
-            c"cuCtxGetCurrent",
-            crate::context::cuCtxGetCurrent as *const c_void,
-        ),
-        (
-            c"cuCtxGetDevice",
-            crate::context::cuCtxGetDevice as *const c_void,
-        ),
-        (
-            c"cuCtxGetFlags",
-            crate::runtime::cuCtxGetFlags as *const c_void,
-        ),
-        (c"cuCtxGetId", crate::runtime::cuCtxGetId as *const c_void),
-        (
-            c"cuCtxGetLimit",
-            crate::runtime::cuCtxGetLimit as *const c_void,
-        ),
-        (
-            c"cuCtxGetSharedMemConfig",
-            crate::runtime::cuCtxGetSharedMemConfig as *const c_void,
-        ),
-        (
-            c"cuCtxGetStreamPriorityRange",
-            crate::runtime::cuCtxGetStreamPriorityRange as *const c_void,
-        ),
-        (
-            c"cuCtxPopCurrent_v2",
-            crate::context::cuCtxPopCurrent_v2 as *const c_void,
-        ),
-        (
-            c"cuCtxPushCurrent_v2",
-            crate::context::cuCtxPushCurrent_v2 as *const c_void,
-        ),
-        (
-            c"cuCtxResetPersistingL2Cache",
-            crate::runtime::cuCtxResetPersistingL2Cache as *const c_void,
-        ),
-        (
-            c"cuCtxSetCacheConfig",
-            crate::runtime::cuCtxSetCacheConfig as *const c_void,
-        ),
-        (
-            c"cuCtxSetCurrent",
-            crate::context::cuCtxSetCurrent as *const c_void,
-        ),
-        (
-            c"cuCtxSetFlags",
-            crate::runtime::cuCtxSetFlags as *const c_void,
-        ),
-        (
-            c"cuCtxSetLimit",
-            crate::runtime::cuCtxSetLimit as *const c_void,
-        ),
-        (
-            c"cuCtxSynchronize",
-            crate::stream::cuCtxSynchronize as *const c_void,
-        ),
-        (
-            c"cuDeviceCanAccessPeer",
-            crate::runtime::cuDeviceCanAccessPeer as *const c_void,
-        ),
-        (
-            c"cuDeviceComputeCapability",
-            crate::runtime::cuDeviceComputeCapability as *const c_void,
-        ),
-        (c"cuDeviceGet", crate::device::cuDeviceGet as *const c_void),
-        (
-            c"cuDeviceGetAttribute",
-            crate::device::cuDeviceGetAttribute as *const c_void,
-        ),
-        (
-            c"cuDeviceGetByPCIBusId",
-            crate::runtime::cuDeviceGetByPCIBusId as *const c_void,
-        ),
-        (
-            c"cuDeviceGetCount",
-            crate::device::cuDeviceGetCount as *const c_void,
-        ),
-        (
-            c"cuDeviceGetDefaultMemPool",
-            crate::runtime::cuDeviceGetDefaultMemPool as *const c_void,
-        ),
-        (
-            c"cuDeviceGetMemPool",
-            crate::runtime::cuDeviceGetMemPool as *const c_void,
-        ),
-        (
-            c"cuDeviceGetName",
-            crate::device::cuDeviceGetName as *const c_void,
-        ),
-        (
-            c"cuDeviceGetP2PAttribute",
-            crate::runtime::cuDeviceGetP2PAttribute as *const c_void,
-        ),
-        (
-            c"cuDeviceGetPCIBusId",
-            crate::device::cuDeviceGetPCIBusId as *const c_void,
-        ),
-        (
-            c"cuDeviceGetUuid",
-            crate::device::cuDeviceGetUuid as *const c_void,
-        ),
-        (
-            c"cuDeviceGetUuid_v2",
-            crate::device::cuDeviceGetUuid_v2 as *const c_void,
-        ),
-        (
-            c"cuDevicePrimaryCtxGetState",
-            crate::runtime::cuDevicePrimaryCtxGetState as *const c_void,
-        ),
-        (
-            c"cuDevicePrimaryCtxRelease",
-            crate::context::cuDevicePrimaryCtxRelease as *const c_void,
-        ),
-        (
-            c"cuDevicePrimaryCtxRelease_v2",
-            crate::context::cuDevicePrimaryCtxRelease_v2 as *const c_void,
-        ),
-        (
-            c"cuDevicePrimaryCtxReset",
-            crate::context::cuDevicePrimaryCtxReset as *const c_void,
-        ),
-        (
-            c"cuDevicePrimaryCtxReset_v2",
-            crate::context::cuDevicePrimaryCtxReset_v2 as *const c_void,
-        ),
-        (
-            c"cuDevicePrimaryCtxRetain",
-            crate::context::cuDevicePrimaryCtxRetain as *const c_void,
-        ),
-        (
-            c"cuDevicePrimaryCtxSetFlags",
-            crate::runtime::cuDevicePrimaryCtxSetFlags as *const c_void,
-        ),
-        (
-            c"cuDevicePrimaryCtxSetFlags_v2",
-            crate::runtime::cuDevicePrimaryCtxSetFlags_v2 as *const c_void,
-        ),
-        (
-            c"cuDeviceSetMemPool",
-            crate::runtime::cuDeviceSetMemPool as *const c_void,
-        ),
-        (
-            c"cuDeviceTotalMem_v2",
-            crate::device::cuDeviceTotalMem_v2 as *const c_void,
-        ),
-        (
-            c"cuDriverGetVersion",
-            crate::device::cuDriverGetVersion as *const c_void,
-        ),
-        (
-            c"cuEventCreate",
-            crate::stream::cuEventCreate as *const c_void,
-        ),
-        (
-            c"cuEventDestroy_v2",
-            crate::stream::cuEventDestroy_v2 as *const c_void,
-        ),
-        (
-            c"cuEventElapsedTime",
-            crate::stream::cuEventElapsedTime as *const c_void,
-        ),
-        (
-            c"cuEventElapsedTime_v2",
-            crate::stream::cuEventElapsedTime_v2 as *const c_void,
-        ),
-        (
-            c"cuEventQuery",
-            crate::stream::cuEventQuery as *const c_void,
-        ),
-        (
-            c"cuEventRecord",
-            crate::stream::cuEventRecord as *const c_void,
-        ),
-        (
-            c"cuEventRecordWithFlags",
-            crate::stream::cuEventRecordWithFlags as *const c_void,
-        ),
-        (
-            c"cuEventSynchronize",
-            crate::stream::cuEventSynchronize as *const c_void,
-        ),
-        (
-            c"cuFlushGPUDirectRDMAWrites",
-            crate::runtime::cuFlushGPUDirectRDMAWrites as *const c_void,
-        ),
-        (
-            c"cuFuncGetAttribute",
-            crate::module::cuFuncGetAttribute as *const c_void,
-        ),
-        (
-            c"cuFuncGetModule",
-            crate::module::cuFuncGetModule as *const c_void,
-        ),
-        (
-            c"cuFuncGetName",
-            crate::module::cuFuncGetName as *const c_void,
-        ),
-        (
-            c"cuFuncIsLoaded",
-            crate::module::cuFuncIsLoaded as *const c_void,
-        ),
-        (c"cuFuncLoad", crate::module::cuFuncLoad as *const c_void),
-        (
-            c"cuFuncSetAttribute",
-            crate::module::cuFuncSetAttribute as *const c_void,
-        ),
-        (
-            c"cuFuncSetCacheConfig",
-            crate::module::cuFuncSetCacheConfig as *const c_void,
-        ),
-        (
-            c"cuFuncSetSharedMemConfig",
-            crate::module::cuFuncSetSharedMemConfig as *const c_void,
-        ),
-        (
-            c"cuGetErrorName",
-            crate::error::cuGetErrorName as *const c_void,
-        ),
-        (
-            c"cuGetErrorString",
-            crate::error::cuGetErrorString as *const c_void,
-        ),
-        (
-            c"cuGetExportTable",
-            crate::export::cuGetExportTable as *const c_void,
-        ),
-        (
-            c"cuGetProcAddress",
-            crate::procaddr::cuGetProcAddress as *const c_void,
-        ),
-        (
-            c"cuGetProcAddress_v2",
-            crate::procaddr::cuGetProcAddress_v2 as *const c_void,
-        ),
-        (c"cuInit", crate::device::cuInit as *const c_void),
-        (
-            c"cuIpcCloseMemHandle",
-            crate::ipc::cuIpcCloseMemHandle as *const c_void,
-        ),
-        (
-            c"cuIpcGetMemHandle",
-            crate::ipc::cuIpcGetMemHandle as *const c_void,
-        ),
-        (
-            c"cuIpcOpenMemHandle",
-            crate::ipc::cuIpcOpenMemHandle as *const c_void,
-        ),
-        (
-            c"cuIpcOpenMemHandle_v2",
-            crate::ipc::cuIpcOpenMemHandle_v2 as *const c_void,
-        ),
-        (
-            c"cuKernelGetAttribute",
-            crate::module::cuKernelGetAttribute as *const c_void,
-        ),
-        (
-            c"cuKernelGetFunction",
-            crate::module::cuKernelGetFunction as *const c_void,
-        ),
-        (
-            c"cuKernelGetName",
-            crate::module::cuKernelGetName as *const c_void,
-        ),
-        (
-            c"cuKernelSetAttribute",
-            crate::module::cuKernelSetAttribute as *const c_void,
-        ),
-        (
-            c"cuKernelSetCacheConfig",
-            crate::module::cuKernelSetCacheConfig as *const c_void,
-        ),
-        (
-            c"cuLaunchCooperativeKernel",
-            crate::module::cuLaunchCooperativeKernel as *const c_void,
-        ),
-        (
-            c"cuLaunchHostFunc",
-            crate::stream::cuLaunchHostFunc as *const c_void,
-        ),
-        (
-            c"cuLaunchKernel",
-            crate::module::cuLaunchKernel as *const c_void,
-        ),
-        (
-            c"cuLaunchKernelEx",
-            crate::module::cuLaunchKernelEx as *const c_void,
-        ),
-        (
-            c"cuLibraryGetGlobal",
-            crate::module::cuLibraryGetGlobal as *const c_void,
-        ),
-        (
-            c"cuLibraryGetKernel",
-            crate::module::cuLibraryGetKernel as *const c_void,
-        ),
-        (
-            c"cuLibraryGetModule",
-            crate::module::cuLibraryGetModule as *const c_void,
-        ),
-        (
-            c"cuLibraryLoadData",
-            crate::module::cuLibraryLoadData as *const c_void,
-        ),
-        (
-            c"cuLibraryUnload",
-            crate::module::cuLibraryUnload as *const c_void,
-        ),
-        (
-            c"cuMemAddressFree",
-            crate::vmm::cuMemAddressFree as *const c_void,
-        ),
-        (
-            c"cuMemAddressReserve",
-            crate::vmm::cuMemAddressReserve as *const c_void,
-        ),
-        (
-            c"cuMemAllocAsync",
-            crate::runtime::cuMemAllocAsync as *const c_void,
-        ),
-        (
-            c"cuMemAllocFromPoolAsync",
-            crate::runtime::cuMemAllocFromPoolAsync as *const c_void,
-        ),
-        (
-            c"cuMemAllocHost_v2",
-            crate::memory::cuMemAllocHost_v2 as *const c_void,
-        ),
-        (
-            c"cuMemAlloc_v2",
-            crate::memory::cuMemAlloc_v2 as *const c_void,
-        ),
-        (c"cuMemCreate", crate::vmm::cuMemCreate as *const c_void),
-        (
-            c"cuMemExportToShareableHandle",
-            crate::vmm::cuMemExportToShareableHandle as *const c_void,
-        ),
-        (
-            c"cuMemFreeAsync",
-            crate::runtime::cuMemFreeAsync as *const c_void,
-        ),
-        (
-            c"cuMemFreeHost",
-            crate::memory::cuMemFreeHost as *const c_void,
-        ),
-        (
-            c"cuMemFree_v2",
-            crate::memory::cuMemFree_v2 as *const c_void,
-        ),
-        (
-            c"cuMemGetAccess",
-            crate::vmm::cuMemGetAccess as *const c_void,
-        ),
-        (
-            c"cuMemGetAddressRange_v2",
-            crate::memory::cuMemGetAddressRange_v2 as *const c_void,
-        ),
-        (
-            c"cuMemGetAllocationGranularity",
-            crate::vmm::cuMemGetAllocationGranularity as *const c_void,
-        ),
-        (
-            c"cuMemGetAllocationPropertiesFromHandle",
-            crate::vmm::cuMemGetAllocationPropertiesFromHandle as *const c_void,
-        ),
-        (
-            c"cuMemGetInfo_v2",
-            crate::memory::cuMemGetInfo_v2 as *const c_void,
-        ),
-        (
-            c"cuMemHostAlloc",
-            crate::memory::cuMemHostAlloc as *const c_void,
-        ),
-        (
-            c"cuMemHostGetDevicePointer_v2",
-            crate::memory::cuMemHostGetDevicePointer_v2 as *const c_void,
-        ),
-        (
-            c"cuMemHostGetFlags",
-            crate::memory::cuMemHostGetFlags as *const c_void,
-        ),
-        (
-            c"cuMemHostRegister_v2",
-            crate::memory::cuMemHostRegister_v2 as *const c_void,
-        ),
-        (
-            c"cuMemHostUnregister",
-            crate::memory::cuMemHostUnregister as *const c_void,
-        ),
-        (
-            c"cuMemImportFromShareableHandle",
-            crate::vmm::cuMemImportFromShareableHandle as *const c_void,
-        ),
-        (c"cuMemMap", crate::vmm::cuMemMap as *const c_void),
-        (
-            c"cuMemPoolGetAttribute",
-            crate::runtime::cuMemPoolGetAttribute as *const c_void,
-        ),
-        (
-            c"cuMemPoolSetAttribute",
-            crate::runtime::cuMemPoolSetAttribute as *const c_void,
-        ),
-        (
-            c"cuMemPoolTrimTo",
-            crate::runtime::cuMemPoolTrimTo as *const c_void,
-        ),
-        (c"cuMemRelease", crate::vmm::cuMemRelease as *const c_void),
-        (
-            c"cuMemRetainAllocationHandle",
-            crate::vmm::cuMemRetainAllocationHandle as *const c_void,
-        ),
-        (
-            c"cuMemSetAccess",
-            crate::vmm::cuMemSetAccess as *const c_void,
-        ),
-        (c"cuMemUnmap", crate::vmm::cuMemUnmap as *const c_void),
-        (c"cuMemcpy", crate::memory::cuMemcpy as *const c_void),
-        (
-            c"cuMemcpyAsync",
-            crate::memory::cuMemcpyAsync as *const c_void,
-        ),
-        (
-            c"cuMemcpyDtoDAsync_v2",
-            crate::memory::cuMemcpyDtoDAsync_v2 as *const c_void,
-        ),
-        (
-            c"cuMemcpyDtoD_v2",
-            crate::memory::cuMemcpyDtoD_v2 as *const c_void,
-        ),
-        (
-            c"cuMemcpyDtoHAsync_v2",
-            crate::memory::cuMemcpyDtoHAsync_v2 as *const c_void,
-        ),
-        (
-            c"cuMemcpyDtoH_v2",
-            crate::memory::cuMemcpyDtoH_v2 as *const c_void,
-        ),
-        (
-            c"cuMemcpyHtoDAsync_v2",
-            crate::memory::cuMemcpyHtoDAsync_v2 as *const c_void,
-        ),
-        (
-            c"cuMemcpyHtoD_v2",
-            crate::memory::cuMemcpyHtoD_v2 as *const c_void,
-        ),
-        (
-            c"cuMemcpyPeer",
-            crate::runtime::cuMemcpyPeer as *const c_void,
-        ),
-        (
-            c"cuMemcpyPeerAsync",
-            crate::runtime::cuMemcpyPeerAsync as *const c_void,
-        ),
-        (
-            c"cuMemsetD16Async",
-            crate::runtime::cuMemsetD16Async as *const c_void,
-        ),
-        (
-            c"cuMemsetD16_v2",
-            crate::runtime::cuMemsetD16_v2 as *const c_void,
-        ),
-        (
-            c"cuMemsetD32Async",
-            crate::memory::cuMemsetD32Async as *const c_void,
-        ),
-        (
-            c"cuMemsetD32_v2",
-            crate::memory::cuMemsetD32_v2 as *const c_void,
-        ),
-        (
-            c"cuMemsetD8Async",
-            crate::memory::cuMemsetD8Async as *const c_void,
-        ),
-        (
-            c"cuMemsetD8_v2",
-            crate::memory::cuMemsetD8_v2 as *const c_void,
-        ),
-        (
-            c"cuModuleGetFunction",
-            crate::module::cuModuleGetFunction as *const c_void,
-        ),
-        (
-            c"cuModuleGetGlobal_v2",
-            crate::module::cuModuleGetGlobal_v2 as *const c_void,
-        ),
-        (
-            c"cuModuleGetLoadingMode",
-            crate::module::cuModuleGetLoadingMode as *const c_void,
-        ),
-        (
-            c"cuModuleLoadData",
-            crate::module::cuModuleLoadData as *const c_void,
-        ),
-        (
-            c"cuModuleLoadDataEx",
-            crate::module::cuModuleLoadDataEx as *const c_void,
-        ),
-        (
-            c"cuModuleLoadFatBinary",
-            crate::module::cuModuleLoadFatBinary as *const c_void,
-        ),
-        (
-            c"cuModuleUnload",
-            crate::module::cuModuleUnload as *const c_void,
-        ),
-        (
-            c"cuOccupancyMaxActiveBlocksPerMultiprocessor",
-            crate::module::cuOccupancyMaxActiveBlocksPerMultiprocessor as *const c_void,
-        ),
-        (
-            c"cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
-            crate::module::cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags as *const c_void,
-        ),
-        (
-            c"cuPointerGetAttribute",
-            crate::runtime::cuPointerGetAttribute as *const c_void,
-        ),
-        (
-            c"cuPointerGetAttributes",
-            crate::runtime::cuPointerGetAttributes as *const c_void,
-        ),
-        (
-            c"cuPointerSetAttribute",
-            crate::runtime::cuPointerSetAttribute as *const c_void,
-        ),
-        (
-            c"cuProfilerStart",
-            crate::runtime::cuProfilerStart as *const c_void,
-        ),
-        (
-            c"cuProfilerStop",
-            crate::runtime::cuProfilerStop as *const c_void,
-        ),
-        (
-            c"cuStreamAddCallback",
-            crate::runtime::cuStreamAddCallback as *const c_void,
-        ),
-        (
-            c"cuStreamCreate",
-            crate::stream::cuStreamCreate as *const c_void,
-        ),
-        (
-            c"cuStreamCreateWithPriority",
-            crate::stream::cuStreamCreateWithPriority as *const c_void,
-        ),
-        (
-            c"cuStreamDestroy_v2",
-            crate::stream::cuStreamDestroy_v2 as *const c_void,
-        ),
-        (
-            c"cuStreamGetCaptureInfo",
-            crate::runtime::cuStreamGetCaptureInfo as *const c_void,
-        ),
-        (
-            c"cuStreamGetCaptureInfo_v2",
-            crate::runtime::cuStreamGetCaptureInfo_v2 as *const c_void,
-        ),
-        (
-            c"cuStreamGetCaptureInfo_v3",
-            crate::runtime::cuStreamGetCaptureInfo_v3 as *const c_void,
-        ),
-        (
-            c"cuStreamGetCtx",
-            crate::runtime::cuStreamGetCtx as *const c_void,
-        ),
-        (
-            c"cuStreamGetCtx_v2",
-            crate::runtime::cuStreamGetCtx_v2 as *const c_void,
-        ),
-        (
-            c"cuStreamGetDevice",
-            crate::runtime::cuStreamGetDevice as *const c_void,
-        ),
-        (
-            c"cuStreamGetFlags",
-            crate::runtime::cuStreamGetFlags as *const c_void,
-        ),
-        (
-            c"cuStreamGetId",
-            crate::runtime::cuStreamGetId as *const c_void,
-        ),
-        (
-            c"cuStreamGetPriority",
-            crate::runtime::cuStreamGetPriority as *const c_void,
-        ),
-        (
-            c"cuStreamIsCapturing",
-            crate::runtime::cuStreamIsCapturing as *const c_void,
-        ),
-        (
-            c"cuStreamQuery",
-            crate::stream::cuStreamQuery as *const c_void,
-        ),
-        (
-            c"cuStreamSynchronize",
-            crate::stream::cuStreamSynchronize as *const c_void,
-        ),
-        (
-            c"cuStreamWaitEvent",
-            crate::stream::cuStreamWaitEvent as *const c_void,
-        ),
-        (
-            c"cuThreadExchangeStreamCaptureMode",
-            crate::runtime::cuThreadExchangeStreamCaptureMode as *const c_void,
-        ),
+    let list: &[(&str, *const c_void)] = entries![
+        context::cuCtxCreate_v2,
+        runtime::cuCtxCreate_v3,
+        runtime::cuCtxCreate_v4,
+        context::cuCtxDestroy_v2,
+        runtime::cuCtxDisablePeerAccess,
+        runtime::cuCtxEnablePeerAccess,
+        runtime::cuCtxGetApiVersion,
+        runtime::cuCtxGetCacheConfig,
+        context::cuCtxGetCurrent,
+        context::cuCtxGetDevice,
+        runtime::cuCtxGetFlags,
+        runtime::cuCtxGetId,
+        runtime::cuCtxGetLimit,
+        runtime::cuCtxGetSharedMemConfig,
+        runtime::cuCtxGetStreamPriorityRange,
+        context::cuCtxPopCurrent_v2,
+        context::cuCtxPushCurrent_v2,
+        runtime::cuCtxResetPersistingL2Cache,
+        runtime::cuCtxSetCacheConfig,
+        context::cuCtxSetCurrent,
+        runtime::cuCtxSetFlags,
+        runtime::cuCtxSetLimit,
+        stream::cuCtxSynchronize,
+        runtime::cuDeviceCanAccessPeer,
+        runtime::cuDeviceComputeCapability,
+        device::cuDeviceGet,
+        device::cuDeviceGetAttribute,
+        runtime::cuDeviceGetByPCIBusId,
+        device::cuDeviceGetCount,
+        runtime::cuDeviceGetDefaultMemPool,
+        runtime::cuDeviceGetMemPool,
+        device::cuDeviceGetName,
+        runtime::cuDeviceGetP2PAttribute,
+        device::cuDeviceGetPCIBusId,
+        device::cuDeviceGetUuid,
+        device::cuDeviceGetUuid_v2,
+        runtime::cuDevicePrimaryCtxGetState,
+        context::cuDevicePrimaryCtxRelease,
+        context::cuDevicePrimaryCtxRelease_v2,
+        context::cuDevicePrimaryCtxReset,
+        context::cuDevicePrimaryCtxReset_v2,
+        context::cuDevicePrimaryCtxRetain,
+        runtime::cuDevicePrimaryCtxSetFlags,
+        runtime::cuDevicePrimaryCtxSetFlags_v2,
+        runtime::cuDeviceSetMemPool,
+        device::cuDeviceTotalMem_v2,
+        device::cuDriverGetVersion,
+        stream::cuEventCreate,
+        stream::cuEventDestroy_v2,
+        stream::cuEventElapsedTime,
+        stream::cuEventElapsedTime_v2,
+        stream::cuEventQuery,
+        stream::cuEventRecord,
+        stream::cuEventRecordWithFlags,
+        stream::cuEventSynchronize,
+        runtime::cuFlushGPUDirectRDMAWrites,
+        module::cuFuncGetAttribute,
+        module::cuFuncGetModule,
+        module::cuFuncGetName,
+        module::cuFuncIsLoaded,
+        module::cuFuncLoad,
+        module::cuFuncSetAttribute,
+        module::cuFuncSetCacheConfig,
+        module::cuFuncSetSharedMemConfig,
+        error::cuGetErrorName,
+        error::cuGetErrorString,
+        export::cuGetExportTable,
+        procaddr::cuGetProcAddress,
+        procaddr::cuGetProcAddress_v2,
+        device::cuInit,
+        ipc::cuIpcCloseMemHandle,
+        ipc::cuIpcGetMemHandle,
+        ipc::cuIpcOpenMemHandle,
+        ipc::cuIpcOpenMemHandle_v2,
+        module::cuKernelGetAttribute,
+        module::cuKernelGetFunction,
+        module::cuKernelGetName,
+        module::cuKernelSetAttribute,
+        module::cuKernelSetCacheConfig,
+        module::cuLaunchCooperativeKernel,
+        stream::cuLaunchHostFunc,
+        module::cuLaunchKernel,
+        module::cuLaunchKernelEx,
+        module::cuLibraryGetGlobal,
+        module::cuLibraryGetKernel,
+        module::cuLibraryGetModule,
+        module::cuLibraryLoadData,
+        module::cuLibraryUnload,
+        vmm::cuMemAddressFree,
+        vmm::cuMemAddressReserve,
+        runtime::cuMemAllocAsync,
+        runtime::cuMemAllocFromPoolAsync,
+        memory::cuMemAllocHost_v2,
+        memory::cuMemAlloc_v2,
+        vmm::cuMemCreate,
+        vmm::cuMemExportToShareableHandle,
+        runtime::cuMemFreeAsync,
+        memory::cuMemFreeHost,
+        memory::cuMemFree_v2,
+        vmm::cuMemGetAccess,
+        memory::cuMemGetAddressRange_v2,
+        vmm::cuMemGetAllocationGranularity,
+        vmm::cuMemGetAllocationPropertiesFromHandle,
+        memory::cuMemGetInfo_v2,
+        memory::cuMemHostAlloc,
+        memory::cuMemHostGetDevicePointer_v2,
+        memory::cuMemHostGetFlags,
+        memory::cuMemHostRegister_v2,
+        memory::cuMemHostUnregister,
+        vmm::cuMemImportFromShareableHandle,
+        vmm::cuMemMap,
+        runtime::cuMemPoolCreate,
+        runtime::cuMemPoolDestroy,
+        runtime::cuMemPoolGetAccess,
+        runtime::cuMemPoolGetAttribute,
+        runtime::cuMemPoolSetAccess,
+        runtime::cuMemPoolSetAttribute,
+        runtime::cuMemPoolTrimTo,
+        vmm::cuMemRelease,
+        vmm::cuMemRetainAllocationHandle,
+        vmm::cuMemSetAccess,
+        vmm::cuMemUnmap,
+        memory::cuMemcpy,
+        memory::cuMemcpyAsync,
+        memory::cuMemcpyDtoDAsync_v2,
+        memory::cuMemcpyDtoD_v2,
+        memory::cuMemcpyDtoHAsync_v2,
+        memory::cuMemcpyDtoH_v2,
+        memory::cuMemcpyHtoDAsync_v2,
+        memory::cuMemcpyHtoD_v2,
+        runtime::cuMemcpyPeer,
+        runtime::cuMemcpyPeerAsync,
+        runtime::cuMemsetD16Async,
+        runtime::cuMemsetD16_v2,
+        memory::cuMemsetD32Async,
+        memory::cuMemsetD32_v2,
+        memory::cuMemsetD8Async,
+        memory::cuMemsetD8_v2,
+        module::cuModuleGetFunction,
+        module::cuModuleGetGlobal_v2,
+        module::cuModuleGetLoadingMode,
+        module::cuModuleLoadData,
+        module::cuModuleLoadDataEx,
+        module::cuModuleLoadFatBinary,
+        module::cuModuleUnload,
+        module::cuOccupancyMaxActiveBlocksPerMultiprocessor,
+        module::cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+        runtime::cuPointerGetAttribute,
+        runtime::cuPointerGetAttributes,
+        runtime::cuPointerSetAttribute,
+        runtime::cuProfilerStart,
+        runtime::cuProfilerStop,
+        runtime::cuStreamAddCallback,
+        stream::cuStreamCreate,
+        stream::cuStreamCreateWithPriority,
+        stream::cuStreamDestroy_v2,
+        runtime::cuStreamGetCaptureInfo,
+        runtime::cuStreamGetCaptureInfo_v2,
+        runtime::cuStreamGetCaptureInfo_v3,
+        runtime::cuStreamGetCtx,
+        runtime::cuStreamGetCtx_v2,
+        runtime::cuStreamGetDevice,
+        runtime::cuStreamGetFlags,
+        runtime::cuStreamGetId,
+        runtime::cuStreamGetPriority,
+        runtime::cuStreamIsCapturing,
+        stream::cuStreamQuery,
+        stream::cuStreamSynchronize,
+        stream::cuStreamWaitEvent,
+        runtime::cuThreadExchangeStreamCaptureMode,
     ];
-    list.iter()
-        .map(|(n, f)| (n.to_str().expect("ASCII names"), *f as usize))
-        .collect()
+    list.iter().map(|(n, f)| (*n, *f as usize)).collect()
 });
 
 /// Whether this driver exports `symbol` (exact name).

@@ -202,6 +202,61 @@ pub unsafe extern "C" fn cuMemPoolGetAttribute(
     })
 }
 
+/// `cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)`: NCCL 2.32 makes its
+/// own pool at init (FACTS.md: "memory pools (2.32)"). A pool is only a name here: its
+/// allocations come from `cuMemAllocFromPoolAsync`, allocated at once.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemPoolCreate(pool: *mut *mut c_void, props: *const c_void) -> CUresult {
+    ffi(|| {
+        non_null(props)?;
+        platform()?;
+        // SAFETY: null checked by `put`.
+        unsafe { put(pool, crate::next_handle() as *mut c_void) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemPoolDestroy(pool: *mut c_void) -> CUresult {
+    ffi(|| {
+        platform()?;
+        non_null(pool)
+    })
+}
+
+/// `cuMemPoolSetAccess(pool, const CUmemAccessDesc *map, size_t count)`: every device may
+/// always access everything here.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemPoolSetAccess(
+    pool: *mut c_void,
+    map: *const c_void,
+    count: usize,
+) -> CUresult {
+    ffi(|| {
+        platform()?;
+        non_null(pool)?;
+        if count > 0 {
+            non_null(map)?;
+        }
+        Ok(())
+    })
+}
+
+/// `cuMemPoolGetAccess(CUmemAccess_flags *flags, pool, CUmemLocation *location)`: read-write (3).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemPoolGetAccess(
+    flags: *mut c_int,
+    pool: *mut c_void,
+    location: *const c_void,
+) -> CUresult {
+    ffi(|| {
+        platform()?;
+        non_null(pool)?;
+        non_null(location)?;
+        // SAFETY: null checked by `put`.
+        unsafe { put(flags, 3) }
+    })
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemPoolTrimTo(
     _pool: *mut c_void,

@@ -79,12 +79,17 @@ impl Drop for Phys {
 
 struct Mapping {
     size: usize,
+    /// The handle it was mapped from (what `cuMemRetainAllocationHandle` gives back).
+    handle: u64,
     _phys: Arc<Phys>,
 }
 
 #[derive(Default)]
 struct Vmm {
     handles: HashMap<u64, Arc<Phys>>,
+    /// References taken by `cuMemRetainAllocationHandle` beyond the one of creation or import:
+    /// each needs its own `cuMemRelease` (NVIDIA CUDA driver API docs).
+    retained: HashMap<u64, u32>,
     /// Reserved ranges: start → size.
     reserved: BTreeMap<usize, usize>,
     /// Mapped ranges: start → mapping.
@@ -238,11 +243,17 @@ pub unsafe extern "C" fn cuMemCreate(
 pub unsafe extern "C" fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> CUresult {
     ffi(|| {
         platform()?;
-        let phys = vmm()
-            .handles
-            .remove(&handle)
-            .ok_or(CUDA_ERROR_INVALID_HANDLE)?;
-        drop(phys);
+        let mut v = vmm();
+        if !v.handles.contains_key(&handle) {
+            return Err(CUDA_ERROR_INVALID_HANDLE);
+        }
+        match v.retained.get_mut(&handle) {
+            Some(n) if *n > 0 => *n -= 1,
+            _ => {
+                v.retained.remove(&handle);
+                v.handles.remove(&handle);
+            }
+        }
         Ok(())
     })
 }
@@ -448,7 +459,14 @@ pub unsafe extern "C" fn cuMemMap(
         if got == libc::MAP_FAILED {
             return Err(CUDA_ERROR_OUT_OF_MEMORY);
         }
-        v.mapped.insert(start, Mapping { size, _phys: phys });
+        v.mapped.insert(
+            start,
+            Mapping {
+                size,
+                handle,
+                _phys: phys,
+            },
+        );
         Ok(())
     })
 }
@@ -537,8 +555,9 @@ pub(crate) fn find_mapping(addr: usize) -> Option<(usize, usize, CUdevice)> {
     (addr < s + m.size).then(|| (s, m.size, m._phys.location.1.max(0)))
 }
 
-/// `cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)`: a new
-/// handle to the allocation mapped at `addr` (NVIDIA CUDA driver API docs).
+/// `cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)`: the handle
+/// the allocation mapped at `addr` was mapped from, with one more reference (NVIDIA CUDA driver
+/// API docs; NCCL's `ncclCuMemFree` retains, releases, unmaps, then releases again).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemRetainAllocationHandle(
     handle: *mut CUmemGenericAllocationHandle,
@@ -549,12 +568,16 @@ pub unsafe extern "C" fn cuMemRetainAllocationHandle(
         platform()?;
         let mut v = vmm();
         let a = addr as usize;
-        let phys = match v.mapped.range(..=a).next_back() {
-            Some((&s, m)) if a < s + m.size => Arc::clone(&m._phys),
+        let (h, phys) = match v.mapped.range(..=a).next_back() {
+            Some((&s, m)) if a < s + m.size => (m.handle, Arc::clone(&m._phys)),
             _ => return Err(CUDA_ERROR_INVALID_VALUE),
         };
-        let h = crate::next_handle() as u64;
-        v.handles.insert(h, phys);
+        if v.handles.contains_key(&h) {
+            *v.retained.entry(h).or_insert(0) += 1;
+        } else {
+            // Released already, still mapped: the handle lives again.
+            v.handles.insert(h, phys);
+        }
         // SAFETY: checked non-null.
         unsafe { put(handle, h) }
     })
