@@ -374,7 +374,10 @@ mod tests {
                 cuGetProcAddress(c"cuMemcpyAsync".as_ptr(), &mut p, 12020, 0),
                 CUDA_SUCCESS
             );
-            assert_eq!(p as usize, crate::memory::cuMemcpyAsync as usize);
+            assert_eq!(
+                p as usize,
+                crate::memory::cuMemcpyAsync as *const () as usize
+            );
             assert_eq!(
                 cuGetProcAddress_v2(c"cuGraphLaunch".as_ptr(), &mut p, 12090, 0, &mut st),
                 CUDA_ERROR_NOT_FOUND
