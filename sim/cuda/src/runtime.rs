@@ -904,9 +904,9 @@ mod tests {
         use_device(0);
         let s = new_stream();
         let (mut st, mut id, mut n) = (7, 9u64, 5usize);
-        let mut g: *mut c_void = 1 as *mut c_void;
-        let mut deps: *const c_void = 1 as *const c_void;
-        let mut edges: *const c_void = 1 as *const c_void;
+        let mut g: *mut c_void = std::ptr::dangling_mut();
+        let mut deps: *const c_void = std::ptr::dangling();
+        let mut edges: *const c_void = std::ptr::dangling();
         // SAFETY: valid pointers.
         unsafe {
             assert_eq!(cuStreamGetCaptureInfo(s, &mut st, &mut id), CUDA_SUCCESS);

@@ -572,11 +572,14 @@ pub unsafe extern "C" fn cuMemRetainAllocationHandle(
             Some((&s, m)) if a < s + m.size => (m.handle, Arc::clone(&m._phys)),
             _ => return Err(CUDA_ERROR_INVALID_VALUE),
         };
-        if v.handles.contains_key(&h) {
-            *v.retained.entry(h).or_insert(0) += 1;
-        } else {
+        match v.handles.entry(h) {
+            std::collections::hash_map::Entry::Occupied(_) => {
+                *v.retained.entry(h).or_insert(0) += 1;
+            }
             // Released already, still mapped: the handle lives again.
-            v.handles.insert(h, phys);
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(phys);
+            }
         }
         // SAFETY: checked non-null.
         unsafe { put(handle, h) }
