@@ -108,6 +108,14 @@ fn run_case(version: &str, libnccl: &Path, case: &str, env: &[(&str, &str)]) -> 
         let log = dir.join(format!("rank{rank}.log"));
         let out = std::fs::File::create(&log).expect("log file");
         let mut cmd = Command::new(&exe);
+        // Nothing of the caller's NCCL or simulation settings (a stray NCCL_P2P_DISABLE or
+        // NCCL_DEBUG_SUBSYS would change or hide what is asserted), nor CUDA_VISIBLE_DEVICES.
+        for (k, _) in std::env::vars_os() {
+            let k = k.to_string_lossy().into_owned();
+            if k.starts_with("NCCL") || k == "CUDA_VISIBLE_DEVICES" {
+                cmd.env_remove(k);
+            }
+        }
         cmd.args(["rank_process", "--exact", "--nocapture", "--test-threads=1"])
             .env(
                 RANK_ENV,
@@ -117,9 +125,6 @@ fn run_case(version: &str, libnccl: &Path, case: &str, env: &[(&str, &str)]) -> 
             .env("NCCL_DEBUG", "INFO")
             .env("NCCL_SMOKE_SIM_GPUS", "2")
             .env("NCCL_IB_DISABLE", "1")
-            .env_remove("NCCL_SMOKE_SIM_FAULT")
-            .env_remove("CUDA_VISIBLE_DEVICES")
-            .env_remove("NCCL_DEBUG_FILE")
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("log file"))
             .stderr(out);
