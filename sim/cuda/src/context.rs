@@ -37,7 +37,7 @@ thread_local! {
     static STACK: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
 }
 
-fn current_handle() -> Option<usize> {
+pub(crate) fn current_handle() -> Option<usize> {
     STACK.with(|s| s.borrow().last().copied())
 }
 
@@ -51,6 +51,36 @@ fn live(handle: usize) -> CuResult<Ctx> {
 
 /// The device of this thread's current context; `CUDA_ERROR_INVALID_CONTEXT` when there is
 /// none (or it was destroyed).
+/// The device of a live context handle.
+pub(crate) fn context_device(handle: usize) -> CuResult<CUdevice> {
+    Ok(live(handle)?.device)
+}
+
+/// The primary context of `dev`, created (inactive, not retained) when it does not exist yet.
+/// Source: ZLUDA's documentation of CUDART_INTERFACE slot 2 (vosen/ZLUDA `dark_api/`), whose
+/// implementation hands back the primary context without retaining it.
+pub(crate) fn primary_handle(dev: CUdevice) -> CuResult<usize> {
+    check_device(dev)?;
+    let mut t = table();
+    let (handle, _) = *t
+        .primary
+        .entry(dev)
+        .or_insert_with(|| (crate::next_handle(), 0));
+    t.live.insert(
+        handle,
+        Ctx {
+            device: dev,
+            primary: true,
+        },
+    );
+    Ok(handle)
+}
+
+/// Whether the primary context of `dev` is retained (`cuDevicePrimaryCtxGetState`'s "active").
+pub(crate) fn primary_active(dev: CUdevice) -> bool {
+    table().primary.get(&dev).is_some_and(|&(_, refs)| refs > 0)
+}
+
 pub fn current_device() -> CuResult<CUdevice> {
     platform()?;
     let h = current_handle().ok_or(CUDA_ERROR_INVALID_CONTEXT)?;

@@ -157,21 +157,27 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
     })
 }
 
+/// What `cuDriverGetVersion` reports (`NCCL_SMOKE_SIM_DRIVER_VERSION`, read once).
+pub fn driver_version() -> c_int {
+    static VERSION: OnceLock<c_int> = OnceLock::new();
+    *VERSION.get_or_init(|| {
+        config::parse_driver_version(config::var(config::VERSION_ENV).as_deref()).unwrap_or_else(
+            |e| {
+                eprintln!(
+                    "nccl-smoke simulated CUDA driver: {e}; reporting {}",
+                    config::DEFAULT_DRIVER_VERSION
+                );
+                config::DEFAULT_DRIVER_VERSION
+            },
+        )
+    })
+}
+
 /// Works before `cuInit`, as in the real driver.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDriverGetVersion(version: *mut c_int) -> CUresult {
-    static VERSION: OnceLock<c_int> = OnceLock::new();
     ffi(|| {
-        let v = *VERSION.get_or_init(|| {
-            config::parse_driver_version(config::var(config::VERSION_ENV).as_deref())
-                .unwrap_or_else(|e| {
-                    eprintln!(
-                        "nccl-smoke simulated CUDA driver: {e}; reporting {}",
-                        config::DEFAULT_DRIVER_VERSION
-                    );
-                    config::DEFAULT_DRIVER_VERSION
-                })
-        });
+        let v = driver_version();
         // SAFETY: out-pointer from the caller, null checked by `put`.
         unsafe { put(version, v) }
     })

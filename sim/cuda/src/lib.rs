@@ -4,6 +4,10 @@
 //! Device memory is host memory, streams are in-order queues drained by worker threads, and
 //! cuMem allocations are memfds that local processes share as file descriptors.
 //!
+//! It also hosts the real libnccl's statically linked CUDA runtime (`cuGetProcAddress`,
+//! `cuGetExportTable` and the entry points it calls; kernels are recorded, not run): see
+//! "Hosting the real libnccl" in `sim/README.md`.
+//!
 //! Every export has the exact CUDA 12 driver signature; the `# Safety` contract of each is that of
 //! the CUDA driver API function of the same name.
 // This crate implements the CUDA driver C ABI: unsafe is its job (the workspace denies it elsewhere).
@@ -14,9 +18,15 @@ mod config;
 mod context;
 mod device;
 mod error;
+mod export;
 mod fault;
+mod ipc;
 mod memory;
+mod module;
+mod procaddr;
+mod runtime;
 mod stream;
+mod trace;
 mod vmm;
 
 use std::ffi::c_char;

@@ -8,8 +8,9 @@ use crate::fault;
 use crate::stream::{CUstream, default_stream, lookup};
 use nccl_smoke_fault::Where;
 use std::alloc::Layout;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::ffi::{c_uchar, c_uint, c_void};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 pub type CUdeviceptr = u64;
@@ -18,18 +19,47 @@ pub type CUdeviceptr = u64;
 pub const ALIGN: usize = 256;
 
 struct Block {
-    layout: Layout,
+    size: usize,
     /// Device it is accounted on; `None` for page-locked host memory.
     device: Option<CUdevice>,
+    /// Device memory is a shared mapping of a memfd, so that another process can map it
+    /// (legacy IPC names `/proc/<pid>/fd/<fd>`; FACTS.md, "The real libnccl on a CPU
+    /// machine"); host memory comes from the Rust allocator.
+    backing: Backing,
 }
 
-static BLOCKS: LazyLock<Mutex<HashMap<usize, Block>>> = LazyLock::new(Mutex::default);
+enum Backing {
+    Heap(Layout),
+    Memfd { fd: OwnedFd, len: usize },
+}
 
-fn blocks() -> MutexGuard<'static, HashMap<usize, Block>> {
+static BLOCKS: LazyLock<Mutex<BTreeMap<usize, Block>>> = LazyLock::new(Mutex::default);
+
+fn blocks() -> MutexGuard<'static, BTreeMap<usize, Block>> {
     BLOCKS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn allocate(size: usize, device: Option<CUdevice>) -> CuResult<usize> {
+fn map_memfd(size: usize, dev: CUdevice) -> CuResult<(usize, OwnedFd, usize)> {
+    let len = size.div_ceil(4096) * 4096;
+    let fd = crate::vmm::new_memfd(len, dev)?;
+    // SAFETY: a fresh shared mapping of our own descriptor.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    Ok((p as usize, fd, len))
+}
+
+pub(crate) fn allocate(size: usize, device: Option<CUdevice>) -> CuResult<usize> {
     if size == 0 {
         return Err(CUDA_ERROR_INVALID_VALUE);
     }
@@ -37,20 +67,42 @@ fn allocate(size: usize, device: Option<CUdevice>) -> CuResult<usize> {
     let p = platform()?;
     if let Some(dev) = device {
         p.reserve(dev, size as u64)?;
+        return match map_memfd(size, dev) {
+            Ok((addr, fd, len)) => {
+                let backing = Backing::Memfd { fd, len };
+                blocks().insert(
+                    addr,
+                    Block {
+                        size,
+                        device,
+                        backing,
+                    },
+                );
+                Ok(addr)
+            }
+            Err(e) => {
+                p.unreserve(dev, size as u64);
+                Err(e)
+            }
+        };
     }
     // SAFETY: the layout has a non-zero size.
     let ptr = unsafe { std::alloc::alloc(layout) };
     if ptr.is_null() {
-        if let Some(dev) = device {
-            p.unreserve(dev, size as u64);
-        }
         return Err(CUDA_ERROR_OUT_OF_MEMORY);
     }
-    blocks().insert(ptr as usize, Block { layout, device });
+    blocks().insert(
+        ptr as usize,
+        Block {
+            size,
+            device,
+            backing: Backing::Heap(layout),
+        },
+    );
     Ok(ptr as usize)
 }
 
-fn release(addr: usize, host: bool) -> CuResult {
+pub(crate) fn release(addr: usize, host: bool) -> CuResult {
     platform()?;
     if addr == 0 {
         return Ok(());
@@ -63,12 +115,161 @@ fn release(addr: usize, host: bool) -> CuResult {
         }
     }
     .ok_or(CUDA_ERROR_INVALID_VALUE)?;
-    // SAFETY: allocated by `allocate` with this layout, removed from the table so freed once.
-    unsafe { std::alloc::dealloc(addr as *mut u8, block.layout) };
+    match block.backing {
+        // SAFETY: allocated by `allocate` with this layout, removed from the table so freed once.
+        Backing::Heap(layout) => unsafe { std::alloc::dealloc(addr as *mut u8, layout) },
+        // SAFETY: our own mapping, removed from the table so unmapped once; the fd closes on drop.
+        Backing::Memfd { len, .. } => unsafe {
+            libc::munmap(addr as *mut c_void, len);
+        },
+    }
     if let (Some(dev), Ok(p)) = (block.device, platform()) {
-        p.unreserve(dev, block.layout.size() as u64);
+        p.unreserve(dev, block.size as u64);
     }
     Ok(())
+}
+
+/// What an address belongs to: (base, size, device (None: host), memfd and its length).
+pub(crate) struct Range {
+    pub base: usize,
+    pub size: usize,
+    pub device: Option<CUdevice>,
+    pub memfd: Option<(i32, usize)>,
+}
+
+/// The `cuMemAlloc`/`cuMemHostAlloc` block, registered host range or cuMem mapping holding
+/// `addr`.
+pub(crate) fn find_range(addr: usize) -> Option<Range> {
+    if let Some((&base, blk)) = blocks().range(..=addr).next_back()
+        && addr < base + blk.size.max(1)
+    {
+        return Some(Range {
+            base,
+            size: blk.size,
+            device: blk.device,
+            memfd: match &blk.backing {
+                Backing::Memfd { fd, len } => Some((fd.as_raw_fd(), *len)),
+                Backing::Heap(_) => None,
+            },
+        });
+    }
+    if let Some((&base, &size)) = registered().range(..=addr).next_back()
+        && addr < base + size
+    {
+        return Some(Range {
+            base,
+            size,
+            device: None,
+            memfd: None,
+        });
+    }
+    if let Some((base, size, dev)) = crate::vmm::find_mapping(addr) {
+        return Some(Range {
+            base,
+            size,
+            device: Some(dev),
+            memfd: None,
+        });
+    }
+    crate::ipc::find_import(addr).map(|(base, size, dev)| Range {
+        base,
+        size,
+        device: Some(dev),
+        memfd: None,
+    })
+}
+
+/// Host ranges registered with `cuMemHostRegister`: start → size.
+static REGISTERED: LazyLock<Mutex<BTreeMap<usize, usize>>> = LazyLock::new(Mutex::default);
+
+fn registered() -> MutexGuard<'static, BTreeMap<usize, usize>> {
+    REGISTERED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `cuMemHostRegister_v2(void *p, size_t bytesize, unsigned flags)`: the memory is already
+/// accessible (device memory is host memory); the range is remembered for address queries.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemHostRegister_v2(
+    p: *mut c_void,
+    bytesize: usize,
+    _flags: c_uint,
+) -> CUresult {
+    ffi(|| {
+        current_device()?;
+        if p.is_null() || bytesize == 0 {
+            return Err(CUDA_ERROR_INVALID_VALUE);
+        }
+        let mut r = registered();
+        if r.contains_key(&(p as usize)) {
+            return Err(CUDA_ERROR_INVALID_VALUE);
+        }
+        r.insert(p as usize, bytesize);
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
+    ffi(|| {
+        platform()?;
+        registered()
+            .remove(&(p as usize))
+            .map(|_| ())
+            .ok_or(CUDA_ERROR_INVALID_VALUE)
+    })
+}
+
+/// Host memory is its own device address here.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
+    pdptr: *mut CUdeviceptr,
+    p: *mut c_void,
+    flags: c_uint,
+) -> CUresult {
+    ffi(|| {
+        non_null(pdptr)?;
+        platform()?;
+        if flags != 0 || p.is_null() {
+            return Err(CUDA_ERROR_INVALID_VALUE);
+        }
+        // SAFETY: checked non-null.
+        unsafe { put(pdptr, p as CUdeviceptr) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemHostGetFlags(flags: *mut c_uint, p: *mut c_void) -> CUresult {
+    ffi(|| {
+        non_null(flags)?;
+        platform()?;
+        find_range(p as usize).ok_or(CUDA_ERROR_INVALID_VALUE)?;
+        // SAFETY: checked non-null.
+        unsafe { put(flags, 0) }
+    })
+}
+
+/// `cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)`; either
+/// out-pointer may be NULL (NVIDIA CUDA driver API docs).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemGetAddressRange_v2(
+    pbase: *mut CUdeviceptr,
+    psize: *mut usize,
+    dptr: CUdeviceptr,
+) -> CUresult {
+    ffi(|| {
+        platform()?;
+        let r = find_range(dptr as usize).ok_or(CUDA_ERROR_NOT_FOUND)?;
+        // SAFETY: each out-pointer is written only when non-null.
+        unsafe {
+            if !pbase.is_null() {
+                pbase.write(r.base as CUdeviceptr);
+            }
+            if !psize.is_null() {
+                psize.write(r.size);
+            }
+        }
+        Ok(())
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -143,9 +344,10 @@ pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
 
 /// One memory operation, run now or on a stream worker.
 #[derive(Clone, Copy)]
-enum Op {
+pub(crate) enum Op {
     Copy { dst: usize, src: usize, n: usize },
     Set8 { dst: usize, v: u8, n: usize },
+    Set16 { dst: usize, v: u16, n: usize },
     Set32 { dst: usize, v: u32, n: usize },
 }
 
@@ -154,6 +356,12 @@ impl Op {
         let (dst, src, bytes) = match self {
             Op::Copy { dst, src, n } => (dst, src, n),
             Op::Set8 { dst, n, .. } => (dst, dst, n),
+            Op::Set16 { dst, n, .. } => {
+                if !dst.is_multiple_of(2) {
+                    return Err(CUDA_ERROR_INVALID_VALUE);
+                }
+                (dst, dst, n.checked_mul(2).ok_or(CUDA_ERROR_INVALID_VALUE)?)
+            }
             Op::Set32 { dst, n, .. } => {
                 if !dst.is_multiple_of(4) {
                     return Err(CUDA_ERROR_INVALID_VALUE);
@@ -178,6 +386,12 @@ impl Op {
             match self {
                 Op::Copy { dst, src, n } => std::ptr::copy(src as *const u8, dst as *mut u8, n),
                 Op::Set8 { dst, v, n } => std::ptr::write_bytes(dst as *mut u8, v, n),
+                Op::Set16 { dst, v, n } => {
+                    let p = dst as *mut u16;
+                    for i in 0..n {
+                        p.add(i).write(v);
+                    }
+                }
                 Op::Set32 { dst, v, n } => {
                     let p = dst as *mut u32;
                     for i in 0..n {
@@ -190,7 +404,7 @@ impl Op {
 }
 
 /// Synchronous: waits for the default stream, then does the work.
-fn now(op: Op) -> CuResult {
+pub(crate) fn now(op: Op) -> CuResult {
     platform()?;
     let op = op.check()?;
     default_stream()?.synchronize();
@@ -200,7 +414,7 @@ fn now(op: Op) -> CuResult {
 }
 
 /// Queued behind the stream's earlier work.
-fn queued(op: Op, stream: CUstream) -> CuResult {
+pub(crate) fn queued(op: Op, stream: CUstream) -> CuResult {
     let s = lookup(stream)?;
     let op = op.check()?;
     s.enqueue(Box::new(move || {
@@ -210,7 +424,7 @@ fn queued(op: Op, stream: CUstream) -> CuResult {
     Ok(())
 }
 
-fn copy(dst: usize, src: usize, n: usize) -> Op {
+pub(crate) fn copy(dst: usize, src: usize, n: usize) -> Op {
     Op::Copy { dst, src, n }
 }
 

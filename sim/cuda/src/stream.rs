@@ -136,6 +136,14 @@ pub fn lookup(h: CUstream) -> CuResult<Arc<Stream>> {
     }
 }
 
+/// The device a stream was created on (the current one for the default stream).
+pub fn stream_device(h: CUstream) -> CuResult<CUdevice> {
+    match lookup(h)?.device {
+        Some(d) => Ok(d),
+        None => current_device(),
+    }
+}
+
 /// Waits for the default stream and every stream created on `dev`.
 pub fn synchronize_device(dev: CUdevice) {
     let mut streams: Vec<Arc<Stream>> = lock(&STREAMS)

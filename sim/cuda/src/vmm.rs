@@ -64,6 +64,9 @@ struct Phys {
     /// Device it is accounted on (`None` for imports: the exporter accounts it).
     accounted: Option<CUdevice>,
     handle_types: c_uint,
+    /// Where it lives: (location type, id) as asked at creation; imports say device 0 (a guess:
+    /// a POSIX fd carries no device).
+    location: (c_uint, c_int),
 }
 
 impl Drop for Phys {
@@ -76,12 +79,17 @@ impl Drop for Phys {
 
 struct Mapping {
     size: usize,
+    /// The handle it was mapped from (what `cuMemRetainAllocationHandle` gives back).
+    handle: u64,
     _phys: Arc<Phys>,
 }
 
 #[derive(Default)]
 struct Vmm {
     handles: HashMap<u64, Arc<Phys>>,
+    /// References taken by `cuMemRetainAllocationHandle` beyond the one of creation or import:
+    /// each needs its own `cuMemRelease` (NVIDIA CUDA driver API docs).
+    retained: HashMap<u64, u32>,
     /// Reserved ranges: start → size.
     reserved: BTreeMap<usize, usize>,
     /// Mapped ranges: start → mapping.
@@ -128,10 +136,17 @@ fn check_prop(prop: *const CUmemAllocationProp) -> CuResult<CUmemAllocationProp>
     non_null(prop)?;
     // SAFETY: checked non-null; the caller passes a valid struct.
     let p = unsafe { prop.read() };
-    if p.type_ != CU_MEM_ALLOCATION_TYPE_PINNED || p.location.type_ != CU_MEM_LOCATION_TYPE_DEVICE {
+    if p.type_ != CU_MEM_ALLOCATION_TYPE_PINNED {
         return Err(CUDA_ERROR_INVALID_VALUE);
     }
-    check_device(p.location.id)?;
+    match p.location.type_ {
+        CU_MEM_LOCATION_TYPE_DEVICE => {
+            check_device(p.location.id)?;
+        }
+        // HOST, HOST_NUMA, HOST_NUMA_CURRENT (cuda.h 12.2+).
+        2..=4 => {}
+        _ => return Err(CUDA_ERROR_INVALID_VALUE),
+    }
     Ok(p)
 }
 
@@ -161,7 +176,7 @@ fn os_error() -> CUresult {
     }
 }
 
-fn new_memfd(size: usize, dev: CUdevice) -> CuResult<OwnedFd> {
+pub(crate) fn new_memfd(size: usize, dev: CUdevice) -> CuResult<OwnedFd> {
     let name = std::ffi::CString::new(format!("nccl-smoke-sim-cuda-dev{dev}"))
         .map_err(|_| CUDA_ERROR_UNKNOWN)?;
     // SAFETY: valid NUL-terminated name.
@@ -193,20 +208,28 @@ pub unsafe extern "C" fn cuMemCreate(
         if flags != 0 || size == 0 || !size.is_multiple_of(GRANULARITY) {
             return Err(CUDA_ERROR_INVALID_VALUE);
         }
-        let dev = p.location.id;
-        platform()?.reserve(dev, size as u64)?;
+        // Host locations (HOST, HOST_NUMA, HOST_NUMA_CURRENT: NCCL 2.32 asks for HOST_NUMA,
+        // FACTS.md) are memfds too, accounted on no device.
+        let on_device = p.location.type_ == CU_MEM_LOCATION_TYPE_DEVICE;
+        let dev = if on_device { p.location.id } else { 0 };
+        if on_device {
+            platform()?.reserve(dev, size as u64)?;
+        }
         let fd = match new_memfd(size, dev) {
             Ok(fd) => fd,
             Err(e) => {
-                platform()?.unreserve(dev, size as u64);
+                if on_device {
+                    platform()?.unreserve(dev, size as u64);
+                }
                 return Err(e);
             }
         };
         let phys = Arc::new(Phys {
             fd,
             size,
-            accounted: Some(dev),
+            accounted: on_device.then_some(dev),
             handle_types: p.requested_handle_types,
+            location: (p.location.type_, p.location.id),
         });
         let h = crate::next_handle() as u64;
         vmm().handles.insert(h, phys);
@@ -220,11 +243,17 @@ pub unsafe extern "C" fn cuMemCreate(
 pub unsafe extern "C" fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> CUresult {
     ffi(|| {
         platform()?;
-        let phys = vmm()
-            .handles
-            .remove(&handle)
-            .ok_or(CUDA_ERROR_INVALID_HANDLE)?;
-        drop(phys);
+        let mut v = vmm();
+        if !v.handles.contains_key(&handle) {
+            return Err(CUDA_ERROR_INVALID_HANDLE);
+        }
+        match v.retained.get_mut(&handle) {
+            Some(n) if *n > 0 => *n -= 1,
+            _ => {
+                v.retained.remove(&handle);
+                v.handles.remove(&handle);
+            }
+        }
         Ok(())
     })
 }
@@ -300,6 +329,10 @@ pub unsafe extern "C" fn cuMemImportFromShareableHandle(
             size: st.st_size as usize,
             accounted: None,
             handle_types: CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+            location: (
+                CU_MEM_LOCATION_TYPE_DEVICE,
+                crate::context::current_device().unwrap_or(0),
+            ),
         });
         let h = crate::next_handle() as u64;
         vmm().handles.insert(h, phys);
@@ -426,7 +459,14 @@ pub unsafe extern "C" fn cuMemMap(
         if got == libc::MAP_FAILED {
             return Err(CUDA_ERROR_OUT_OF_MEMORY);
         }
-        v.mapped.insert(start, Mapping { size, _phys: phys });
+        v.mapped.insert(
+            start,
+            Mapping {
+                size,
+                handle,
+                _phys: phys,
+            },
+        );
         Ok(())
     })
 }
@@ -488,10 +528,16 @@ pub unsafe extern "C" fn cuMemSetAccess(
         // SAFETY: the caller passes `count` descriptors.
         let descs = unsafe { std::slice::from_raw_parts(desc, count) };
         for d in descs {
-            if d.location.type_ != CU_MEM_LOCATION_TYPE_DEVICE || !matches!(d.flags, 0 | 1 | 3) {
+            if !matches!(d.flags, 0 | 1 | 3) {
                 return Err(CUDA_ERROR_INVALID_VALUE);
             }
-            check_device(d.location.id)?;
+            match d.location.type_ {
+                CU_MEM_LOCATION_TYPE_DEVICE => {
+                    check_device(d.location.id)?;
+                }
+                2..=4 => {}
+                _ => return Err(CUDA_ERROR_INVALID_VALUE),
+            }
         }
         let start = ptr as usize;
         start.checked_add(size).ok_or(CUDA_ERROR_INVALID_VALUE)?;
@@ -499,6 +545,98 @@ pub unsafe extern "C" fn cuMemSetAccess(
             return Err(CUDA_ERROR_INVALID_VALUE);
         }
         Ok(())
+    })
+}
+
+/// The cuMem mapping holding `addr`: (start, size, device of its allocation).
+pub(crate) fn find_mapping(addr: usize) -> Option<(usize, usize, CUdevice)> {
+    let v = vmm();
+    let (&s, m) = v.mapped.range(..=addr).next_back()?;
+    (addr < s + m.size).then(|| (s, m.size, m._phys.location.1.max(0)))
+}
+
+/// `cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)`: the handle
+/// the allocation mapped at `addr` was mapped from, with one more reference (NVIDIA CUDA driver
+/// API docs; NCCL's `ncclCuMemFree` retains, releases, unmaps, then releases again).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemRetainAllocationHandle(
+    handle: *mut CUmemGenericAllocationHandle,
+    addr: *mut c_void,
+) -> CUresult {
+    ffi(|| {
+        non_null(handle)?;
+        platform()?;
+        let mut v = vmm();
+        let a = addr as usize;
+        let (h, phys) = match v.mapped.range(..=a).next_back() {
+            Some((&s, m)) if a < s + m.size => (m.handle, Arc::clone(&m._phys)),
+            _ => return Err(CUDA_ERROR_INVALID_VALUE),
+        };
+        match v.handles.entry(h) {
+            std::collections::hash_map::Entry::Occupied(_) => {
+                *v.retained.entry(h).or_insert(0) += 1;
+            }
+            // Released already, still mapped: the handle lives again.
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(phys);
+            }
+        }
+        // SAFETY: checked non-null.
+        unsafe { put(handle, h) }
+    })
+}
+
+/// `cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, handle)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemGetAllocationPropertiesFromHandle(
+    prop: *mut CUmemAllocationProp,
+    handle: CUmemGenericAllocationHandle,
+) -> CUresult {
+    ffi(|| {
+        non_null(prop)?;
+        platform()?;
+        let phys = vmm()
+            .handles
+            .get(&handle)
+            .cloned()
+            .ok_or(CUDA_ERROR_INVALID_HANDLE)?;
+        let p = CUmemAllocationProp {
+            type_: CU_MEM_ALLOCATION_TYPE_PINNED,
+            requested_handle_types: phys.handle_types,
+            location: CUmemLocation {
+                type_: phys.location.0,
+                id: phys.location.1,
+            },
+            win32_handle_meta_data: std::ptr::null_mut(),
+            alloc_flags: CUmemAllocFlags {
+                compression_type: 0,
+                gpu_direct_rdma_capable: 0,
+                usage: 0,
+                reserved: [0; 4],
+            },
+        };
+        // SAFETY: checked non-null.
+        unsafe { put(prop, p) }
+    })
+}
+
+/// `cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)`:
+/// every mapping is read-write for every device here.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemGetAccess(
+    flags: *mut u64,
+    location: *const CUmemLocation,
+    ptr: CUdeviceptr,
+) -> CUresult {
+    ffi(|| {
+        non_null(flags)?;
+        non_null(location)?;
+        platform()?;
+        if !vmm().fully_mapped(ptr as usize, 1) {
+            return Err(CUDA_ERROR_INVALID_VALUE);
+        }
+        // SAFETY: checked non-null. CU_MEM_ACCESS_FLAGS_PROT_READWRITE.
+        unsafe { put(flags, 3) }
     })
 }
 

@@ -1,0 +1,628 @@
+//! Modules, libraries, functions and kernel launches. Nothing is compiled or executed: an image
+//! loads as an opaque handle, a function is a (module, name) handle, a global is zeroed host
+//! memory, and a launch is counted (FACTS.md: `cuLibraryLoadData` about 76 times with cudart
+//! 12.9, `cuModuleGetFunction`, `cuModuleGetGlobal("ncclDevFuncTable")`, `cuFuncGetAttribute`/
+//! `SetAttribute`, `cuLaunchKernelEx`; "kernels recorded, not executed").
+
+use crate::context::current_device;
+use crate::device::{CUdevice, platform};
+use crate::error::*;
+use crate::memory::CUdeviceptr;
+use crate::stream::{CUstream, lookup};
+use crate::trace;
+use std::collections::HashMap;
+use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{LazyLock, Mutex, MutexGuard};
+
+pub type CUmodule = *mut c_void;
+pub type CUfunction = *mut c_void;
+
+/// Size given to every global a module is asked for: its real size is unknown here (a guess
+/// that covers NCCL's `ncclDevFuncTable`, a few KiB of function pointers).
+pub const GLOBAL_BYTES: usize = 256 << 10;
+
+struct Function {
+    module: usize,
+    name: CString,
+    attrs: HashMap<c_int, c_int>,
+}
+
+#[derive(Default)]
+struct Modules {
+    /// Loaded modules and libraries (one handle serves as both).
+    modules: HashMap<usize, HashMap<CString, usize>>,
+    functions: HashMap<usize, Function>,
+    /// (module, name) → (address, size).
+    globals: HashMap<(usize, CString), (usize, usize)>,
+}
+
+static MODULES: LazyLock<Mutex<Modules>> = LazyLock::new(Mutex::default);
+
+fn modules() -> MutexGuard<'static, Modules> {
+    MODULES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Kernel launches recorded so far in this process.
+pub static LAUNCHES: AtomicU64 = AtomicU64::new(0);
+
+fn load(out: *mut *mut c_void, image: *const c_void) -> CuResult {
+    non_null(out)?;
+    platform()?;
+    if image.is_null() {
+        return Err(CUDA_ERROR_INVALID_VALUE);
+    }
+    let h = crate::next_handle();
+    modules().modules.insert(h, HashMap::new());
+    // SAFETY: checked non-null.
+    unsafe { put(out, h as *mut c_void) }
+}
+
+fn unload(h: *mut c_void) -> CuResult {
+    platform()?;
+    let mut m = modules();
+    let funcs = m
+        .modules
+        .remove(&(h as usize))
+        .ok_or(CUDA_ERROR_INVALID_HANDLE)?;
+    for f in funcs.values() {
+        m.functions.remove(f);
+    }
+    // Globals stay allocated: a device pointer handed out may still be in use (leaked).
+    Ok(())
+}
+
+fn name_of<'a>(name: *const c_char) -> CuResult<&'a CStr> {
+    non_null(name)?;
+    // SAFETY: checked non-null; the caller passes a NUL-terminated string.
+    Ok(unsafe { CStr::from_ptr(name) })
+}
+
+fn function(out: *mut *mut c_void, module: *mut c_void, name: *const c_char) -> CuResult {
+    non_null(out)?;
+    platform()?;
+    let name = name_of(name)?.to_owned();
+    let mut m = modules();
+    let funcs = m
+        .modules
+        .get_mut(&(module as usize))
+        .ok_or(CUDA_ERROR_INVALID_HANDLE)?;
+    let h = *funcs.entry(name.clone()).or_insert_with(crate::next_handle);
+    m.functions.entry(h).or_insert(Function {
+        module: module as usize,
+        name,
+        attrs: HashMap::new(),
+    });
+    // SAFETY: checked non-null.
+    unsafe { put(out, h as *mut c_void) }
+}
+
+fn global(
+    dptr: *mut CUdeviceptr,
+    bytes: *mut usize,
+    module: *mut c_void,
+    name: *const c_char,
+) -> CuResult {
+    platform()?;
+    let name = name_of(name)?.to_owned();
+    let key = (module as usize, name);
+    let mut m = modules();
+    if !m.modules.contains_key(&key.0) {
+        return Err(CUDA_ERROR_INVALID_HANDLE);
+    }
+    let (addr, size) = match m.globals.get(&key) {
+        Some(&g) => g,
+        None => {
+            let layout = std::alloc::Layout::from_size_align(GLOBAL_BYTES, 4096)
+                .map_err(|_| CUDA_ERROR_OUT_OF_MEMORY)?;
+            // SAFETY: non-zero size; never freed (see `unload`).
+            let p = unsafe { std::alloc::alloc_zeroed(layout) };
+            if p.is_null() {
+                return Err(CUDA_ERROR_OUT_OF_MEMORY);
+            }
+            trace::log(|| format!("module global {:?} at {p:p}", key.1));
+            m.globals.insert(key, (p as usize, GLOBAL_BYTES));
+            (p as usize, GLOBAL_BYTES)
+        }
+    };
+    // SAFETY: each out-pointer is written only when non-null (both are optional in CUDA).
+    unsafe {
+        if !dptr.is_null() {
+            dptr.write(addr as CUdeviceptr);
+        }
+        if !bytes.is_null() {
+            bytes.write(size);
+        }
+    }
+    Ok(())
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) -> CUresult {
+    ffi(|| load(module, image))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuModuleLoadDataEx(
+    module: *mut CUmodule,
+    image: *const c_void,
+    _num_options: c_uint,
+    _options: *mut c_int,
+    _option_values: *mut *mut c_void,
+) -> CUresult {
+    ffi(|| load(module, image))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuModuleLoadFatBinary(
+    module: *mut CUmodule,
+    fat: *const c_void,
+) -> CUresult {
+    ffi(|| load(module, fat))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuModuleUnload(module: CUmodule) -> CUresult {
+    ffi(|| unload(module))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuModuleGetFunction(
+    hfunc: *mut CUfunction,
+    module: CUmodule,
+    name: *const c_char,
+) -> CUresult {
+    ffi(|| function(hfunc, module, name))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuModuleGetGlobal_v2(
+    dptr: *mut CUdeviceptr,
+    bytes: *mut usize,
+    module: CUmodule,
+    name: *const c_char,
+) -> CUresult {
+    ffi(|| global(dptr, bytes, module, name))
+}
+
+/// `cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)`: eager (1).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuModuleGetLoadingMode(mode: *mut c_int) -> CUresult {
+    // SAFETY: null checked by `put`.
+    ffi(|| unsafe { put(mode, 1) })
+}
+
+/// `cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions, void
+/// **jitOptionsValues, unsigned numJitOptions, CUlibraryOption *libraryOptions, void
+/// **libraryOptionValues, unsigned numLibraryOptions)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuLibraryLoadData(
+    library: *mut *mut c_void,
+    code: *const c_void,
+    _jit_options: *mut c_int,
+    _jit_values: *mut *mut c_void,
+    _num_jit: c_uint,
+    _lib_options: *mut c_int,
+    _lib_values: *mut *mut c_void,
+    _num_lib: c_uint,
+) -> CUresult {
+    ffi(|| load(library, code))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuLibraryUnload(library: *mut c_void) -> CUresult {
+    ffi(|| unload(library))
+}
+
+/// A library is its own module here.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuLibraryGetModule(
+    module: *mut CUmodule,
+    library: *mut c_void,
+) -> CUresult {
+    ffi(|| {
+        platform()?;
+        if !modules().modules.contains_key(&(library as usize)) {
+            return Err(CUDA_ERROR_INVALID_HANDLE);
+        }
+        // SAFETY: null checked by `put`.
+        unsafe { put(module, library) }
+    })
+}
+
+/// A kernel is its function here (CUDA 12 lets a `CUkernel` be launched as a `CUfunction`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuLibraryGetKernel(
+    kernel: *mut *mut c_void,
+    library: *mut c_void,
+    name: *const c_char,
+) -> CUresult {
+    ffi(|| function(kernel, library, name))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuLibraryGetGlobal(
+    dptr: *mut CUdeviceptr,
+    bytes: *mut usize,
+    library: *mut c_void,
+    name: *const c_char,
+) -> CUresult {
+    ffi(|| global(dptr, bytes, library, name))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuKernelGetFunction(
+    func: *mut CUfunction,
+    kernel: *mut c_void,
+) -> CUresult {
+    ffi(|| {
+        platform()?;
+        if !modules().functions.contains_key(&(kernel as usize)) {
+            return Err(CUDA_ERROR_INVALID_HANDLE);
+        }
+        // SAFETY: null checked by `put`.
+        unsafe { put(func, kernel) }
+    })
+}
+
+/// `CUfunction_attribute` values for a function (numbers as in cuda.h 12.x); what was set
+/// with `cuFuncSetAttribute` wins. Values are those of a plain H100 kernel (a guess).
+fn func_attribute(f: &Function, attrib: c_int) -> c_int {
+    if let Some(&v) = f.attrs.get(&attrib) {
+        return v;
+    }
+    match attrib {
+        0 => 1024,   // MAX_THREADS_PER_BLOCK
+        4 => 64,     // NUM_REGS
+        5 | 6 => 90, // PTX_VERSION, BINARY_VERSION
+        9 => -1,     // PREFERRED_SHARED_MEMORY_CARVEOUT
+        _ => 0,
+    }
+}
+
+fn get_attr(pi: *mut c_int, attrib: c_int, func: *mut c_void) -> CuResult {
+    non_null(pi)?;
+    platform()?;
+    let m = modules();
+    let f = m
+        .functions
+        .get(&(func as usize))
+        .ok_or(CUDA_ERROR_INVALID_HANDLE)?;
+    let v = func_attribute(f, attrib);
+    // SAFETY: checked non-null.
+    unsafe { put(pi, v) }
+}
+
+fn set_attr(func: *mut c_void, attrib: c_int, value: c_int) -> CuResult {
+    platform()?;
+    let mut m = modules();
+    let f = m
+        .functions
+        .get_mut(&(func as usize))
+        .ok_or(CUDA_ERROR_INVALID_HANDLE)?;
+    f.attrs.insert(attrib, value);
+    Ok(())
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFuncGetAttribute(
+    pi: *mut c_int,
+    attrib: c_int,
+    func: CUfunction,
+) -> CUresult {
+    ffi(|| get_attr(pi, attrib, func))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFuncSetAttribute(
+    func: CUfunction,
+    attrib: c_int,
+    value: c_int,
+) -> CUresult {
+    ffi(|| set_attr(func, attrib, value))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuKernelGetAttribute(
+    pi: *mut c_int,
+    attrib: c_int,
+    kernel: *mut c_void,
+    _dev: CUdevice,
+) -> CUresult {
+    ffi(|| get_attr(pi, attrib, kernel))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuKernelSetAttribute(
+    attrib: c_int,
+    value: c_int,
+    kernel: *mut c_void,
+    _dev: CUdevice,
+) -> CUresult {
+    ffi(|| set_attr(kernel, attrib, value))
+}
+
+fn known_function(func: *mut c_void) -> CuResult {
+    platform()?;
+    if modules().functions.contains_key(&(func as usize)) {
+        Ok(())
+    } else {
+        Err(CUDA_ERROR_INVALID_HANDLE)
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFuncSetCacheConfig(func: CUfunction, _config: c_int) -> CUresult {
+    ffi(|| known_function(func))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFuncSetSharedMemConfig(func: CUfunction, _config: c_int) -> CUresult {
+    ffi(|| known_function(func))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuKernelSetCacheConfig(
+    kernel: *mut c_void,
+    _config: c_int,
+    _dev: CUdevice,
+) -> CUresult {
+    ffi(|| known_function(kernel))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFuncGetModule(module: *mut CUmodule, func: CUfunction) -> CUresult {
+    ffi(|| {
+        platform()?;
+        let m = modules()
+            .functions
+            .get(&(func as usize))
+            .map(|f| f.module)
+            .ok_or(CUDA_ERROR_INVALID_HANDLE)?;
+        // SAFETY: null checked by `put`.
+        unsafe { put(module, m as CUmodule) }
+    })
+}
+
+/// The name stays valid while the module is loaded (it lives in the table).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFuncGetName(name: *mut *const c_char, func: CUfunction) -> CUresult {
+    ffi(|| {
+        platform()?;
+        let p = modules()
+            .functions
+            .get(&(func as usize))
+            .map(|f| f.name.as_ptr())
+            .ok_or(CUDA_ERROR_INVALID_HANDLE)?;
+        // SAFETY: null checked by `put`.
+        unsafe { put(name, p) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuKernelGetName(
+    name: *mut *const c_char,
+    kernel: *mut c_void,
+) -> CUresult {
+    // SAFETY: same contract.
+    unsafe { cuFuncGetName(name, kernel) }
+}
+
+/// `cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction)`: always loaded (1).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFuncIsLoaded(state: *mut c_int, func: CUfunction) -> CUresult {
+    ffi(|| {
+        known_function(func)?;
+        // SAFETY: null checked by `put`.
+        unsafe { put(state, 1) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuFuncLoad(func: CUfunction) -> CUresult {
+    ffi(|| known_function(func))
+}
+
+/// One block per multiprocessor, whatever is asked (a guess; nothing runs).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuOccupancyMaxActiveBlocksPerMultiprocessor(
+    num_blocks: *mut c_int,
+    func: CUfunction,
+    _block_size: c_int,
+    _dynamic_smem: usize,
+) -> CUresult {
+    ffi(|| {
+        known_function(func)?;
+        // SAFETY: null checked by `put`.
+        unsafe { put(num_blocks, 1) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    num_blocks: *mut c_int,
+    func: CUfunction,
+    block_size: c_int,
+    dynamic_smem: usize,
+    _flags: c_uint,
+) -> CUresult {
+    // SAFETY: same contract.
+    unsafe {
+        cuOccupancyMaxActiveBlocksPerMultiprocessor(num_blocks, func, block_size, dynamic_smem)
+    }
+}
+
+fn record_launch(
+    func: *mut c_void,
+    stream: CUstream,
+    grid: [c_uint; 3],
+    block: [c_uint; 3],
+) -> CuResult {
+    current_device()?;
+    lookup(stream)?;
+    let name = modules()
+        .functions
+        .get(&(func as usize))
+        .map(|f| f.name.to_string_lossy().into_owned())
+        .ok_or(CUDA_ERROR_INVALID_HANDLE)?;
+    if grid.contains(&0) || block.contains(&0) {
+        return Err(CUDA_ERROR_INVALID_VALUE);
+    }
+    let n = LAUNCHES.fetch_add(1, Ordering::Relaxed) + 1;
+    trace::log(|| format!("launch #{n} {name} grid {grid:?} block {block:?} (recorded, not run)"));
+    Ok(())
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuLaunchKernel(
+    f: CUfunction,
+    grid_x: c_uint,
+    grid_y: c_uint,
+    grid_z: c_uint,
+    block_x: c_uint,
+    block_y: c_uint,
+    block_z: c_uint,
+    _shared_mem: c_uint,
+    stream: CUstream,
+    _params: *mut *mut c_void,
+    _extra: *mut *mut c_void,
+) -> CUresult {
+    ffi(|| {
+        record_launch(
+            f,
+            stream,
+            [grid_x, grid_y, grid_z],
+            [block_x, block_y, block_z],
+        )
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuLaunchCooperativeKernel(
+    f: CUfunction,
+    grid_x: c_uint,
+    grid_y: c_uint,
+    grid_z: c_uint,
+    block_x: c_uint,
+    block_y: c_uint,
+    block_z: c_uint,
+    _shared_mem: c_uint,
+    stream: CUstream,
+    _params: *mut *mut c_void,
+) -> CUresult {
+    ffi(|| {
+        record_launch(
+            f,
+            stream,
+            [grid_x, grid_y, grid_z],
+            [block_x, block_y, block_z],
+        )
+    })
+}
+
+/// `CUlaunchConfig` (cuda.h 12.x).
+#[repr(C)]
+pub struct CUlaunchConfig {
+    pub grid: [c_uint; 3],
+    pub block: [c_uint; 3],
+    pub shared_mem_bytes: c_uint,
+    pub stream: CUstream,
+    pub attrs: *mut c_void,
+    pub num_attrs: c_uint,
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuLaunchKernelEx(
+    config: *const CUlaunchConfig,
+    f: CUfunction,
+    _params: *mut *mut c_void,
+    _extra: *mut *mut c_void,
+) -> CUresult {
+    ffi(|| {
+        non_null(config)?;
+        // SAFETY: checked non-null; the caller passes a valid config.
+        let c = unsafe { &*config };
+        record_launch(f, c.stream, c.grid, c.block)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::tests::use_device;
+    use std::ptr::null_mut;
+
+    #[test]
+    fn modules_functions_globals_and_launches() {
+        use_device(0);
+        let image = [0u8; 16];
+        // SAFETY: valid pointers throughout.
+        unsafe {
+            let mut lib: *mut c_void = null_mut();
+            assert_eq!(
+                cuLibraryLoadData(
+                    &mut lib,
+                    image.as_ptr().cast(),
+                    null_mut(),
+                    null_mut(),
+                    0,
+                    null_mut(),
+                    null_mut(),
+                    0
+                ),
+                CUDA_SUCCESS
+            );
+            let mut module: CUmodule = null_mut();
+            assert_eq!(cuLibraryGetModule(&mut module, lib), CUDA_SUCCESS);
+            let mut f: CUfunction = null_mut();
+            let mut g: CUfunction = null_mut();
+            assert_eq!(
+                cuModuleGetFunction(&mut f, module, c"k".as_ptr()),
+                CUDA_SUCCESS
+            );
+            assert_eq!(
+                cuModuleGetFunction(&mut g, module, c"k".as_ptr()),
+                CUDA_SUCCESS
+            );
+            assert_eq!(f, g);
+            let mut pi = 0;
+            assert_eq!(cuFuncGetAttribute(&mut pi, 0, f), CUDA_SUCCESS);
+            assert_eq!(pi, 1024);
+            assert_eq!(cuFuncSetAttribute(f, 8, 4096), CUDA_SUCCESS);
+            assert_eq!(cuFuncGetAttribute(&mut pi, 8, f), CUDA_SUCCESS);
+            assert_eq!(pi, 4096);
+            let (mut d, mut n) = (0 as CUdeviceptr, 0usize);
+            assert_eq!(
+                cuModuleGetGlobal_v2(&mut d, &mut n, module, c"ncclDevFuncTable".as_ptr()),
+                CUDA_SUCCESS
+            );
+            assert_ne!(d, 0);
+            assert_eq!(n, GLOBAL_BYTES);
+            assert_eq!(*(d as usize as *const u64), 0);
+            let before = LAUNCHES.load(Ordering::Relaxed);
+            assert_eq!(
+                cuLaunchKernel(f, 1, 1, 1, 64, 1, 1, 0, null_mut(), null_mut(), null_mut()),
+                CUDA_SUCCESS
+            );
+            assert!(LAUNCHES.load(Ordering::Relaxed) > before);
+            assert_eq!(
+                cuLaunchKernel(
+                    0x1234 as CUfunction,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    0,
+                    null_mut(),
+                    null_mut(),
+                    null_mut()
+                ),
+                CUDA_ERROR_INVALID_HANDLE
+            );
+            assert_eq!(cuLibraryUnload(lib), CUDA_SUCCESS);
+            assert_eq!(cuFuncGetAttribute(&mut pi, 0, f), CUDA_ERROR_INVALID_HANDLE);
+        }
+    }
+}

@@ -1,0 +1,791 @@
+//! CPU stand-in for NVML (`libnvidia-ml.so.1`): the calls the real libnccl makes at init (about
+//! 30: FACTS.md, "The real libnccl on a CPU machine"; names as the 2.19.3 and 2.32.3 wheels ask
+//! for them). Devices are the simulated CUDA driver's: the same count (`NCCL_SMOKE_SIM_GPUS`),
+//! UUIDs and PCI bus ids, computed by the very same code (`sim/cuda/src/config.rs`). As real NVML,
+//! it ignores `CUDA_VISIBLE_DEVICES`: indices are physical devices.
+//!
+//! Signatures and struct layouts follow NVIDIA's NVML API reference (`nvml.h`). There are no
+//! NVLinks, no fabric and no confidential computing; what a real GPU would measure is a guess and
+//! marked so.
+// This crate implements the NVML C ABI: unsafe is its job (the workspace denies it elsewhere).
+#![allow(unsafe_code)]
+#![allow(clippy::missing_safety_doc)]
+
+#[path = "../../cuda/src/config.rs"]
+#[allow(dead_code)]
+mod config;
+
+use std::ffi::{CStr, c_char, c_int, c_uint, c_ulonglong, c_void};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Marker the harness looks for to recognise this library.
+const MARKER: &str = concat!(
+    "nccl-smoke simulated NVML ",
+    env!("CARGO_PKG_VERSION"),
+    "\0"
+);
+
+/// `const char *ncclSmokeSimNvml(void)`: identifies the simulated NVML.
+#[unsafe(no_mangle)]
+pub extern "C" fn ncclSmokeSimNvml() -> *const c_char {
+    MARKER.as_ptr().cast()
+}
+
+type NvmlReturn = c_int;
+const NVML_SUCCESS: NvmlReturn = 0;
+const NVML_ERROR_UNINITIALIZED: NvmlReturn = 1;
+const NVML_ERROR_INVALID_ARGUMENT: NvmlReturn = 2;
+const NVML_ERROR_NOT_SUPPORTED: NvmlReturn = 3;
+const NVML_ERROR_NOT_FOUND: NvmlReturn = 6;
+const NVML_ERROR_INSUFFICIENT_SIZE: NvmlReturn = 7;
+const NVML_ERROR_DRIVER_NOT_LOADED: NvmlReturn = 9;
+const NVML_ERROR_UNKNOWN: NvmlReturn = 999;
+
+/// `nvmlDevice_t`: an opaque pointer; here `HANDLE_BASE + index` (never dereferenced).
+type NvmlDevice = *mut c_void;
+const HANDLE_BASE: usize = 0x4e56_4d4c_0000;
+
+/// The host's devices, as the CUDA stand-in derives them.
+struct Devices {
+    uuids: Vec<[u8; 16]>,
+}
+
+fn devices() -> Result<&'static Devices, NvmlReturn> {
+    static DEVICES: OnceLock<Result<Devices, NvmlReturn>> = OnceLock::new();
+    DEVICES
+        .get_or_init(|| {
+            let n = config::parse_gpus(config::var(config::GPUS_ENV).as_deref()).map_err(|e| {
+                eprintln!("nccl-smoke simulated NVML: {e}");
+                NVML_ERROR_DRIVER_NOT_LOADED
+            })?;
+            let host = config::hostname();
+            Ok(Devices {
+                uuids: (0..n).map(|i| config::uuid_for(&host, i)).collect(),
+            })
+        })
+        .as_ref()
+        .map_err(|e| *e)
+}
+
+/// Balance of init and shutdown calls (NVML counts them).
+static INITS: AtomicU32 = AtomicU32::new(0);
+
+fn ready() -> Result<&'static Devices, NvmlReturn> {
+    if INITS.load(Ordering::Acquire) == 0 {
+        return Err(NVML_ERROR_UNINITIALIZED);
+    }
+    devices()
+}
+
+fn index_of(dev: NvmlDevice) -> Result<u32, NvmlReturn> {
+    let d = ready()?;
+    let i = (dev as usize)
+        .checked_sub(HANDLE_BASE)
+        .ok_or(NVML_ERROR_INVALID_ARGUMENT)?;
+    if i < d.uuids.len() {
+        Ok(i as u32)
+    } else {
+        Err(NVML_ERROR_INVALID_ARGUMENT)
+    }
+}
+
+fn handle(i: u32) -> NvmlDevice {
+    (HANDLE_BASE + i as usize) as NvmlDevice
+}
+
+fn run(body: impl FnOnce() -> Result<(), NvmlReturn>) -> NvmlReturn {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(Ok(())) => NVML_SUCCESS,
+        Ok(Err(e)) => e,
+        Err(_) => NVML_ERROR_UNKNOWN,
+    }
+}
+
+/// Writes through an out-pointer, or `NVML_ERROR_INVALID_ARGUMENT` when it is null.
+///
+/// # Safety
+/// `p` must be null or valid for a write of `T`.
+unsafe fn put<T>(p: *mut T, v: T) -> Result<(), NvmlReturn> {
+    if p.is_null() {
+        return Err(NVML_ERROR_INVALID_ARGUMENT);
+    }
+    // SAFETY: non-null; the caller vouches for validity.
+    unsafe { p.write(v) };
+    Ok(())
+}
+
+/// Copies `s` NUL-terminated into a caller buffer of `len` bytes; too small is
+/// `NVML_ERROR_INSUFFICIENT_SIZE`, as NVML does.
+///
+/// # Safety
+/// `buf` must be valid for `len` bytes.
+unsafe fn put_str(buf: *mut c_char, len: c_uint, s: &str) -> Result<(), NvmlReturn> {
+    if buf.is_null() {
+        return Err(NVML_ERROR_INVALID_ARGUMENT);
+    }
+    if s.len() + 1 > len as usize {
+        return Err(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    // SAFETY: `s.len() + 1 <= len` bytes, as the caller vouches.
+    unsafe {
+        std::ptr::copy_nonoverlapping(s.as_ptr().cast::<c_char>(), buf, s.len());
+        buf.add(s.len()).write(0);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Init, shutdown, errors, system
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlInit_v2() -> NvmlReturn {
+    run(|| {
+        devices()?;
+        INITS.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlInit() -> NvmlReturn {
+    nvmlInit_v2()
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlInitWithFlags(_flags: c_uint) -> NvmlReturn {
+    nvmlInit_v2()
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlShutdown() -> NvmlReturn {
+    run(|| {
+        INITS
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .map(|_| ())
+            .map_err(|_| NVML_ERROR_UNINITIALIZED)
+    })
+}
+
+/// `const char *nvmlErrorString(nvmlReturn_t)`: NVML's texts for the codes returned here.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlErrorString(result: NvmlReturn) -> *const c_char {
+    let s: &CStr = match result {
+        NVML_SUCCESS => c"Success",
+        NVML_ERROR_UNINITIALIZED => c"Uninitialized",
+        NVML_ERROR_INVALID_ARGUMENT => c"Invalid Argument",
+        NVML_ERROR_NOT_SUPPORTED => c"Not Supported",
+        NVML_ERROR_NOT_FOUND => c"Not Found",
+        NVML_ERROR_INSUFFICIENT_SIZE => c"Insufficient Size",
+        NVML_ERROR_DRIVER_NOT_LOADED => c"Driver Not Loaded",
+        _ => c"Unknown Error",
+    };
+    s.as_ptr()
+}
+
+/// A driver version of the 570 branch (a guess; nothing here depends on it).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlSystemGetDriverVersion(
+    version: *mut c_char,
+    len: c_uint,
+) -> NvmlReturn {
+    // SAFETY: the caller's buffer of `len` bytes.
+    run(|| unsafe { put_str(version, len, "570.86.15") })
+}
+
+/// `nvmlSystemGetCudaDriverVersion(int *)`: as the CUDA stand-in's default (12080).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion(version: *mut c_int) -> NvmlReturn {
+    run(|| {
+        let v = config::parse_driver_version(config::var(config::VERSION_ENV).as_deref())
+            .unwrap_or(config::DEFAULT_DRIVER_VERSION);
+        // SAFETY: null checked by `put`.
+        unsafe { put(version, v) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(version: *mut c_int) -> NvmlReturn {
+    // SAFETY: same contract.
+    unsafe { nvmlSystemGetCudaDriverVersion(version) }
+}
+
+/// `nvmlConfComputeSystemState_t`: environment, ccFeature, devToolsMode; all off (0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlSystemGetConfComputeState(state: *mut [c_uint; 3]) -> NvmlReturn {
+    run(|| {
+        ready()?;
+        // SAFETY: null checked by `put`.
+        unsafe { put(state, [0; 3]) }
+    })
+}
+
+/// `nvmlSystemConfComputeSettings_t` (v1): version, environment, ccFeature, devToolsMode,
+/// multiGpuMode; all off. The caller sets the version.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlSystemGetConfComputeSettings(
+    settings: *mut [c_uint; 5],
+) -> NvmlReturn {
+    run(|| {
+        ready()?;
+        if settings.is_null() {
+            return Err(NVML_ERROR_INVALID_ARGUMENT);
+        }
+        // SAFETY: checked non-null; the version field is kept.
+        unsafe {
+            let version = (*settings)[0];
+            settings.write([version, 0, 0, 0, 0]);
+        }
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Devices
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> NvmlReturn {
+    run(|| {
+        let n = ready()?.uuids.len() as c_uint;
+        // SAFETY: null checked by `put`.
+        unsafe { put(count, n) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetCount(count: *mut c_uint) -> NvmlReturn {
+    // SAFETY: same contract.
+    unsafe { nvmlDeviceGetCount_v2(count) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
+    index: c_uint,
+    device: *mut NvmlDevice,
+) -> NvmlReturn {
+    run(|| {
+        if index as usize >= ready()?.uuids.len() {
+            return Err(NVML_ERROR_INVALID_ARGUMENT);
+        }
+        // SAFETY: null checked by `put`.
+        unsafe { put(device, handle(index)) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex(
+    index: c_uint,
+    device: *mut NvmlDevice,
+) -> NvmlReturn {
+    // SAFETY: same contract.
+    unsafe { nvmlDeviceGetHandleByIndex_v2(index, device) }
+}
+
+/// Parses `[domain:]bus:device[.function]` (hex, any case, any domain width).
+fn parse_bus_id(s: &str) -> Option<(u32, u32, u32)> {
+    let s = s.trim();
+    let (head, _function) = s.rsplit_once('.').unwrap_or((s, "0"));
+    let parts: Vec<&str> = head.split(':').collect();
+    let hex = |p: &str| u32::from_str_radix(p, 16).ok();
+    match parts.as_slice() {
+        [d, b, v] => Some((hex(d)?, hex(b)?, hex(v)?)),
+        [b, v] => Some((0, hex(b)?, hex(v)?)),
+        _ => None,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetHandleByPciBusId_v2(
+    bus_id: *const c_char,
+    device: *mut NvmlDevice,
+) -> NvmlReturn {
+    run(|| {
+        let d = ready()?;
+        if bus_id.is_null() {
+            return Err(NVML_ERROR_INVALID_ARGUMENT);
+        }
+        // SAFETY: checked non-null; a NUL-terminated string from the caller.
+        let s = unsafe { CStr::from_ptr(bus_id) }.to_string_lossy();
+        let want = parse_bus_id(&s).ok_or(NVML_ERROR_INVALID_ARGUMENT)?;
+        let i = (0..d.uuids.len() as u32)
+            .find(|&i| config::pci_location(i) == want)
+            .ok_or(NVML_ERROR_NOT_FOUND)?;
+        // SAFETY: null checked by `put`.
+        unsafe { put(device, handle(i)) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetHandleByPciBusId(
+    bus_id: *const c_char,
+    device: *mut NvmlDevice,
+) -> NvmlReturn {
+    // SAFETY: same contract.
+    unsafe { nvmlDeviceGetHandleByPciBusId_v2(bus_id, device) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetIndex(device: NvmlDevice, index: *mut c_uint) -> NvmlReturn {
+    run(|| {
+        let i = index_of(device)?;
+        // SAFETY: null checked by `put`.
+        unsafe { put(index, i) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetUUID(
+    device: NvmlDevice,
+    uuid: *mut c_char,
+    len: c_uint,
+) -> NvmlReturn {
+    run(|| {
+        let i = index_of(device)?;
+        let s = config::format_uuid(&ready()?.uuids[i as usize]);
+        // SAFETY: the caller's buffer of `len` bytes.
+        unsafe { put_str(uuid, len, &s) }
+    })
+}
+
+/// The name the CUDA stand-in gives its devices.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetName(
+    device: NvmlDevice,
+    name: *mut c_char,
+    len: c_uint,
+) -> NvmlReturn {
+    run(|| {
+        index_of(device)?;
+        // SAFETY: the caller's buffer of `len` bytes.
+        unsafe { put_str(name, len, "NVIDIA Simulated GPU (nccl-smoke SIMULATED)") }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMinorNumber(
+    device: NvmlDevice,
+    minor: *mut c_uint,
+) -> NvmlReturn {
+    run(|| {
+        let i = index_of(device)?;
+        // SAFETY: null checked by `put`.
+        unsafe { put(minor, i) }
+    })
+}
+
+/// `nvmlPciInfo_t` (nvml.h, `_v3` layout).
+#[repr(C)]
+pub struct NvmlPciInfo {
+    pub bus_id_legacy: [c_char; 16],
+    pub domain: c_uint,
+    pub bus: c_uint,
+    pub device: c_uint,
+    pub pci_device_id: c_uint,
+    pub pci_sub_system_id: c_uint,
+    pub bus_id: [c_char; 32],
+}
+
+/// `nvmlPciInfoExt_t` (nvml.h, v1).
+#[repr(C)]
+pub struct NvmlPciInfoExt {
+    pub version: c_uint,
+    pub domain: c_uint,
+    pub bus: c_uint,
+    pub device: c_uint,
+    pub pci_device_id: c_uint,
+    pub pci_sub_system_id: c_uint,
+    pub base_class: c_uint,
+    pub sub_class: c_uint,
+    pub bus_id: [c_char; 32],
+}
+
+fn cstr_array<const N: usize>(s: &str) -> [c_char; N] {
+    let mut a = [0 as c_char; N];
+    for (d, b) in a.iter_mut().zip(s.bytes().take(N - 1)) {
+        *d = b as c_char;
+    }
+    a
+}
+
+/// PCI ids of an H100 SXM5 (device 0x2330, subsystem 0x16c1), as the CUDA stand-in's attributes.
+const PCI_DEVICE_ID: c_uint = 0x2330_10de;
+const PCI_SUBSYSTEM_ID: c_uint = 0x16c1_10de;
+
+fn pci_info(i: u32) -> NvmlPciInfo {
+    let (domain, bus, device) = config::pci_location(i);
+    NvmlPciInfo {
+        bus_id_legacy: cstr_array(&format!("{domain:04X}:{bus:02X}:{device:02X}.0")),
+        domain,
+        bus,
+        device,
+        pci_device_id: PCI_DEVICE_ID,
+        pci_sub_system_id: PCI_SUBSYSTEM_ID,
+        bus_id: cstr_array(&format!("{domain:08X}:{bus:02X}:{device:02X}.0")),
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(
+    device: NvmlDevice,
+    pci: *mut NvmlPciInfo,
+) -> NvmlReturn {
+    run(|| {
+        let i = index_of(device)?;
+        // SAFETY: null checked by `put`.
+        unsafe { put(pci, pci_info(i)) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v2(
+    device: NvmlDevice,
+    pci: *mut NvmlPciInfo,
+) -> NvmlReturn {
+    // SAFETY: same layout.
+    unsafe { nvmlDeviceGetPciInfo_v3(device, pci) }
+}
+
+/// The caller sets `version`; base class 3 (display controller), subclass 2 (3D), as a data
+/// centre GPU reports.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetPciInfoExt(
+    device: NvmlDevice,
+    pci: *mut NvmlPciInfoExt,
+) -> NvmlReturn {
+    run(|| {
+        let i = index_of(device)?;
+        if pci.is_null() {
+            return Err(NVML_ERROR_INVALID_ARGUMENT);
+        }
+        let p = pci_info(i);
+        // SAFETY: checked non-null; the version field is kept.
+        unsafe {
+            let version = (*pci).version;
+            pci.write(NvmlPciInfoExt {
+                version,
+                domain: p.domain,
+                bus: p.bus,
+                device: p.device,
+                pci_device_id: p.pci_device_id,
+                pci_sub_system_id: p.pci_sub_system_id,
+                base_class: 3,
+                sub_class: 2,
+                bus_id: p.bus_id,
+            });
+        }
+        Ok(())
+    })
+}
+
+/// 9.0, as the CUDA stand-in.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetCudaComputeCapability(
+    device: NvmlDevice,
+    major: *mut c_int,
+    minor: *mut c_int,
+) -> NvmlReturn {
+    run(|| {
+        index_of(device)?;
+        // SAFETY: null checked by `put`.
+        unsafe {
+            put(major, 9)?;
+            put(minor, 0)
+        }
+    })
+}
+
+/// `nvmlDeviceGetP2PStatus(dev1, dev2, nvmlGpuP2PCapsIndex_t, nvmlGpuP2PStatus_t *)`: OK (0)
+/// between two different devices for every capability (the CUDA stand-in lets every device
+/// reach every other); `NOT_SUPPORTED` (5) for a device with itself.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetP2PStatus(
+    dev1: NvmlDevice,
+    dev2: NvmlDevice,
+    _index: c_int,
+    status: *mut c_int,
+) -> NvmlReturn {
+    run(|| {
+        let (a, b) = (index_of(dev1)?, index_of(dev2)?);
+        // SAFETY: null checked by `put`.
+        unsafe { put(status, if a == b { 5 } else { 0 }) }
+    })
+}
+
+/// No NVLinks: every link is inactive (`NVML_FEATURE_DISABLED`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
+    device: NvmlDevice,
+    _link: c_uint,
+    active: *mut c_int,
+) -> NvmlReturn {
+    run(|| {
+        index_of(device)?;
+        // SAFETY: null checked by `put`.
+        unsafe { put(active, 0) }
+    })
+}
+
+/// No NVLinks: no capability.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkCapability(
+    device: NvmlDevice,
+    _link: c_uint,
+    _capability: c_int,
+    result: *mut c_uint,
+) -> NvmlReturn {
+    run(|| {
+        index_of(device)?;
+        // SAFETY: null checked by `put`.
+        unsafe { put(result, 0) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkRemotePciInfo_v2(
+    device: NvmlDevice,
+    _link: c_uint,
+    _pci: *mut NvmlPciInfo,
+) -> NvmlReturn {
+    run(|| {
+        index_of(device)?;
+        Err(NVML_ERROR_NOT_SUPPORTED)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkRemotePciInfo(
+    device: NvmlDevice,
+    link: c_uint,
+    pci: *mut NvmlPciInfo,
+) -> NvmlReturn {
+    // SAFETY: same contract.
+    unsafe { nvmlDeviceGetNvLinkRemotePciInfo_v2(device, link, pci) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkRemoteDeviceType(
+    device: NvmlDevice,
+    _link: c_uint,
+    _kind: *mut c_int,
+) -> NvmlReturn {
+    run(|| {
+        index_of(device)?;
+        Err(NVML_ERROR_NOT_SUPPORTED)
+    })
+}
+
+/// `nvmlFieldValue_t` (nvml.h).
+#[repr(C)]
+pub struct NvmlFieldValue {
+    pub field_id: c_uint,
+    pub scope_id: c_uint,
+    pub timestamp: i64,
+    pub latency_usec: i64,
+    pub value_type: c_int,
+    pub nvml_return: NvmlReturn,
+    pub value: u64,
+}
+
+/// Every field asked for reads 0 (no NVLinks, no C2C links), as an unsigned value (a guess
+/// that matches "no links" for the NVLink and C2C fields NCCL reads).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
+    device: NvmlDevice,
+    count: c_int,
+    values: *mut NvmlFieldValue,
+) -> NvmlReturn {
+    run(|| {
+        index_of(device)?;
+        if count < 0 || (count > 0 && values.is_null()) {
+            return Err(NVML_ERROR_INVALID_ARGUMENT);
+        }
+        for k in 0..count as usize {
+            // SAFETY: the caller passes `count` entries.
+            let v = unsafe { &mut *values.add(k) };
+            v.timestamp = 0;
+            v.latency_usec = 0;
+            v.value_type = 1; // NVML_VALUE_TYPE_UNSIGNED_INT
+            v.nvml_return = NVML_SUCCESS;
+            v.value = 0;
+        }
+        Ok(())
+    })
+}
+
+/// No NVLink fabric (MNNVL) here.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfoV(
+    device: NvmlDevice,
+    _info: *mut c_void,
+) -> NvmlReturn {
+    run(|| {
+        index_of(device)?;
+        Err(NVML_ERROR_NOT_SUPPORTED)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfo(
+    device: NvmlDevice,
+    info: *mut c_void,
+) -> NvmlReturn {
+    // SAFETY: same contract.
+    unsafe { nvmlDeviceGetGpuFabricInfoV(device, info) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetPlatformInfo(
+    device: NvmlDevice,
+    _info: *mut c_void,
+) -> NvmlReturn {
+    run(|| {
+        index_of(device)?;
+        Err(NVML_ERROR_NOT_SUPPORTED)
+    })
+}
+
+/// No memory errors.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMemoryErrorCounter(
+    device: NvmlDevice,
+    _error_type: c_int,
+    _counter_type: c_int,
+    _location: c_int,
+    count: *mut c_ulonglong,
+) -> NvmlReturn {
+    run(|| {
+        index_of(device)?;
+        // SAFETY: null checked by `put`.
+        unsafe { put(count, 0) }
+    })
+}
+
+/// PCIe Gen5 x16, as an H100 SXM5's host link (a guess for what NCCL's topology wants).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetCurrPcieLinkGeneration(
+    device: NvmlDevice,
+    gen_: *mut c_uint,
+) -> NvmlReturn {
+    run(|| {
+        index_of(device)?;
+        // SAFETY: null checked by `put`.
+        unsafe { put(gen_, 5) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMaxPcieLinkGeneration(
+    device: NvmlDevice,
+    gen_: *mut c_uint,
+) -> NvmlReturn {
+    // SAFETY: same contract.
+    unsafe { nvmlDeviceGetCurrPcieLinkGeneration(device, gen_) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetCurrPcieLinkWidth(
+    device: NvmlDevice,
+    width: *mut c_uint,
+) -> NvmlReturn {
+    run(|| {
+        index_of(device)?;
+        // SAFETY: null checked by `put`.
+        unsafe { put(width, 16) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMaxPcieLinkWidth(
+    device: NvmlDevice,
+    width: *mut c_uint,
+) -> NvmlReturn {
+    // SAFETY: same contract.
+    unsafe { nvmlDeviceGetCurrPcieLinkWidth(device, width) }
+}
+
+/// `nvmlPcieLinkMaxSpeed_t`: 5 is `NVML_PCIE_LINK_MAX_SPEED_32000MBPS` (Gen5; nvml.h).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetPcieLinkMaxSpeed(
+    device: NvmlDevice,
+    speed: *mut c_uint,
+) -> NvmlReturn {
+    run(|| {
+        index_of(device)?;
+        // SAFETY: null checked by `put`.
+        unsafe { put(speed, 5) }
+    })
+}
+
+/// Current PCIe speed in MB/s per lane as NVML reports it (32000 for Gen5).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetPcieSpeed(
+    device: NvmlDevice,
+    speed: *mut c_uint,
+) -> NvmlReturn {
+    run(|| {
+        index_of(device)?;
+        // SAFETY: null checked by `put`.
+        unsafe { put(speed, 32000) }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ptr::null_mut;
+
+    #[test]
+    fn devices_match_the_cuda_stand_in() {
+        // SAFETY: valid pointers throughout.
+        unsafe {
+            let mut n = 0;
+            assert_eq!(nvmlDeviceGetCount_v2(&mut n), NVML_ERROR_UNINITIALIZED);
+            assert_eq!(nvmlInit_v2(), NVML_SUCCESS);
+            assert_eq!(nvmlDeviceGetCount_v2(&mut n), NVML_SUCCESS);
+            assert!(n >= 2, "needs the default 8 devices");
+            let mut d: NvmlDevice = null_mut();
+            assert_eq!(
+                nvmlDeviceGetHandleByPciBusId_v2(c"0000:2a:00.0".as_ptr(), &mut d),
+                NVML_SUCCESS
+            );
+            let mut i = 99;
+            assert_eq!(nvmlDeviceGetIndex(d, &mut i), NVML_SUCCESS);
+            assert_eq!(i, 1);
+            let mut pci: NvmlPciInfo = std::mem::zeroed();
+            assert_eq!(nvmlDeviceGetPciInfo_v3(d, &mut pci), NVML_SUCCESS);
+            assert_eq!((pci.domain, pci.bus, pci.device), (0, 0x2a, 0));
+            let bus = CStr::from_ptr(pci.bus_id.as_ptr()).to_str().unwrap();
+            assert_eq!(bus, "00000000:2A:00.0");
+            assert_eq!(parse_bus_id(bus), Some((0, 0x2a, 0)));
+            let mut uuid = [0 as c_char; 96];
+            assert_eq!(nvmlDeviceGetUUID(d, uuid.as_mut_ptr(), 96), NVML_SUCCESS);
+            let uuid = CStr::from_ptr(uuid.as_ptr()).to_str().unwrap();
+            assert_eq!(
+                uuid,
+                config::format_uuid(&config::uuid_for(&config::hostname(), 1))
+            );
+            let mut d0: NvmlDevice = null_mut();
+            assert_eq!(nvmlDeviceGetHandleByIndex_v2(0, &mut d0), NVML_SUCCESS);
+            let mut st = -1;
+            assert_eq!(nvmlDeviceGetP2PStatus(d0, d, 0, &mut st), NVML_SUCCESS);
+            assert_eq!(st, 0);
+            let mut active = -1;
+            assert_eq!(nvmlDeviceGetNvLinkState(d0, 0, &mut active), NVML_SUCCESS);
+            assert_eq!(active, 0);
+            assert_eq!(
+                nvmlDeviceGetHandleByPciBusId_v2(c"0000:01:00.0".as_ptr(), &mut d),
+                NVML_ERROR_NOT_FOUND
+            );
+            assert_eq!(nvmlShutdown(), NVML_SUCCESS);
+        }
+    }
+
+    #[test]
+    fn marker_names_the_simulation() {
+        // SAFETY: static NUL-terminated string.
+        let s = unsafe { CStr::from_ptr(ncclSmokeSimNvml()) }
+            .to_str()
+            .unwrap();
+        assert!(s.starts_with("nccl-smoke simulated NVML "));
+    }
+}
