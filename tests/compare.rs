@@ -346,3 +346,31 @@ fn a_real_nccl_tests_json_file_compares_with_a_text_log_and_a_run() {
     assert!(t.contains("cut.json:1: the JSON ends early"), "{t}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Nothing judged is never a pass: two real nccl-tests outputs with no size and type in common,
+/// or whose common sizes are all below `--min-bytes`, end NOTHING COMPARED with exit 35 and say
+/// why.
+#[test]
+fn nothing_in_common_is_never_no_regression() {
+    let (a, b) = (
+        fixture("all_reduce_perf.rtx5090-2rank.default.3reps.txt"),
+        fixture("all_reduce_perf.t4-2gpu.real.json"),
+    );
+    let (rc, t) = compare(&[&a, &b]);
+    assert_eq!(rc, 35, "{t}");
+    assert!(
+        t.contains(
+            "NOTHING COMPARED — the runs have no pattern, size and data type in common: the \
+             first holds all_reduce 1048576..134217728 B (8 size(s))"
+        ),
+        "{t}"
+    );
+    assert!(!t.contains("NO REGRESSION"), "{t}");
+    let c = fixture("all_reduce_perf.rtx5090-2rank.nthreads4.3reps.txt");
+    let (rc, t) = compare(&[&a, &c, "--min-bytes", "1G"]);
+    assert_eq!(rc, 35, "{t}");
+    assert!(
+        t.contains("NOTHING COMPARED — the 8 size(s) both runs hold are all below --min-bytes"),
+        "{t}"
+    );
+}

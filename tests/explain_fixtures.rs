@@ -75,6 +75,12 @@ fn binary_truncated_and_huge_input() {
     let o = run1(&["explain", bin.to_str().unwrap()], &[]);
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(text(&o).contains("not a text log"), "{}", text(&o));
+    // Nothing read is nothing judged: no verdict line at all, and `null` in JSON.
+    assert!(!text(&o).contains("VERDICT"), "{}", text(&o));
+    assert!(text(&o).contains("no input could be read as a log (above): no verdict"));
+    let o = run1(&["explain", "--json", bin.to_str().unwrap()], &[]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(doc["verdict"].is_null(), "{doc}");
 
     let truncated = dir.join("truncated.log");
     std::fs::write(
@@ -126,6 +132,7 @@ fn directories_dev_zero_and_fifos_are_bounded_errors() {
     let o = run1(&["explain", "/dev/zero"], &[]);
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(text(&o).contains("not a text log"), "{}", text(&o));
+    assert!(!text(&o).contains("VERDICT"), "{}", text(&o));
     assert!(t0.elapsed().as_secs() < 10);
 
     // A FIFO nobody writes to: open() itself would block forever.

@@ -33,7 +33,8 @@ struct Report<'a> {
     schema: &'static str,
     files: &'a [LogSummary],
     errors: &'a [FileError],
-    verdict: &'a JobVerdict,
+    /// `null` when no input could be read as a log: nothing was judged.
+    verdict: Option<&'a JobVerdict>,
 }
 
 #[derive(Serialize)]
@@ -81,19 +82,23 @@ pub fn explain(args: &ExplainArgs) -> u8 {
         eprintln!("nccl-smoke explain: {}: {}", e.file, e.error);
     }
     let verdict = explain::job_verdict(&summaries);
+    // Nothing read is nothing judged: no verdict, not a pass.
+    let judged = !summaries.is_empty();
     if args.json {
         let report = Report {
             schema: "nccl-smoke/explain/2",
             files: &summaries,
             errors: &errors,
-            verdict: &verdict,
+            verdict: judged.then_some(&verdict),
         };
         println!(
             "{}",
             serde_json::to_string_pretty(&report).unwrap_or_default()
         );
-    } else {
+    } else if judged {
         print_text(&summaries, &verdict);
+    } else {
+        println!("# explain: no input could be read as a log (above): no verdict");
     }
     if errors.is_empty() {
         verdict.exit_code

@@ -285,8 +285,10 @@ fn backend_help() -> String {
          labelled SIMULATED). With `sim`, faults are injected with \
          {}=WHERE[@RANK][:KIND][,…]: WHERE one of {}; RANK the rank it strikes (default: every \
          rank); KIND error (default: the return code and log lines the real library gives), \
-         hang, crash, slow=F (transfers F times slower, 1 to {}) or corrupt (one received \
-         element flipped). E.g. `shm@1:error`, `net@1:slow=1.5`, `init@0:hang`. See \
+         hang, crash, slow=F (transfers F times slower, 1 to {}), corrupt (one received \
+         element flipped), or at verify a data fault: nothing (the receive buffer is never \
+         written), partial, flip, nan or peer (another rank's data), each with an optional \
+         =BYTES. E.g. `shm@1:error`, `net@1:slow=1.5`, `init@0:hang`, `verify@1:nothing`. See \
          sim/README.md.",
         nccl_smoke_fault::FAULT_ENV,
         wheres.join(", "),

@@ -33,6 +33,21 @@ pub fn record(rows: &mut Vec<SizeResult>, row: SizeResult, repeat: u32) {
             r.repeats.push(one);
             r.wrong += row.wrong;
             r.first_wrong = r.first_wrong.take().or(row.first_wrong);
+            // What the check found, over every repeat: nothing one repeat saw is lost.
+            r.checked &= row.checked;
+            r.checked_elements += row.checked_elements;
+            r.unwritten += row.unwritten;
+            r.nan += row.nan;
+            let union = |a: &mut Vec<u32>, b: Vec<u32>| {
+                a.extend(b);
+                a.sort_unstable();
+                a.dedup();
+            };
+            union(&mut r.nothing_written_ranks, row.nothing_written_ranks);
+            union(&mut r.below_timer_ranks, row.below_timer_ranks);
+            if r.unwritten_ranges.is_empty() {
+                r.unwritten_ranges = row.unwritten_ranges;
+            }
             r.time_us.p50 = r.time_us.p50.max(row.time_us.p50);
             r.time_us.p99 = r.time_us.p99.max(row.time_us.p99);
             r.time_us.max = r.time_us.max.max(row.time_us.max);

@@ -300,6 +300,35 @@ pub(crate) mod tests {
         assert_eq!(back.verdict.ranks, vec![1], "{}", back.verdict.line);
     }
 
+    /// A wrong element that is NaN (the value a collective that never ran leaves in a float
+    /// buffer), next to ±inf and −0: the file written and read back is the same document, bit
+    /// for bit (serde_json alone would write NaN as `null` and fail to read it back).
+    #[test]
+    fn a_results_file_with_nan_and_infinities_round_trips_exactly() {
+        let row: crate::bench::SizeResult = serde_json::from_value(serde_json::json!({
+            "pattern": "all_reduce", "size_bytes": 8, "count": 2, "dtype": "float",
+            "time_us": {"avg": 0.0, "p50": 0.0, "p99": 0.0, "max": 0.0},
+            "algbw_gbs": 0.0, "busbw_gbs": -0.0, "wrong": 4, "checked": true,
+            "slowest_rank": 0, "rank_avg_us": [0.0, 0.0], "checked_elements": 4,
+            "first_wrong": [1, {"index": 0, "expected": "-inf", "got": "NaN", "got_hex": "ffffffff"}]
+        }))
+        .unwrap();
+        let mut doc = sample_doc();
+        doc.results.push(row);
+        let path = tmp("nan.json");
+        save(&path, &doc).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let back = load(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let w = &back.results[0].first_wrong.as_ref().unwrap().1;
+        assert!(w.got.is_nan() && w.expected == f64::NEG_INFINITY, "{text}");
+        assert!(back.results[0].busbw_gbs.is_sign_negative());
+        assert_eq!(
+            serde_json::to_string(&back).unwrap(),
+            serde_json::to_string(&doc).unwrap()
+        );
+    }
+
     pub(crate) fn sample_doc() -> ResultsDoc {
         ResultsDoc {
             schema: SCHEMA.into(),

@@ -209,6 +209,7 @@ impl Run<'_> {
         entries
             .flatten()
             .filter(|e| e.file_name().to_string_lossy().ends_with(&pid))
+            // Evidence, not a measurement: a log file that cannot be read adds no line.
             .filter_map(|e| std::fs::read(e.path()).ok())
             .flat_map(|bytes| {
                 String::from_utf8_lossy(&bytes)

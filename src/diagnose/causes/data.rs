@@ -45,11 +45,31 @@ fn culprit(me: &Who, rank: u32, host_of: &dyn Fn(u32) -> Option<String>) -> Who 
     }
 }
 
-/// Every wrong row's finding, one evidence line each, so a run with several patterns shows
-/// each pattern's own words.
+/// Every wrong row's finding, so a run with several patterns shows each pattern's own words;
+/// consecutive sizes of one pattern with the same finding share a line (`all_reduce 8 B to
+/// 65536 B (14 sizes): …`), so a GPU that runs nothing gives one line per pattern, not one
+/// per size.
 fn evidence(bad: &[&SizeResult]) -> Vec<String> {
-    bad.iter()
-        .map(|r| format!("{}: {}", label(r), finding(r).0))
+    let mut groups: Vec<(&SizeResult, &SizeResult, usize, String)> = Vec::new();
+    for r in bad {
+        let text = finding(r).0;
+        match groups.last_mut() {
+            Some((_, last, n, t)) if last.pattern == r.pattern && *t == text => {
+                *last = r;
+                *n += 1;
+            }
+            _ => groups.push((r, r, 1, text)),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(first, last, n, text)| match n {
+            1 => format!("{}: {text}", label(first)),
+            _ => format!(
+                "{} {} B to {} B ({n} sizes): {text}",
+                first.pattern, first.size_bytes, last.size_bytes
+            ),
+        })
         .collect()
 }
 
@@ -324,12 +344,22 @@ mod tests {
             serde_json::json!({"wrong": 512, "unwritten": 512, "nothing_written_ranks": [0, 1],
             "first_wrong": [0, {"index": 0, "expected": 2.0, "got": "NaN", "got_hex": "ffffffff"}]}),
         );
-        let f = verify_failure(&[r], &who(), |_| None).unwrap();
+        let mut bigger = r.clone();
+        bigger.size_bytes = 2048;
+        let f = verify_failure(&[r, bigger], &who(), |_| None).unwrap();
         assert_eq!((f.stage, f.rank), (Stage::Verify, Some(0)));
         assert_eq!(
             f.error,
             "all_reduce 1024 B: the collective wrote nothing into the receive buffer (it still \
-             holds the fill pattern) on every rank"
+             holds the fill pattern) on every rank (and 1 more pattern × size(s) wrong: evidence \
+             below)"
+        );
+        assert_eq!(
+            f.evidence,
+            [
+                "all_reduce 1024 B to 2048 B (2 sizes): the collective wrote nothing into the \
+              receive buffer (it still holds the fill pattern) on every rank"
+            ]
         );
         assert!(
             f.cause

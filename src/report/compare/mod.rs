@@ -97,6 +97,8 @@ impl Row {
 /// The verdict of a comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
+    /// No size was judged: nothing in common at or above `--min-bytes`. Never a pass.
+    NothingCompared,
     NoRegression,
     Inconclusive,
     Regressed,
@@ -129,6 +131,8 @@ impl Comparison {
     pub fn verdict(&self) -> Verdict {
         if self.regressed() {
             Verdict::Regressed
+        } else if self.rows.iter().all(|r| r.call == Call::NotJudged) {
+            Verdict::NothingCompared
         } else if !self.doubts.is_empty() {
             Verdict::Inconclusive
         } else {

@@ -129,6 +129,10 @@ fn verdict(c: &Comparison, opts: &Options, plot_failed: bool) -> u8 {
             println!("INCONCLUSIVE — {}", c.doubts.join("; "));
             exit::INCONCLUSIVE
         }
+        Verdict::NothingCompared => {
+            println!("NOTHING COMPARED — {}", nothing_compared(c, opts));
+            exit::NOTHING_COMPARED
+        }
         Verdict::NoRegression => {
             println!(
                 "NO REGRESSION — {judged} size(s) of {} pattern(s) judged at {} B or more, none \
@@ -143,6 +147,44 @@ fn verdict(c: &Comparison, opts: &Options, plot_failed: bool) -> u8 {
                 exit::PASS
             }
         }
+    }
+}
+
+/// Why no size was judged: what each run holds, so the operator sees the mismatch.
+fn nothing_compared(c: &Comparison, opts: &Options) -> String {
+    let held = |only: &[(String, usize)]| {
+        let mut by: Vec<(String, Vec<usize>)> = Vec::new();
+        for (p, s) in only {
+            match by.iter_mut().find(|(q, _)| q == p) {
+                Some((_, v)) => v.push(*s),
+                None => by.push((p.clone(), vec![*s])),
+            }
+        }
+        if by.is_empty() {
+            return "no size".to_string();
+        }
+        by.iter()
+            .map(|(p, v)| {
+                let (lo, hi) = (v.iter().min().unwrap_or(&0), v.iter().max().unwrap_or(&0));
+                format!("{p} {lo}..{hi} B ({} size(s))", v.len())
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if c.rows.is_empty() {
+        format!(
+            "the runs have no pattern, size and data type in common: the first holds {}; the \
+             second {}",
+            held(&c.only_before),
+            held(&c.only_after)
+        )
+    } else {
+        format!(
+            "the {} size(s) both runs hold are all below --min-bytes {} B, where bandwidth is \
+             latency noise: lower --min-bytes to judge them, or measure larger sizes",
+            c.rows.len(),
+            opts.min_bytes
+        )
     }
 }
 

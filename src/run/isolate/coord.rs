@@ -603,12 +603,35 @@ fn outcome_of(st: &State, g: &Live) -> Outcome {
     let t = &st.setup.timing;
     let mut rows = Vec::new();
     for (i, p) in st.setup.patterns.iter().enumerate() {
+        let layout = p.layout(st.setup.bytes, t.dtype.size(), n);
+        // Every rank of the group must have sent this pattern's sample, checked: a row of fewer
+        // ranks than ran would pass on ranks nobody heard from.
+        let missing = g.ranks.iter().find(|r| {
+            g.samples.get(r).and_then(|s| s.get(i)).is_none_or(|s| {
+                t.check
+                    && s.check
+                        .as_ref()
+                        .is_none_or(|c| c.elements != layout.recv_count as u64)
+            })
+        });
+        if let Some(&r) = missing {
+            return Outcome::Failed {
+                stage: Stage::Verify,
+                culprits: vec![host_of(r)],
+                line: format!(
+                    "{} of {} bytes: rank {r} (host {}) sent no sample, or one not wholly checked",
+                    p.name(),
+                    layout.bytes(t.dtype),
+                    host_of(r)
+                ),
+                exit_code: Stage::Verify.exit_code(),
+            };
+        }
         let samples: Vec<RankSample> = g
             .ranks
             .iter()
             .filter_map(|r| g.samples.get(r).and_then(|s| s.get(i)).cloned())
             .collect();
-        let layout = p.layout(st.setup.bytes, t.dtype.size(), n);
         let row = bench::combine(*p, &layout, t, n, &samples);
         if row.wrong > 0 {
             let rank = row.first_wrong.as_ref().map(|(r, _)| *r).unwrap_or(0);

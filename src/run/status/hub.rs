@@ -183,6 +183,9 @@ fn read_from(c: &mut Conn, chunk: &mut [u8], view: &Arc<Mutex<JobView>>, closing
     };
     let reports: Vec<Report> = c.partial[..last]
         .split(|b| *b == b'\n')
+        // A status line is a liveness and stage report, never a measurement (those go through
+        // `bootstrap::gather_json`, which drops nothing): a garbled line (a rank killed mid-write)
+        // is skipped, and the rank's silence is then judged by the deadlines as any silence is.
         .filter_map(|line| serde_json::from_slice(line).ok())
         .collect();
     c.partial.drain(..=last);
