@@ -3,8 +3,8 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use nccl_smoke::bench::verify;
-use nccl_smoke::data::{DataType, RedOp};
-use nccl_smoke::patterns::select;
+use nccl_smoke::data::{self, DataType, RedOp};
+use nccl_smoke::patterns::{Source, select};
 
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("verify");
@@ -42,11 +42,28 @@ fn bench(c: &mut Criterion) {
                     })
                 },
             );
-            g.bench_with_input(
-                BenchmarkId::new(format!("check/{name}"), pattern),
-                &(),
-                |b, _| b.iter(|| verify::check(&buf, p, &layout, dtype, RedOp::Sum, 0, n, 1)),
+            // What a correct collective leaves in rank 0's receive buffer, and what a GPU that
+            // ran nothing leaves (the fill): the two checks an operator's run makes most.
+            let mut good = vec![0u8; layout.recv_count * dtype.size()];
+            for (i, el) in good.chunks_exact_mut(dtype.size()).enumerate() {
+                let v = match p.source(0, n, i, &layout) {
+                    Source::Rank { rank, index } => data::value(None, n, rank, index, 1),
+                    Source::Reduced { index } => data::reduced(RedOp::Sum, n, index, 1),
+                };
+                dtype.encode(v, el);
+            }
+            assert_eq!(
+                verify::check(&good, p, &layout, dtype, RedOp::Sum, 0, n, 1).wrong,
+                0
             );
+            let unwritten = vec![data::FILL_BYTE; good.len()];
+            for (what, recv) in [("correct", &good), ("unwritten", &unwritten)] {
+                g.bench_with_input(
+                    BenchmarkId::new(format!("check-{what}/{name}"), pattern),
+                    &(),
+                    |b, _| b.iter(|| verify::check(recv, p, &layout, dtype, RedOp::Sum, 0, n, 1)),
+                );
+            }
         }
     }
     g.finish();

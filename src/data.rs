@@ -177,19 +177,38 @@ fn mix(mut x: u64) -> u64 {
 }
 
 fn key(a: u64, b: u64, c: u64) -> u64 {
-    mix(a.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ mix(b.wrapping_add(c.rotate_left(32))))
+    mix(a.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ b.wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+        ^ c.wrapping_mul(0x1656_67b1_9e37_79f9))
 }
+
+/// A reduction's expected results repeat with this period in the element index (its
+/// contributors' values depend on the index modulo it), so a check computes 64 of them per
+/// size and compares bytes.
+pub const PERIOD: usize = 64;
 
 /// Which of the element's contributors `sender` is, if any: contributor `j` of element `index`
 /// in `epoch` is rank `(index + epoch + j * (nranks / k)) mod nranks`, `k` = min(nranks,
 /// [`CONTRIBUTORS`]), so every rank contributes to `k` of every `nranks` consecutive elements.
 pub fn contributor(nranks: u32, sender: u32, index: usize, epoch: u32) -> Option<u32> {
     let n = nranks.max(1) as u64;
+    let base = (index as u64 + epoch as u64) % n;
+    contributor_at(nranks, sender, base)
+}
+
+/// [`contributor`], given `base` = (index + epoch) mod nranks (a fill walks it up by one per
+/// element instead of dividing).
+fn contributor_at(nranks: u32, sender: u32, base: u64) -> Option<u32> {
+    let n = nranks.max(1) as u64;
     let k = nranks.clamp(1, CONTRIBUTORS) as u64;
     let step = n / k;
-    let base = (index as u64 + epoch as u64) % n;
     let off = (sender as u64 + n - base) % n;
     (off.is_multiple_of(step) && off / step < k).then_some((off / step) as u32)
+}
+
+/// What contributor `j` gives at element `index`: 1..=3.
+fn contribution(j: u32, index: usize, epoch: u32) -> f64 {
+    (1 + key(j as u64, (index % PERIOD) as u64, epoch as u64) % 3) as f64
 }
 
 /// The value `sender` puts at element `index` of its send buffer in `epoch`: `op` is `None`
@@ -203,36 +222,68 @@ pub fn contributor(nranks: u32, sender: u32, index: usize, epoch: u32) -> Option
 ///   property test checks it to 16,384 ranks).
 /// - `prod`: exactly one rank gives 2, the others 1, so the product is 2.
 pub fn value(op: Option<RedOp>, nranks: u32, sender: u32, index: usize, epoch: u32) -> f64 {
+    let base = (index as u64 + epoch as u64) % nranks.max(1) as u64;
+    value_at(op, nranks, sender, index, epoch, base)
+}
+
+/// [`value`], given `base` = (index + epoch) mod nranks.
+fn value_at(
+    op: Option<RedOp>,
+    nranks: u32,
+    sender: u32,
+    index: usize,
+    epoch: u32,
+    base: u64,
+) -> f64 {
     match op {
         None => (key(sender as u64, index as u64, epoch as u64) % (COPY_MAX + 1)) as f64,
         Some(RedOp::Prod) => {
-            let owner = (index as u64 + epoch as u64) % nranks.max(1) as u64;
-            if owner == sender as u64 { 2.0 } else { 1.0 }
+            if base == sender as u64 {
+                2.0
+            } else {
+                1.0
+            }
         }
-        Some(op) => match contributor(nranks, sender, index, epoch) {
-            Some(j) => (1 + key(j as u64, index as u64, epoch as u64) % 3) as f64,
+        Some(op) => match contributor_at(nranks, sender, base) {
+            Some(j) => contribution(j, index, epoch),
             None if op == RedOp::Min => 4.0,
             None => 0.0,
         },
     }
 }
 
+/// Writes elements `first..` of what `sender` sends in `epoch` into `out`, one element of
+/// `dtype` each: [`value`] for every element, walking the contributor base up instead of
+/// dividing per element.
+pub fn fill(
+    out: &mut [u8],
+    dtype: DataType,
+    op: Option<RedOp>,
+    nranks: u32,
+    sender: u32,
+    first: usize,
+    epoch: u32,
+) {
+    let n = nranks.max(1) as u64;
+    let mut base = (first as u64 + epoch as u64) % n;
+    for (i, el) in out.chunks_exact_mut(dtype.size()).enumerate() {
+        dtype.encode(value_at(op, nranks, sender, first + i, epoch, base), el);
+        base += 1;
+        if base == n {
+            base = 0;
+        }
+    }
+}
+
 /// The exact result of reducing every rank's element `index` with `op`: only the
-/// contributors are visited (the others give the identity), so this costs O(1) at any rank
-/// count.
+/// contributors count (the others give the identity), so this costs O(1) at any rank count,
+/// and it depends on `index` only modulo [`PERIOD`].
 pub fn reduced(op: RedOp, nranks: u32, index: usize, epoch: u32) -> f64 {
-    let n = nranks.max(1);
     if op == RedOp::Prod {
         return 2.0;
     }
-    let k = n.min(CONTRIBUTORS);
-    let step = n / k;
-    let base = ((index as u64 + epoch as u64) % n as u64) as u32;
-    let vals = (0..k).map(|j| {
-        let r = ((base as u64 + (j * step) as u64) % n as u64) as u32;
-        value(Some(op), n, r, index, epoch)
-    });
-    op.reduce(vals)
+    let k = nranks.clamp(1, CONTRIBUTORS);
+    op.reduce((0..k).map(|j| contribution(j, index, epoch)))
 }
 
 #[cfg(test)]

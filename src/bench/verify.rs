@@ -98,10 +98,7 @@ pub fn fill_send_from(
     nranks: u32,
     epoch: u32,
 ) {
-    let sz = dtype.size();
-    for (i, el) in out.chunks_exact_mut(sz).enumerate() {
-        dtype.encode(data::value(op, nranks, rank, first + i, epoch), el);
-    }
+    data::fill(out, dtype, op, nranks, rank, first, epoch);
 }
 
 /// The reduction a pattern applies (`None` when it copies).
@@ -143,6 +140,10 @@ pub struct Checker<'a> {
     nranks: u32,
     epoch: u32,
     out: Check,
+    /// A reduction's expected elements by index modulo [`data::PERIOD`]: bytes and value.
+    reduced: Vec<Option<([u8; 8], f64)>>,
+    /// Whether `out.first` is an unwritten element.
+    first_unwritten: bool,
     /// The run of unwritten elements in progress.
     run: Option<(usize, usize)>,
     guess: Option<PeerGuess>,
@@ -167,6 +168,8 @@ impl<'a> Checker<'a> {
             nranks,
             epoch,
             out: Check::default(),
+            reduced: vec![None; data::PERIOD],
+            first_unwritten: false,
             run: None,
             guess: None,
         }
@@ -236,16 +239,23 @@ impl<'a> Checker<'a> {
             let i = first + k;
             self.out.elements += 1;
             let src = self.pattern.source(self.rank, self.nranks, i, self.layout);
-            let (want, sender) = match src {
-                Source::Rank { rank, index } => (
-                    data::value(None, self.nranks, rank, index, self.epoch),
-                    Some(rank),
-                ),
+            let (want, bits, sender) = match src {
+                Source::Rank { rank, index } => {
+                    let v = data::value(None, self.nranks, rank, index, self.epoch);
+                    (v, self.bits(v), Some(rank))
+                }
                 Source::Reduced { index } => {
-                    (data::reduced(self.op, self.nranks, index, self.epoch), None)
+                    let (op, n, e, dtype) = (self.op, self.nranks, self.epoch, self.dtype);
+                    let (b, v) = *self.reduced[index % data::PERIOD].get_or_insert_with(|| {
+                        let v = data::reduced(op, n, index, e);
+                        let mut b = [0u8; 8];
+                        dtype.encode(v, &mut b[..sz]);
+                        (b, v)
+                    });
+                    (v, b, None)
                 }
             };
-            if el == &self.bits(want)[..sz] {
+            if el == &bits[..sz] {
                 self.close_run();
                 continue;
             }
@@ -269,12 +279,10 @@ impl<'a> Checker<'a> {
                 }
                 self.guess_peer(src, el);
             }
-            let replace = match &self.out.first {
-                None => true,
-                // A written wrong element says more than an unwritten one.
-                Some(f) => !unwritten && f.got_hex == hex(&fill[..sz]),
-            };
+            // A written wrong element says more than an unwritten one.
+            let replace = self.out.first.is_none() || (!unwritten && self.first_unwritten);
             if replace {
+                self.first_unwritten = unwritten;
                 self.out.first = Some(WrongElement {
                     index: i,
                     sender,
@@ -295,7 +303,7 @@ impl<'a> Checker<'a> {
             _ => None,
         };
         if let Some(f) = &mut self.out.first
-            && f.got_hex != hex(&[data::FILL_BYTE; 8][..self.dtype.size()])
+            && !self.first_unwritten
         {
             // Another rank's data (copies), or one rank's input alone (reductions).
             f.from_rank = from.filter(|&q| Some(q) != sender);
