@@ -4,7 +4,7 @@
 //! Everything this rank sends is copied out of the user's buffers first (so in-place
 //! operations work), then one thread per peer sends while this thread receives, in issue
 //! order, so ranks never wait on each other's full socket buffers. All-reduce folds the
-//! contributions in rank order, the same on every rank.
+//! contributions in a ring's order (`reduce::fold_ring`), the same on every rank.
 
 use crate::comm::Comm;
 use crate::reduce;
@@ -136,8 +136,10 @@ pub fn flip_middle(data: &mut [u8], dtype: u32) {
         return;
     }
     let at = (n / 2) * sz;
+    // XOR 0x5a, not a bitwise NOT: NOT turns a zero element into 0xff bytes, the harness's
+    // fill for "never written", and a flipped element must read as a wrong value.
     for b in &mut data[at..at + sz] {
-        *b = !*b;
+        *b ^= 0x5a;
     }
 }
 
@@ -347,19 +349,19 @@ fn receive(comm: &Comm, ops: &[Op], out: &mut Outgoing) -> Result<(), Report> {
                     // (in place), so the copy is a memmove.
                     unsafe { std::ptr::copy(send.0 as *const u8, d.as_mut_ptr(), len) };
                 }
-                for j in (0..nranks).filter(|_| nranks > 1) {
-                    let part: &[u8] = if j == rank {
-                        out.own[i].as_deref().unwrap_or(&[])
-                    } else {
-                        scratch.resize(len, 0);
-                        recv(comm, j, COLL, &mut scratch, true)?;
-                        &scratch
-                    };
-                    if j == 0 {
-                        d.copy_from_slice(part);
-                    } else {
-                        reduce::fold_into(d, part, dtype, op);
+                if nranks > 1 {
+                    let mut parts: Vec<Vec<u8>> = Vec::with_capacity(nranks);
+                    for j in 0..nranks {
+                        if j == rank {
+                            parts.push(out.own[i].as_deref().unwrap_or(&[]).to_vec());
+                        } else {
+                            scratch.resize(len, 0);
+                            recv(comm, j, COLL, &mut scratch, true)?;
+                            parts.push(std::mem::take(&mut scratch));
+                        }
                     }
+                    let size = reduce::elem_size(dtype).unwrap_or(1);
+                    reduce::fold_ring(d, &parts, size, dtype, op);
                 }
                 reduce::finish(d, dtype, op, nranks);
             }
@@ -416,12 +418,12 @@ mod tests {
             .chunks(4)
             .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
             .collect();
-        assert_eq!(v, [1, 2, !3, 4]);
+        assert_eq!(v, [1, 2, 3 ^ 0x5a5a_5a5a, 4]);
         let mut empty: Vec<u8> = Vec::new();
         flip_middle(&mut empty, 7);
         let mut one = vec![5u8];
         flip_middle(&mut one, 1);
-        assert_eq!(one, [!5u8]);
+        assert_eq!(one, [5u8 ^ 0x5a]);
     }
 
     #[test]

@@ -178,6 +178,12 @@ pub fn verify_failure(
         .iter()
         .find(|r| !r.nothing_written_ranks.is_empty())
         .or_else(|| bad.iter().find(|r| !r.unwritten_ranges.is_empty()))
+        // Then a wrong element that names a sender (copies): it points at the rank that sent
+        // the bad data, where a reduction's can only point at the rank that received it.
+        .or_else(|| {
+            bad.iter()
+                .find(|r| r.first_wrong.as_ref().is_some_and(|(_, w)| w.sender.is_some()))
+        })
         .or_else(|| bad.first())?;
     let (text, rank) = finding(lead);
     let who = culprit(me, rank, &host_of);
