@@ -84,7 +84,11 @@ pub struct Plan {
 impl Settings {
     pub fn maxbytes(&self) -> usize {
         self.maxbytes
-            .unwrap_or(if self.libs.sim { 1 << 20 } else { 128 << 20 })
+            .unwrap_or(if self.libs.sim || self.libs.control_plane {
+                1 << 20
+            } else {
+                128 << 20
+            })
     }
 
     fn step(&self) -> Step {
@@ -152,6 +156,20 @@ impl Settings {
         };
         if self.libs.sim {
             nccl_smoke_fault::FaultSet::from_env().map_err(|e| e.to_string())?;
+        }
+        if self.libs.control_plane {
+            // Nothing is measured on simulated GPUs: what needs measurements cannot be had.
+            let refused = [
+                (self.isolate.is_some(), "isolate"),
+                (self.expect.is_some(), "--expect"),
+                (self.repeat > 1, "--repeat"),
+            ];
+            if let Some((_, what)) = refused.iter().find(|(on, _)| *on) {
+                return Err(format!(
+                    "--backend control-plane runs init and connect only (no kernel runs, nothing \
+                     is measured): {what} needs measurements; use --backend nccl on GPUs"
+                ));
+            }
         }
         let config = RunConfig {
             patterns: self.patterns.clone(),
@@ -266,8 +284,7 @@ mod tests {
         Settings {
             libs: LibChoice {
                 sim: true,
-                nccl_lib: None,
-                sim_dir: None,
+                ..LibChoice::default()
             },
             patterns: vec!["all_reduce".into()],
             minbytes: 8,
