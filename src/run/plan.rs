@@ -147,16 +147,6 @@ impl Settings {
         if self.repeat == 0 {
             return Err("--repeat must be at least 1".into());
         }
-        let expect = match &self.expect {
-            Some(path) => Some((
-                path.clone(),
-                expect::load(path).map_err(|e| format!("--expect: {e}"))?,
-            )),
-            None => None,
-        };
-        if self.libs.sim {
-            nccl_smoke_fault::FaultSet::from_env().map_err(|e| e.to_string())?;
-        }
         if self.libs.control_plane {
             // Nothing is measured on simulated GPUs: what needs measurements cannot be had.
             let refused = [
@@ -170,6 +160,16 @@ impl Settings {
                      is measured): {what} needs measurements; use --backend nccl on GPUs"
                 ));
             }
+        }
+        let expect = match &self.expect {
+            Some(path) => Some((
+                path.clone(),
+                expect::load(path).map_err(|e| format!("--expect: {e}"))?,
+            )),
+            None => None,
+        };
+        if self.libs.sim {
+            nccl_smoke_fault::FaultSet::from_env().map_err(|e| e.to_string())?;
         }
         let config = RunConfig {
             patterns: self.patterns.clone(),
