@@ -156,6 +156,15 @@ impl Run<'_> {
             Some(driver.simulated.is_some()),
             &nccl.version(),
         );
+        if self.plan.libs.control_plane && !matches!(self.backing, Backing::SimulatedGpus { .. }) {
+            return Err(Failure::new(
+                Stage::Driver,
+                &self.who,
+                "--backend control-plane: the CUDA driver loaded is not nccl-smoke's stand-in",
+            )
+            .cause("another libcuda was found before the stand-in nccl-smoke linked")
+            .hint("build the stand-ins (cargo build --release --workspace) or pass --sim-dir"));
+        }
         self.versions.0 = Some(cuda::version_string(driver.version));
         if rank == 0 {
             println!("{}", table::driver_line(&DriverInfo::from(&driver)));
@@ -180,15 +189,6 @@ impl Run<'_> {
         }
 
         let selected = patterns::select(&self.plan.patterns).at(Stage::Launch, &self.who)?;
-        if self.plan.libs.control_plane && !matches!(self.backing, Backing::SimulatedGpus { .. }) {
-            return Err(Failure::new(
-                Stage::Driver,
-                &self.who,
-                "--backend control-plane: the CUDA driver loaded is not nccl-smoke's stand-in",
-            )
-            .cause("another libcuda was found before the stand-in nccl-smoke linked")
-            .hint("build the stand-ins (cargo build --release --workspace) or pass --sim-dir"));
-        }
         if let Some(s) = self.plan.isolate {
             return self.isolate(boot, &nccl, &selected, s);
         }
