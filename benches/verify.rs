@@ -15,12 +15,16 @@ fn bench(c: &mut Criterion) {
             let bytes = 4 << 20;
             let layout = p.layout(bytes, dtype.size(), n);
             let mut buf = vec![0u8; layout.count * dtype.size()];
-            verify::fill_send(&mut buf, &layout, dtype, RedOp::Sum, 0, n, 1);
+            verify::fill_send(&mut buf, &layout, dtype, Some(RedOp::Sum), 0, n, 1);
             g.throughput(Throughput::Bytes(bytes as u64));
             g.bench_with_input(
                 BenchmarkId::new(format!("fill/{name}"), pattern),
                 &(),
-                |b, _| b.iter(|| verify::fill_send(&mut buf, &layout, dtype, RedOp::Sum, 0, n, 1)),
+                |b, _| {
+                    b.iter(|| {
+                        verify::fill_send(&mut buf, &layout, dtype, Some(RedOp::Sum), 0, n, 1)
+                    })
+                },
             );
             g.bench_with_input(
                 BenchmarkId::new(format!("check/{name}"), pattern),

@@ -185,11 +185,11 @@ fn key(a: u64, b: u64, c: u64) -> u64 {
 /// [`CONTRIBUTORS`]), so every rank contributes to `k` of every `nranks` consecutive elements.
 pub fn contributor(nranks: u32, sender: u32, index: usize, epoch: u32) -> Option<u32> {
     let n = nranks.max(1) as u64;
-    let k = (nranks.max(1)).min(CONTRIBUTORS) as u64;
+    let k = nranks.clamp(1, CONTRIBUTORS) as u64;
     let step = n / k;
     let base = (index as u64 + epoch as u64) % n;
     let off = (sender as u64 + n - base) % n;
-    (off % step == 0 && off / step < k).then_some((off / step) as u32)
+    (off.is_multiple_of(step) && off / step < k).then_some((off / step) as u32)
 }
 
 /// The value `sender` puts at element `index` of its send buffer in `epoch`: `op` is `None`

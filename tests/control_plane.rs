@@ -228,7 +228,9 @@ fn check_case(c: &Case) -> bool {
         .find(|l| l.starts_with("CONTROL PLANE OK — "))
         .unwrap_or_else(|| panic!("{name}: no verdict\n{t}"));
     assert!(
-        verdict.starts_with(&format!("CONTROL PLANE OK — {label} — init and connect of ")),
+        verdict.starts_with(&format!(
+            "CONTROL PLANE OK — {label} — init and connect of "
+        )),
         "{name}: {verdict}"
     );
     assert!(
@@ -388,7 +390,10 @@ fn bad_libraries_are_refused_at_nccl_load() {
     assert_eq!(code(&o), NCCL_LOAD, "{t}");
     assert!(t.contains("FAIL at nccl-load on rank 0"), "{t}");
     assert!(t.contains(not_nccl.to_str().unwrap()), "{t}");
-    assert!(!t.contains("PASS") && !t.contains("CONTROL PLANE OK"), "{t}");
+    assert!(
+        !t.contains("PASS") && !t.contains("CONTROL PLANE OK"),
+        "{t}"
+    );
 
     let sim = bin().parent().unwrap().join("libnccl.so");
     let o = mpirun(
@@ -411,7 +416,10 @@ fn bad_libraries_are_refused_at_nccl_load() {
         t.contains("--backend control-plane needs the real libnccl"),
         "{t}"
     );
-    assert!(!t.contains("PASS") && !t.contains("CONTROL PLANE OK"), "{t}");
+    assert!(
+        !t.contains("PASS") && !t.contains("CONTROL PLANE OK"),
+        "{t}"
+    );
 }
 
 /// What needs measurements is refused before any rank starts.
@@ -430,6 +438,9 @@ fn measurements_are_refused_on_simulated_gpus() {
         let o = run1(&args, &[]);
         let t = text(&o);
         assert_eq!(code(&o), 2, "{extra:?}: {t}");
-        assert!(t.contains("--backend control-plane runs init and connect only"), "{t}");
+        assert!(
+            t.contains("--backend control-plane runs init and connect only"),
+            "{t}"
+        );
     }
 }

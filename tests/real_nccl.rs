@@ -10,7 +10,8 @@ use common::*;
 fn every_release_set_up_is_tested() {
     // The releases scripts/setup.sh fetches, unless NCCL_WHEEL_VERSIONS said otherwise.
     let versions: Vec<String> = wheel_nccls().into_iter().map(|(v, _)| v).collect();
-    let asked = std::env::var("NCCL_WHEEL_VERSIONS").unwrap_or_else(|_| "2.19.3 2.23.4 2.28.9 2.32.3".into());
+    let asked = std::env::var("NCCL_WHEEL_VERSIONS")
+        .unwrap_or_else(|_| "2.19.3 2.23.4 2.28.9 2.32.3".into());
     for v in asked.split_whitespace() {
         assert!(
             versions.iter().any(|have| have == v),

@@ -111,22 +111,21 @@ impl ControlPlane {
 
     /// One line per (from, to, direction, transport), with its channels: what rank 0 prints.
     pub fn lines(&self) -> Vec<String> {
-        let mut groups: Vec<(u32, u32, Option<String>, String, Vec<String>)> = Vec::new();
+        // (from, to, direction, transport) and its channels.
+        type Group = ((u32, u32, Option<String>, String), Vec<String>);
+        let mut groups: Vec<Group> = Vec::new();
         for l in &self.links {
             let key = (l.from, l.to, l.direction.clone(), l.via.clone());
-            match groups
-                .iter_mut()
-                .find(|g| (g.0, g.1, &g.2, &g.3) == (key.0, key.1, &key.2, &key.3))
-            {
-                Some(g) if !g.4.contains(&l.channel) => g.4.push(l.channel.clone()),
+            match groups.iter_mut().find(|g| g.0 == key) {
+                Some(g) if !g.1.contains(&l.channel) => g.1.push(l.channel.clone()),
                 Some(_) => {}
-                None => groups.push((key.0, key.1, key.2, key.3, vec![l.channel.clone()])),
+                None => groups.push((key, vec![l.channel.clone()])),
             }
         }
-        groups.sort_by_key(|g| (g.0, g.1));
+        groups.sort_by_key(|g| (g.0.0, g.0.1));
         let mut out: Vec<String> = groups
             .iter()
-            .map(|(from, to, dir, via, channels)| {
+            .map(|((from, to, dir, via), channels)| {
                 format!(
                     "# transport: rank {from} -> rank {to}{} via {via} ({} channel(s): {})",
                     dir.as_deref()
