@@ -7,16 +7,19 @@
 #     of its own with scripts/slurm/cluster.sh (this script configures none); libpmix-dev
 #     because Slurm's PMIx plugin (srun --mpi=pmix) loads the unversioned pmix2/lib/libpmix.so,
 #     which only the -dev package ships
-#   - the real libnccl.so.2 from the PyPI wheel nvidia-nccl-cu12, oldest and newest supported
-#     releases (NCCL_WHEEL_VERSIONS="2.19.3 2.32.3"), unpacked into .deps/nccl/<version>/
-#     (each loads without a GPU and fails at CUDA init: a real failure for the tests to pin down)
+#   - the real libnccl.so.2 from the PyPI wheel nvidia-nccl-cu12, four supported releases from
+#     the oldest to the newest (NCCL_WHEEL_VERSIONS="2.19.3 2.23.4 2.28.9 2.32.3"), unpacked
+#     into .deps/nccl/<version>/ (each loads without a GPU and fails at CUDA init: a real failure
+#     for the tests to pin down; on the stand-in driver, tests/control_plane.rs runs its whole
+#     control plane); a release already unpacked is not fetched again
 #   - a release build of the harness and of the simulation libraries, and one of the harness
 #     without MPI
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Real NCCL releases to test against: the oldest and the newest supported, by default.
-NCCL_WHEEL_VERSIONS=${NCCL_WHEEL_VERSIONS:-2.19.3 2.32.3}
+# Real NCCL releases to test against: the oldest and the newest supported and two between
+# (2.23: lazy connect and its own non-blocking and abort behaviour; 2.28: native all-to-all).
+NCCL_WHEEL_VERSIONS=${NCCL_WHEEL_VERSIONS:-2.19.3 2.23.4 2.28.9 2.32.3}
 packages=(libopenmpi-dev openmpi-bin libclang-dev pkg-config librsvg2-bin slurm-wlm munge libpmix-dev)
 missing=()
 for p in "${packages[@]}"; do

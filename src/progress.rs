@@ -41,6 +41,9 @@ pub enum Event {
     },
     /// Rank 0 writes its results document here.
     Results { path: String },
+    /// What runs underneath (the results file's `backend`), when it is the real libnccl on
+    /// simulated GPUs: the supervisor labels the job's verdict with it.
+    Backend { backend: String },
     /// The worker failed and has printed its own verdict.
     Failed { failure: Failure },
     /// Where rank 0's supervisor takes status reports (rank 0 broadcast it at launch).

@@ -264,6 +264,10 @@ pub mod exit {
     /// `run -c 0`: every stage passed and the sizes were measured, but no data was checked,
     /// so the run is not a pass.
     pub const UNVERIFIED: u8 = 26;
+    /// `run --backend control-plane`: the real libnccl on simulated GPUs got through init and
+    /// connect for every pattern, and aborted its communicators cleanly; no kernel ran, so nothing was measured or
+    /// checked. Never a pass.
+    pub const CONTROL_PLANE_OK: u8 = 27;
     /// `compare`: nothing could be compared (no pattern, size and data type in common, or
     /// no size at or above `--min-bytes`); the report says why.
     pub const NOTHING_COMPARED: u8 = 35;
@@ -312,7 +316,7 @@ pub mod exit {
             "everything ran, but an output file (`--json`, `--plot`) could not be written",
         ),
     ];
-    const ABOVE: [Code; 9] = [
+    const ABOVE: [Code; 10] = [
         fixed(
             BELOW_EXPECTED,
             "run --expect: below a floor",
@@ -324,6 +328,13 @@ pub mod exit {
             "run -c 0: not verified",
             "every stage passed and every size was measured, but no data was checked (`-c 0`): \
              not a pass; the results file's status is `UNVERIFIED`",
+        ),
+        fixed(
+            CONTROL_PLANE_OK,
+            "run --backend control-plane: control plane ok",
+            "the real libnccl on simulated GPUs got through init and connect for every pattern \
+             and aborted its communicators cleanly; no kernel ran, so no data was checked and no bandwidth measured: not \
+             a pass; the results file's status is `CONTROL_PLANE_OK`",
         ),
         fixed(
             REGRESSED,
@@ -426,7 +437,7 @@ mod tests {
             "Exit codes: 0 pass · 1 internal error · 2 bad input · 3 output file not written · 10 launch · 11 nccl-load · 12 driver · 13 device · \
 14 alloc · 15 unique-id · 16 init · 17 connect · 18 connect:buffer-import · 19 connect:proxy · \
 20 connect:shm · 21 connect:net · 22 run · 23 verify · 24 finalize · 25 run --expect: below a floor · \
-26 run -c 0: not verified · 30 compare: regressed · 31 doctor: warnings · 32 doctor: failures · \
+26 run -c 0: not verified · 27 run --backend control-plane: control plane ok · 30 compare: regressed · 31 doctor: warnings · 32 doctor: failures · \
 33 compare: inconclusive · 34 compare: malformed input · 35 compare: nothing compared · 130 cancelled"
         );
     }

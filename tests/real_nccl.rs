@@ -1,5 +1,5 @@
-//! Against the real libnccl.so.2 of each nvidia-nccl-cu12 release set up (the oldest and the
-//! newest supported), on a machine without a GPU or a CUDA driver: the library loads (its
+//! Against the real libnccl.so.2 of each nvidia-nccl-cu12 release set up (scripts/setup.sh:
+//! 2.19.3, 2.23.4, 2.28.9, 2.32.3), on a machine without a GPU or a CUDA driver: the library loads (its
 //! version, path and capabilities are reported), and the run fails at the driver stage, on
 //! every rank, naming libcuda, without a panic.
 
@@ -8,9 +8,10 @@ use common::*;
 
 #[test]
 fn every_release_set_up_is_tested() {
-    // The oldest and the newest supported release, unless NCCL_WHEEL_VERSIONS said otherwise.
+    // The releases scripts/setup.sh fetches, unless NCCL_WHEEL_VERSIONS said otherwise.
     let versions: Vec<String> = wheel_nccls().into_iter().map(|(v, _)| v).collect();
-    let asked = std::env::var("NCCL_WHEEL_VERSIONS").unwrap_or_else(|_| "2.19.3 2.32.3".into());
+    let asked = std::env::var("NCCL_WHEEL_VERSIONS")
+        .unwrap_or_else(|_| "2.19.3 2.23.4 2.28.9 2.32.3".into());
     for v in asked.split_whitespace() {
         assert!(
             versions.iter().any(|have| have == v),

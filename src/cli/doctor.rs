@@ -49,7 +49,8 @@ pub fn doctor(args: &DoctorArgs) -> u8 {
     let link_dir = std::env::temp_dir().join(format!("nccl-smoke-doctor.{}", std::process::id()));
     let choice = args.libs.choice();
     let libs = match libs::resolve(&choice, || {
-        libs::prepare_sim_dir(choice.sim_dir.as_deref(), &link_dir)
+        let which = choice.stand_ins().unwrap_or(libs::StandIns::Sim);
+        libs::prepare_links(which, choice.sim_dir.as_deref(), &link_dir)
     }) {
         Ok(l) => (l.nccl, l.cuda),
         Err(e) => {

@@ -151,6 +151,12 @@ pub enum Backend {
     /// nccl-smoke's CPU simulation of libnccl and libcuda: real processes and bytes, no GPU;
     /// every result is labelled SIMULATED.
     Sim,
+    /// The real libnccl (--nccl-lib, or the usual resolution) on nccl-smoke's stand-in CUDA
+    /// driver and NVML: NCCL's own bootstrap, init and transport setup for every pattern, then
+    /// ncclCommAbort; no kernel runs, so nothing is measured or checked. Labelled
+    /// `REAL NCCL <version> · SIMULATED GPUS`; never a PASS.
+    #[value(name = "control-plane")]
+    ControlPlane,
 }
 
 /// Named sweeps (`run --preset`).
@@ -289,10 +295,26 @@ fn backend_help() -> String {
          element flipped), or at verify a data fault: nothing (the receive buffer is never \
          written), partial, flip, nan or peer (another rank's data), each with an optional \
          =BYTES. E.g. `shm@1:error`, `net@1:slow=1.5`, `init@0:hang`, `verify@1:nothing`. See \
-         sim/README.md.",
+         sim/README.md.\n\n\
+         `control-plane`: the REAL libnccl (--nccl-lib, else the usual resolution; NCCL 2.19 or \
+         later) on nccl-smoke's stand-in CUDA driver and NVML, which go first on the ranks' \
+         library path. Every rank walks launch, nccl-load, driver, device, alloc, unique-id, init \
+         and connect for every selected pattern (the first collectives of each size make NCCL \
+         build its transports, lazily per algorithm from 2.22), reads which transport NCCL chose \
+         per peer and channel from NCCL's own INFO lines, then tears the communicator down with \
+         ncclCommAbort (ncclCommFinalize would wait for work no kernel will ever do). What it proves: NCCL's \
+         own bootstrap, network interface choice, init, topology, transport setup (P2P, SHM, \
+         NET/Socket), proxies, /dev/shm use and error texts work on this machine with the very \
+         release you deploy: on a CPU login node or in an image build, without a GPU. What it \
+         cannot: no kernel runs (they are recorded, not executed), so no data is moved or \
+         checked and no time or bandwidth is measured; the run stage and the data check are \
+         skipped. It ends with `CONTROL PLANE OK` and exit code {} (never PASS), or FAIL at the \
+         stage that failed with NCCL's WARN lines quoted. Every line is labelled `REAL NCCL \
+         <version> · SIMULATED GPUS`; the sweep's largest size defaults to 1M.",
         nccl_smoke_fault::FAULT_ENV,
         wheres.join(", "),
-        nccl_smoke_fault::MAX_SLOW
+        nccl_smoke_fault::MAX_SLOW,
+        exit::CONTROL_PLANE_OK
     )
 }
 
@@ -367,6 +389,7 @@ impl LibArgs {
             sim: self.backend == Backend::Sim,
             nccl_lib: self.nccl_lib.clone(),
             sim_dir: self.sim_dir.clone(),
+            control_plane: self.backend == Backend::ControlPlane,
         }
     }
 }

@@ -473,6 +473,17 @@ impl<'n> Communicator<'n> {
         Ok(())
     }
 
+    /// `ncclCommAbort` as the chosen end of a communicator (not a failure's clean-up): its
+    /// result. For `--backend control-plane`, where no kernel ever runs, so that the work NCCL's
+    /// proxies hold for the first collectives can never drain and `ncclCommFinalize` would
+    /// wait for it.
+    pub fn abort_now(self, deadline: Duration) -> Result<()> {
+        self.wait_idle(deadline, "work queued before ncclCommAbort", Poll::Relaxed)?;
+        self.live.set(false);
+        self.nccl.comm_abort(self.handle)?;
+        Ok(())
+    }
+
     /// `ncclCommAbort`, once.
     pub fn abort(&self) {
         if self.live.replace(false) {

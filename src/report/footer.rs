@@ -2,13 +2,14 @@
 //! bandwidth`), then nccl-smoke's own notes on what those numbers cover; and the number
 //! formats they use.
 
+use super::backing::Backing;
 use crate::bench::SizeResult;
 
 /// The footer nccl-tests ends its output with (`writeResultFooter`, `src/util.cu` of
 /// NVIDIA/nccl-tests), over one pattern's rows: the number of sizes with wrong data, and the
 /// mean bus bandwidth in GB/s printed as C's `%g`. Health checks parse both lines by regex, so
 /// they keep nccl-tests' exact shape; a simulated run says so on a line of its own.
-pub fn footer_lines(rows: &[SizeResult], simulated: bool) -> Vec<String> {
+pub fn footer_lines(rows: &[SizeResult], backing: &Backing) -> Vec<String> {
     let wrong_sizes = rows.iter().filter(|r| r.wrong > 0).count();
     let avg = if rows.is_empty() {
         0.0
@@ -41,9 +42,7 @@ pub fn footer_lines(rows: &[SizeResult], simulated: bool) -> Vec<String> {
              overhead put the time above every interval, i.e. those sizes are launch-bound)"
         ));
     }
-    if simulated {
-        out.push("# (SIMULATED: CPU/TCP figures, not a GPU measurement)".into());
-    }
+    out.extend(backing.footer_note());
     out
 }
 
@@ -208,7 +207,7 @@ mod tests {
             row(1 << 20, 10.0, 200.0, 250.0),
             row(4 << 20, 20.0, 400.0, 450.0),
         ];
-        let f = footer_lines(&rows, false);
+        let f = footer_lines(&rows, &Backing::Real);
         assert_eq!(f[1], "# Avg bus bandwidth    : 10 ");
         assert_eq!(
             f[2],

@@ -511,12 +511,12 @@ fn verdict_line(hosts: &[HostVerdict], drain: &[String], links: &[[String; 2]]) 
 }
 
 /// The table rank 0 prints: one line per host, then the verdict.
-pub fn table(r: &IsolateReport, simulated: bool) -> Vec<String> {
+pub fn table(r: &IsolateReport, label: Option<&str>) -> Vec<String> {
     let gb = |x: Option<f64>| x.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
     let mut out = vec![
         format!(
             "# isolate: per host{}",
-            if simulated { " — SIMULATED" } else { "" }
+            label.map(|l| format!(" — {l}")).unwrap_or_default()
         ),
         format!(
             "# {:<20} {:>6} {:>6} {:>10} {:>10} {:>7}  {:<7} {:<10} evidence",

@@ -1,6 +1,8 @@
 //! What rank 0 shows and keeps: the fingerprint, nccl-tests-style tables, the results file.
 
+pub mod backing;
 pub mod compare;
+pub mod control_plane;
 pub mod expect;
 pub mod fingerprint;
 pub mod footer;

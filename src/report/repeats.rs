@@ -102,8 +102,13 @@ fn settle(r: &mut SizeResult) {
 }
 
 /// The table header with a spread column, for runs with repeats.
-pub fn header(pattern: &str, nranks: u32, simulated: bool, repeat: u32) -> Vec<String> {
-    let mut lines = table::table_header(pattern, nranks, simulated);
+pub fn header(
+    pattern: &str,
+    nranks: u32,
+    backing: &super::backing::Backing,
+    repeat: u32,
+) -> Vec<String> {
+    let mut lines = table::table_header(pattern, nranks, backing);
     if let Some(title) = lines.get_mut(1) {
         title.push_str(&format!(", median of {repeat} repeats"));
     }
@@ -198,7 +203,7 @@ pub(crate) mod tests {
         assert_eq!((r.slowest_rank, r.wrong), (1, 1));
         assert_eq!(r.spread_pct, Some(40.0));
         assert!(row(r).ends_with("   40.0%"), "{}", row(r));
-        let head = header("all_reduce", 2, false, 3);
+        let head = header("all_reduce", 2, &super::super::backing::Backing::Real, 3);
         assert!(head[1].ends_with("median of 3 repeats"));
         assert_eq!(head[2].len(), row(r).len(), "the spread column lines up");
         assert_eq!(head[3].len(), row(r).len());

@@ -70,10 +70,18 @@ pub struct ResultsDoc {
     /// Tells this run's file from an earlier run's at the same path (host, pid, start time).
     #[serde(default)]
     pub run_id: String,
-    /// "nccl" for a real run, "SIMULATED" for the simulation backend.
+    /// "nccl" for a real run, "SIMULATED" for the simulation backend, "REAL NCCL <version> ·
+    /// SIMULATED GPUS" for the real libnccl on nccl-smoke's stand-in driver.
     pub backend: String,
     /// True when any library that ran is nccl-smoke's simulation: numbers are CPU numbers.
     pub simulated: bool,
+    /// Which libraries were nccl-smoke's stand-ins (`libnccl`, `libcuda`, `libnvidia-ml`,
+    /// `gpus`); empty for a real run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub simulated_parts: Vec<String>,
+    /// `--backend control-plane`: the transports NCCL chose, from its own INFO lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<crate::report::control_plane::ControlPlane>,
     /// The command line of rank 0.
     pub command: Vec<String>,
     pub config: RunConfig,
@@ -337,6 +345,8 @@ pub(crate) mod tests {
             run_id: "h-1-0".into(),
             backend: "SIMULATED".into(),
             simulated: true,
+            simulated_parts: vec!["libnccl".into(), "libcuda".into()],
+            control_plane: None,
             command: vec!["nccl-smoke".into(), "run".into()],
             config: RunConfig {
                 patterns: vec!["all_reduce".into()],

@@ -1,19 +1,14 @@
 //! nccl-tests-style text: the fingerprint header, one table per pattern, the slowest ranks.
 
+use super::backing::Backing;
 use super::fingerprint::{DriverInfo, Fingerprint, NcclInfo};
 use crate::bench::SizeResult;
 
 /// Header lines describing the job (launcher, hosts, ranks, env), each starting with `#` like
 /// nccl-tests.
-pub fn fingerprint_lines(fp: &Fingerprint, simulated: bool) -> Vec<String> {
+pub fn fingerprint_lines(fp: &Fingerprint, backing: &Backing) -> Vec<String> {
     let mut out = Vec::new();
-    if simulated {
-        out.push(
-            "# SIMULATED run: nccl-smoke's CPU stand-ins for libnccl and libcuda; bandwidth and \
-             latency below are CPU/TCP numbers, not GPU measurements"
-                .to_string(),
-        );
-    }
+    out.extend(backing.header_line());
     out.push(format!("# launcher: {}", fp.launcher));
     out.push(format!(
         "# hosts: {} ({})",
@@ -81,8 +76,11 @@ fn yes_no(b: bool) -> &'static str {
 }
 
 /// The heading of one pattern's table.
-pub fn table_header(pattern: &str, nranks: u32, simulated: bool) -> Vec<String> {
-    let label = if simulated { " — SIMULATED" } else { "" };
+pub fn table_header(pattern: &str, nranks: u32, backing: &Backing) -> Vec<String> {
+    let label = backing
+        .label()
+        .map(|l| format!(" — {l}"))
+        .unwrap_or_default();
     vec![
         "#".into(),
         format!("# {pattern}, {nranks} ranks{label}"),
@@ -172,11 +170,13 @@ mod tests {
             requested_bytes: None,
         };
         let row = table_row(&r);
-        let head = &table_header("all_reduce", 4, true)[2];
+        let head = &table_header("all_reduce", 4, &Backing::Simulated)[2];
         assert_eq!(row.len(), head.len() - "slowest".len() + "3".len());
         assert!(row.contains("  123.46 ") && row.contains(" float ") && row.contains(" sum "));
-        assert!(table_header("x", 2, true)[1].contains("SIMULATED"));
-        assert!(!table_header("x", 2, false)[1].contains("SIMULATED"));
+        assert!(table_header("x", 2, &Backing::Simulated)[1].contains("SIMULATED"));
+        assert!(!table_header("x", 2, &Backing::Real)[1].contains("SIMULATED"));
+        let gpus = Backing::of(false, true, Some("2.19.3"));
+        assert!(table_header("x", 2, &gpus)[1].ends_with("— REAL NCCL 2.19.3 · SIMULATED GPUS"));
     }
 
     /// The arithmetic of a published nccl-tests run: 64 ranks (8 nodes of 8 V100), posted in
@@ -308,7 +308,7 @@ mod tests {
                 .filter(|(n, _)| *n == name)
                 .map(|(_, r)| r.clone())
                 .collect();
-            footer_lines(&mine, false)
+            footer_lines(&mine, &Backing::Real)
         };
         assert!(
             footer("all_reduce")[2].starts_with("# (the average covers "),
@@ -366,7 +366,7 @@ mod tests {
         );
         let wrong = SizeResult { wrong: 3, ..r };
         assert_eq!(
-            footer_lines(&[wrong], true)[0],
+            footer_lines(&[wrong], &Backing::Simulated)[0],
             "# Out of bounds values : 1 FAILED"
         );
     }

@@ -14,6 +14,10 @@ pub enum Status {
     Fail,
     /// Every stage passed, but the data was not checked (`-c 0`): measured, not a pass.
     Unverified,
+    /// `--backend control-plane`: the real libnccl on simulated GPUs got through init and
+    /// connect and aborted cleanly; no kernel ran, nothing was measured or checked. Not a pass.
+    #[serde(rename = "CONTROL_PLANE_OK")]
+    ControlPlaneOk,
     /// Still running, or killed before it could say.
     Incomplete,
     /// Stopped by a signal to the launcher (Ctrl-C, SIGTERM) before any rank failed; every
@@ -160,6 +164,7 @@ impl RankState {
     pub fn ended(code: u8, failure: Option<&Failure>) -> RankState {
         match (code, failure) {
             (0, _) => RankState::Finished,
+            (crate::stage::exit::CONTROL_PLANE_OK, None) => RankState::Finished,
             (_, Some(f)) if f.is_stopped() => RankState::Stopped,
             _ => RankState::Failed,
         }

@@ -63,7 +63,7 @@ pub(super) fn conclude(
         Ordering::SeqCst,
     );
     let failure = own.clone().or_else(|| w.failed.clone());
-    let stages = walked(w, code == exit::PASS);
+    let stages = walked(w, walked_through(code));
     if let Some(u) = w.uplink.as_mut() {
         u.send(&Event::Ended {
             code,
@@ -72,7 +72,7 @@ pub(super) fn conclude(
         });
         // A pass is only a pass once rank 0 has it: a rank 0 that vanished or stopped
         // answering would leave the job without a verdict.
-        if code == exit::PASS
+        if walked_through(code)
             && let Err(closed) = u.await_ack(plan.deadline(Stage::Finalize))
         {
             let f = rank0_gone(
@@ -88,7 +88,7 @@ pub(super) fn conclude(
             own = Some(f);
         }
     }
-    if code == exit::PASS
+    if walked_through(code)
         && let Some(job) = &w.job
     {
         // Nobody is in a hurry after a pass: let the other ranks' ends arrive for the table.
@@ -105,7 +105,7 @@ pub(super) fn conclude(
         Some(job) => job
             .lock()
             .map(|v| {
-                let lines = if code != exit::PASS {
+                let lines = if !walked_through(code) {
                     let mine = failure.as_ref().filter(|f| !f.is_stopped());
                     v.summary(Some((w.stage, w.step.as_deref(), mine)))
                 } else {
@@ -139,7 +139,7 @@ pub(super) fn conclude(
     // (and kill it soon after) it has printed.
     let mut write_failed = false;
     if let Some(path) = &w.results {
-        let table = rank_table(w, state, Some(code), code == exit::PASS);
+        let table = rank_table(w, state, Some(code), walked_through(code));
         let remote: Vec<Failure> = remote
             .iter()
             .filter(|f| !(cancel && f.is_stopped()))
@@ -179,7 +179,12 @@ pub(super) fn conclude(
         && let Some(f) = own.as_ref().filter(|f| f.rank == Some(0))
     {
         // This rank names rank 0, which cannot.
-        say_line(&format!("VERDICT: {f}"));
+        let line = f.to_string();
+        let line = match &w.backend {
+            Some(b) => crate::report::backing::verdict_line(b, &line),
+            None => line,
+        };
+        say_line(&format!("VERDICT: {line}"));
     }
     if let Some(job) = &w.job
         && let Ok(mut v) = job.lock()
@@ -190,4 +195,11 @@ pub(super) fn conclude(
         code = exit::WRITE_FAILED;
     }
     code
+}
+
+/// Whether `code` ends a walk through every stage it was to take: a pass, or the end of a
+/// control-plane run (which waits for rank 0's acknowledgement as a pass does, so that no
+/// rank's exit makes the launcher stop rank 0 before it has written the verdict).
+fn walked_through(code: u8) -> bool {
+    code == exit::PASS || code == exit::CONTROL_PLANE_OK
 }

@@ -131,7 +131,11 @@ impl Run<'_> {
             }
         };
         for w in all.iter().flatten() {
-            println!("{}", w.warning_line());
+            let line = w.warning_line();
+            println!(
+                "{}",
+                crate::report::backing::verdict_line(&self.backing.backend(), &line)
+            );
             for line in &w.evidence {
                 println!("#   evidence: {line}");
             }
@@ -199,18 +203,19 @@ impl Run<'_> {
 
     /// Lines of this process's NCCL debug file that `keep` selects (at most 20).
     pub(super) fn nccl_log_lines(&self, keep: impl Fn(&str) -> bool) -> Vec<String> {
-        let Some(dir) = env::run_dir() else {
-            return Vec::new();
-        };
-        let pid = format!(".{}.log", std::process::id());
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return Vec::new();
-        };
-        entries
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().ends_with(&pid))
+        let mut lines = self.nccl_log_all(keep);
+        lines.truncate(20);
+        lines
+    }
+
+    /// Every line of this process's NCCL debug file that `keep` selects: the file the
+    /// supervisor set up in the run folder, else the user's own `NCCL_DEBUG_FILE` (with NCCL's
+    /// `%h` and `%p` filled in).
+    pub(super) fn nccl_log_all(&self, keep: impl Fn(&str) -> bool) -> Vec<String> {
+        nccl_log_files()
+            .into_iter()
             // Evidence, not a measurement: a log file that cannot be read adds no line.
-            .filter_map(|e| std::fs::read(e.path()).ok())
+            .filter_map(|p| std::fs::read(p).ok())
             .flat_map(|bytes| {
                 String::from_utf8_lossy(&bytes)
                     .lines()
@@ -218,9 +223,34 @@ impl Run<'_> {
                     .map(|l| l.trim().to_string())
                     .collect::<Vec<_>>()
             })
-            .take(20)
             .collect()
     }
+}
+
+/// This process's NCCL debug files (see [`Run::nccl_log_all`]).
+fn nccl_log_files() -> Vec<std::path::PathBuf> {
+    let pid = std::process::id().to_string();
+    let injected = std::env::var(crate::report::fingerprint::INJECTED_ENV)
+        .is_ok_and(|v| v.split(',').any(|k| k == "NCCL_DEBUG_FILE"));
+    if !injected && let Ok(pattern) = std::env::var("NCCL_DEBUG_FILE") {
+        // NCCL's own expansion (src/debug.cc): %h the host name up to its first dot, %p the
+        // process id.
+        let host = crate::ffi::os::hostname();
+        let host = host.split('.').next().unwrap_or_default();
+        return vec![pattern.replace("%h", host).replace("%p", &pid).into()];
+    }
+    let Some(dir) = env::run_dir() else {
+        return Vec::new();
+    };
+    let suffix = format!(".{pid}.log");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(&suffix))
+        .map(|e| e.path())
+        .collect()
 }
 
 /// The hook a communicator calls when a wait on it times out after init (before it aborts):

@@ -4,7 +4,8 @@
 //! backend gathers its two libraries into a private folder under every name the loaders try
 //! (`libcuda.so`, `libcuda.so.1`, `libnccl.so.2`), which goes first on the worker's
 //! `LD_LIBRARY_PATH`: even on a GPU node, where a real `libcuda.so` is on the search path,
-//! cudarc then finds the simulation and never the real driver.
+//! cudarc then finds the simulation and never the real driver. The control-plane backend does
+//! the same with the stand-in driver and NVML only, under the names the real libnccl opens.
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +18,22 @@ pub struct LibChoice {
     pub nccl_lib: Option<String>,
     /// Where the simulation libraries are (default: next to the nccl-smoke binary).
     pub sim_dir: Option<PathBuf>,
+    /// The real libnccl on nccl-smoke's stand-in CUDA driver and NVML: init and connect only
+    /// (`--backend control-plane`).
+    pub control_plane: bool,
+}
+
+impl LibChoice {
+    /// The stand-ins this choice links first on the worker's library path, if any.
+    pub fn stand_ins(&self) -> Option<StandIns> {
+        if self.sim {
+            Some(StandIns::Sim)
+        } else if self.control_plane {
+            Some(StandIns::Gpus)
+        } else {
+            None
+        }
+    }
 }
 
 /// The library files to load: `None` means "by soname, through the dynamic linker".
@@ -26,24 +43,75 @@ pub struct Libraries {
     pub cuda: Option<String>,
 }
 
-/// Where the built simulation libraries are: `--sim-dir`, else next to the binary (a cargo
-/// target folder), else `../lib/nccl-smoke` beside it (an installed layout).
-fn sim_source_dir(sim_dir: Option<&Path>) -> Result<PathBuf, String> {
-    let has_libs = |d: &Path| {
-        ["libnccl.so.2", "libnccl.so"]
+/// Which of nccl-smoke's stand-in libraries a run links into its private folder, and under
+/// which names: the files a build makes (first existing wins) and the names the loaders try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StandIns {
+    /// `--backend sim`: the simulated libnccl and CUDA driver.
+    Sim,
+    /// `--backend control-plane`: the stand-in CUDA driver and NVML, under the names the real
+    /// libnccl's CUDA runtime opens (`libcuda.so` for 2.19, `libcuda.so.1` later,
+    /// `libnvidia-ml.so.1`); libnccl stays the real one.
+    Gpus,
+}
+
+type Library = (&'static [&'static str], &'static [&'static str]);
+const NCCL: Library = (
+    &["libnccl.so.2", "libnccl.so"],
+    &["libnccl.so.2", "libnccl.so"],
+);
+const CUDA: Library = (
+    &["libcuda.so.1", "libcuda.so"],
+    &["libcuda.so.1", "libcuda.so"],
+);
+const NVML: Library = (
+    &["libnvidia-ml.so.1", "libnvidia_ml.so"],
+    &["libnvidia-ml.so.1"],
+);
+
+impl StandIns {
+    fn libraries(self) -> &'static [Library] {
+        match self {
+            StandIns::Sim => &[NCCL, CUDA],
+            StandIns::Gpus => &[CUDA, NVML],
+        }
+    }
+
+    fn flag(self) -> &'static str {
+        match self {
+            StandIns::Sim => "--backend sim",
+            StandIns::Gpus => "--backend control-plane",
+        }
+    }
+
+    fn wanted(self) -> String {
+        let names: Vec<String> = self
+            .libraries()
             .iter()
-            .any(|f| d.join(f).exists())
-            && ["libcuda.so.1", "libcuda.so"]
-                .iter()
-                .any(|f| d.join(f).exists())
+            .map(|(files, _)| files.join(" or "))
+            .collect();
+        names.join(", ")
+    }
+}
+
+/// Where the built stand-ins are: `--sim-dir`, else next to the binary (a cargo target
+/// folder), else `../lib/nccl-smoke` beside it (an installed layout).
+fn sim_source_dir(which: StandIns, sim_dir: Option<&Path>) -> Result<PathBuf, String> {
+    let has_libs = |d: &Path| {
+        which
+            .libraries()
+            .iter()
+            .all(|(files, _)| files.iter().any(|f| d.join(f).exists()))
     };
     if let Some(d) = sim_dir {
         return if has_libs(d) {
             Ok(d.to_path_buf())
         } else {
             Err(format!(
-                "--sim-dir {}: no simulation libraries there (libnccl.so[.2] and libcuda.so[.1])",
-                d.display()
+                "--sim-dir {}: the stand-in libraries {} needs are not there ({})",
+                d.display(),
+                which.flag(),
+                which.wanted()
             ))
         };
     }
@@ -62,8 +130,10 @@ fn sim_source_dir(sim_dir: Option<&Path>) -> Result<PathBuf, String> {
         .cloned()
         .ok_or_else(|| {
             format!(
-                "--backend sim: the simulation libraries were not found next to {} \
-                 (build them with `cargo build --release`, or pass --sim-dir)",
+                "{}: the stand-in libraries ({}) were not found next to {} (build them with \
+                 `cargo build --release --workspace`, or pass --sim-dir)",
+                which.flag(),
+                which.wanted(),
                 exe.display()
             )
         })
@@ -73,27 +143,30 @@ fn first_existing(dir: &Path, names: &[&str]) -> Option<PathBuf> {
     names.iter().map(|n| dir.join(n)).find(|p| p.exists())
 }
 
-/// Makes `dir`, the private folder of links for the simulation, and returns it.
-pub fn prepare_sim_dir(sim_dir: Option<&Path>, dir: &Path) -> Result<PathBuf, String> {
-    let src = sim_source_dir(sim_dir)?;
-    let nccl = first_existing(&src, &["libnccl.so.2", "libnccl.so"]).unwrap_or_default();
-    let cuda = first_existing(&src, &["libcuda.so.1", "libcuda.so"]).unwrap_or_default();
+/// Makes `dir`, the private folder of links to the stand-ins `which` names, and returns it.
+pub fn prepare_links(
+    which: StandIns,
+    sim_dir: Option<&Path>,
+    dir: &Path,
+) -> Result<PathBuf, String> {
+    let src = sim_source_dir(which, sim_dir)?;
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let (nccl, cuda) = (canon(&nccl), canon(&cuda));
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let links = [
-        ("libnccl.so.2", &nccl),
-        ("libnccl.so", &nccl),
-        ("libcuda.so.1", &cuda),
-        ("libcuda.so", &cuda),
-    ];
-    for (name, target) in links {
-        let link = dir.join(name);
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(target, &link)
-            .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
+    for (files, names) in which.libraries() {
+        let target = canon(&first_existing(&src, files).unwrap_or_default());
+        for name in names.iter() {
+            let link = dir.join(name);
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(&target, &link)
+                .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
+        }
     }
     Ok(dir.to_path_buf())
+}
+
+/// Makes `dir`, the private folder of links for the simulation, and returns it.
+pub fn prepare_sim_dir(sim_dir: Option<&Path>, dir: &Path) -> Result<PathBuf, String> {
+    prepare_links(StandIns::Sim, sim_dir, dir)
 }
 
 /// The library files to load for `choice`: the node's libnccl (or `--nccl-lib`) and driver
@@ -103,14 +176,21 @@ pub fn resolve(
     choice: &LibChoice,
     links: impl FnOnce() -> Result<PathBuf, String>,
 ) -> Result<Libraries, String> {
-    if !choice.sim {
+    let Some(which) = choice.stand_ins() else {
         return Ok(Libraries {
             nccl: choice.nccl_lib.clone(),
             cuda: None,
         });
-    }
+    };
     let dir = links()?;
     let path = |n: &str| dir.join(n).display().to_string();
+    if which == StandIns::Gpus {
+        // The real libnccl (`--nccl-lib`, else the usual resolution); the stand-in driver.
+        return Ok(Libraries {
+            nccl: choice.nccl_lib.clone(),
+            cuda: Some(path("libcuda.so.1")),
+        });
+    }
     Ok(Libraries {
         nccl: Some(
             choice
@@ -128,7 +208,8 @@ pub fn for_worker(choice: &LibChoice) -> Result<Libraries, String> {
         match std::env::var_os(super::env::SIM_LINK_DIR) {
             Some(d) => Ok(PathBuf::from(d)),
             // Started without a supervisor (debugging): a folder of its own.
-            None => prepare_sim_dir(
+            None => prepare_links(
+                choice.stand_ins().unwrap_or(StandIns::Sim),
                 choice.sim_dir.as_deref(),
                 &std::env::temp_dir().join(format!("nccl-smoke-sim.{}", std::process::id())),
             ),

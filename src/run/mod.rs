@@ -19,6 +19,7 @@ macro_rules! say_err {
 }
 
 pub mod conclude;
+pub mod control_plane;
 pub mod env;
 pub mod evidence;
 pub mod expect;

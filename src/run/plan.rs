@@ -84,7 +84,11 @@ pub struct Plan {
 impl Settings {
     pub fn maxbytes(&self) -> usize {
         self.maxbytes
-            .unwrap_or(if self.libs.sim { 1 << 20 } else { 128 << 20 })
+            .unwrap_or(if self.libs.sim || self.libs.control_plane {
+                1 << 20
+            } else {
+                128 << 20
+            })
     }
 
     fn step(&self) -> Step {
@@ -142,6 +146,20 @@ impl Settings {
         }
         if self.repeat == 0 {
             return Err("--repeat must be at least 1".into());
+        }
+        if self.libs.control_plane {
+            // Nothing is measured on simulated GPUs: what needs measurements cannot be had.
+            let refused = [
+                (self.isolate.is_some(), "isolate"),
+                (self.expect.is_some(), "--expect"),
+                (self.repeat > 1, "--repeat"),
+            ];
+            if let Some((_, what)) = refused.iter().find(|(on, _)| *on) {
+                return Err(format!(
+                    "--backend control-plane runs init and connect only (no kernel runs, nothing \
+                     is measured): {what} needs measurements; use --backend nccl on GPUs"
+                ));
+            }
         }
         let expect = match &self.expect {
             Some(path) => Some((
@@ -266,8 +284,7 @@ mod tests {
         Settings {
             libs: LibChoice {
                 sim: true,
-                nccl_lib: None,
-                sim_dir: None,
+                ..LibChoice::default()
             },
             patterns: vec!["all_reduce".into()],
             minbytes: 8,

@@ -50,14 +50,15 @@ impl Run<'_> {
         }
         self.stage = f.stage;
         self.leave(false);
-        println!("{}{f}", if self.simulated { "[SIMULATED] " } else { "" });
+        println!("{}{f}", self.backing.prefix());
         for line in &f.evidence {
             println!("#   evidence: {line}");
         }
         if let Some(r) = self.results.as_mut() {
             r.doc.failures.push(f.clone());
             // The job's verdict, as the supervisor and every save decide it.
-            if let Some(v) = results::job_verdict(&r.doc.failures) {
+            if let Some(mut v) = results::job_verdict(&r.doc.failures) {
+                v.line = crate::report::backing::verdict_line(&r.doc.backend, &v.line);
                 r.doc.verdict = v;
             }
         }
@@ -83,12 +84,10 @@ impl Run<'_> {
                     .map(|d| d.as_nanos())
                     .unwrap_or_default()
             ),
-            backend: if self.simulated {
-                "SIMULATED".into()
-            } else {
-                "nccl".into()
-            },
-            simulated: self.simulated,
+            backend: self.backing.backend(),
+            simulated: self.backing.simulated(),
+            simulated_parts: self.backing.parts(),
+            control_plane: None,
             command: std::env::args().collect(),
             config: self.plan.config.clone(),
             fingerprint: Fingerprint {
@@ -136,18 +135,15 @@ impl Run<'_> {
             bootstrap: Some(boot.info()),
             env: fingerprint::env_snapshot(),
         };
-        for line in table::fingerprint_lines(&fp, self.simulated) {
+        for line in table::fingerprint_lines(&fp, &self.backing) {
             println!("{line}");
         }
         warn_shared_gpus(&fp);
         self.hosts = fp.hosts.len();
         if let Some(r) = self.results.as_mut() {
-            r.doc.simulated = self.simulated;
-            r.doc.backend = if self.simulated {
-                "SIMULATED".into()
-            } else {
-                "nccl".into()
-            };
+            r.doc.simulated = self.backing.simulated();
+            r.doc.backend = self.backing.backend();
+            r.doc.simulated_parts = self.backing.parts();
             r.doc.fingerprint = fp;
         }
         self.save();
@@ -189,13 +185,13 @@ impl Run<'_> {
                     .filter(|r| r.pattern == p.name())
                     .cloned()
                     .collect();
-                for line in repeats::header(p.name(), nranks, self.simulated, repeat) {
+                for line in repeats::header(p.name(), nranks, &self.backing, repeat) {
                     println!("{line}");
                 }
                 for row in &mine {
                     println!("{}", repeats::row(row));
                 }
-                for line in table::footer_lines(&mine, self.simulated) {
+                for line in table::footer_lines(&mine, &self.backing) {
                     println!("{line}");
                 }
             }
@@ -222,7 +218,11 @@ impl Run<'_> {
 
     pub(super) fn pass(&mut self, selected: &[&dyn Pattern], sizes: &[usize], nranks: u32) -> u8 {
         let hosts = self.hosts;
-        let label = if self.simulated { " [SIMULATED]" } else { "" };
+        let label = self
+            .backing
+            .label()
+            .map(|l| format!(" [{l}]"))
+            .unwrap_or_default();
         let alone = if nranks == 1 {
             " (1 rank: nothing crossed a process boundary, so this tested the library, the \
              driver and the GPU, not communication)"
@@ -265,7 +265,7 @@ impl Run<'_> {
 impl bench::sweep::Observer for Run<'_> {
     fn pattern(&mut self, p: &dyn Pattern, nranks: u32) {
         if self.who.rank == Some(0) {
-            for line in table::table_header(p.name(), nranks, self.simulated) {
+            for line in table::table_header(p.name(), nranks, &self.backing) {
                 println!("{line}");
             }
         }
@@ -290,7 +290,7 @@ impl bench::sweep::Observer for Run<'_> {
 
     fn pattern_done(&mut self, rows: &[SizeResult]) {
         if self.who.rank == Some(0) {
-            for line in table::footer_lines(rows, self.simulated) {
+            for line in table::footer_lines(rows, &self.backing) {
                 println!("{line}");
             }
         }
@@ -319,7 +319,11 @@ pub(super) fn say_verdict(w: &mut Watch, v: &Verdict, always: bool) {
         return;
     }
     if w.said.as_deref() != Some(v.line.as_str()) || always {
-        say_line(&format!("VERDICT: {}", v.line));
+        let line = match &w.backend {
+            Some(b) => crate::report::backing::verdict_line(b, &v.line),
+            None => v.line.clone(),
+        };
+        say_line(&format!("VERDICT: {line}"));
         for c in &v.consequences {
             say_line(&format!("#   consequence: {c}"));
         }
@@ -385,7 +389,8 @@ pub(super) fn record(
                 doc.failures.push(f.clone());
             }
         }
-        if let Some(v) = results::job_verdict(&doc.failures) {
+        if let Some(mut v) = results::job_verdict(&doc.failures) {
+            v.line = crate::report::backing::verdict_line(&doc.backend, &v.line);
             doc.verdict = v;
             results::agree(doc);
         } else if cancel {

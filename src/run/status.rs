@@ -135,6 +135,7 @@ impl JobView {
             | Event::Alive
             | Event::Budget { .. }
             | Event::Results { .. }
+            | Event::Backend { .. }
             | Event::StatusAddr { .. } => {}
         }
     }

@@ -127,12 +127,12 @@ pub(super) fn spawn_and_watch(
             format!("cannot locate nccl-smoke itself: {e}"),
         )
     })?;
-    let sim_links = match plan.libs.sim {
-        true => Some(
-            libs::prepare_sim_dir(plan.libs.sim_dir.as_deref(), &run_dir.join("lib"))
+    let sim_links = match plan.libs.stand_ins() {
+        Some(which) => Some(
+            libs::prepare_links(which, plan.libs.sim_dir.as_deref(), &run_dir.join("lib"))
                 .map_err(|e| Failure::new(Stage::NcclLoad, who, e))?,
         ),
-        false => None,
+        None => None,
     };
     // Rank 0 takes every rank's status reports (see `status`).
     let mut status_port = None;

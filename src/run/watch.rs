@@ -27,6 +27,7 @@ pub(super) fn ours(code: u8) -> bool {
         || code == exit::CANCELLED
         || code == exit::BELOW_EXPECTED
         || code == exit::UNVERIFIED
+        || code == exit::CONTROL_PLANE_OK
 }
 
 /// Whether a rank in this stage is waiting for other ranks (the worker also says so per step,
@@ -63,6 +64,8 @@ pub(super) struct Watch {
     pub(super) recorded: usize,
     /// Rank 0: the verdict line printed last.
     pub(super) said: Option<String>,
+    /// The results file's `backend` when the worker said it (simulated GPUs only).
+    pub(super) backend: Option<String>,
     /// The stages left behind, timed, and when the current one was entered.
     pub(super) history: Vec<StageRecord>,
     pub(super) entered: Instant,
@@ -87,6 +90,7 @@ impl Watch {
             announced: 0,
             recorded: 0,
             said: None,
+            backend: None,
             history: Vec::new(),
             entered: Instant::now(),
         }
@@ -331,6 +335,7 @@ pub(super) fn apply(w: &mut Watch, ev: Event) {
             w.waiting = *waiting;
         }
         Event::Results { path } => w.results = Some(PathBuf::from(path)),
+        Event::Backend { backend } => w.backend = Some(backend.clone()),
         Event::Failed { failure } => w.failed = Some(failure.clone()),
         Event::StatusAddr { addrs } => {
             if let Some(rank) = w.rank.filter(|r| *r != 0)

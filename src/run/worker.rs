@@ -11,6 +11,7 @@ use crate::ffi::nccl::{self, Nccl};
 use crate::ffi::os;
 use crate::patterns;
 use crate::progress;
+use crate::report::backing::Backing;
 use crate::report::fingerprint::{DriverInfo, NcclInfo, RankInfo};
 use crate::report::results::{ResultsFile, StageRecord};
 use crate::report::table;
@@ -27,7 +28,8 @@ pub(super) struct Run<'a> {
     /// Rank 0 only.
     pub(super) results: Option<ResultsFile>,
     pub(super) stages: Vec<StageRecord>,
-    pub(super) simulated: bool,
+    /// What runs underneath: every label comes from it.
+    pub(super) backing: Backing,
     /// (CUDA driver, NCCL) versions once known, for findings that depend on them.
     pub(super) versions: (Option<String>, Option<String>),
     /// Distinct hosts of the job (rank 0, once gathered).
@@ -53,7 +55,13 @@ pub fn worker(plan: &Plan) -> u8 {
         stage_start: Instant::now(),
         results: None,
         stages: Vec::new(),
-        simulated: plan.libs.sim,
+        backing: if plan.libs.sim {
+            Backing::Simulated
+        } else if plan.libs.control_plane {
+            Backing::SimulatedGpus { nccl: None }
+        } else {
+            Backing::Real
+        },
         versions: (None, None),
         hosts: 1,
         write_said: Default::default(),
@@ -119,7 +127,10 @@ impl Run<'_> {
         let libs = libs::for_worker(&self.plan.libs).at(Stage::NcclLoad, &self.who)?;
         let nccl = Nccl::load(libs.nccl.as_deref())
             .map_err(|e| causes::nccl_load_failure(&self.who, &e))?;
-        self.simulated |= nccl.simulated.is_some();
+        if self.plan.libs.control_plane {
+            self.control_plane_nccl(&nccl)?;
+        }
+        self.learn_backing(nccl.simulated.is_some(), None, &nccl.version());
         self.versions.1 = Some(nccl.version());
         if rank == 0 {
             println!("# nccl-smoke {}", env!("CARGO_PKG_VERSION"));
@@ -140,7 +151,20 @@ impl Run<'_> {
             }
             f
         })?;
-        self.simulated |= driver.simulated.is_some();
+        self.learn_backing(
+            nccl.simulated.is_some(),
+            Some(driver.simulated.is_some()),
+            &nccl.version(),
+        );
+        if self.plan.libs.control_plane && !matches!(self.backing, Backing::SimulatedGpus { .. }) {
+            return Err(Failure::new(
+                Stage::Driver,
+                &self.who,
+                "--backend control-plane: the CUDA driver loaded is not nccl-smoke's stand-in",
+            )
+            .cause("another libcuda was found before the stand-in nccl-smoke linked")
+            .hint("build the stand-ins (cargo build --release --workspace) or pass --sim-dir"));
+        }
         self.versions.0 = Some(cuda::version_string(driver.version));
         if rank == 0 {
             println!("{}", table::driver_line(&DriverInfo::from(&driver)));
@@ -211,13 +235,25 @@ impl Run<'_> {
             })?;
         }
 
+        if self.plan.libs.control_plane {
+            return self.control_plane_end(comm, boot, &nccl, &selected);
+        }
+
         self.enter(Stage::Run);
         let rows = self.sweep(&mut comm, boot, &selected, sizes, &mut bufs, &timing)?;
 
         self.advisories(boot);
 
         self.enter(Stage::Verify);
-        if let Some(f) = self.judge_rows(&rows, &selected, sizes, &timing, nranks) {
+        if let Some(mut f) = self.judge_rows(&rows, &selected, sizes, &timing, nranks) {
+            if matches!(self.backing, Backing::SimulatedGpus { .. }) {
+                f.evidence.push(
+                    "simulated GPUs: nccl-smoke's stand-in CUDA driver records NCCL's kernels and \
+                     never runs them, so no collective can write anything here; \
+                     `--backend control-plane` checks what this setup can (init and connect)"
+                        .into(),
+                );
+            }
             // Tear down cleanly anyway: a data error is no reason to leave a hung peer.
             let _ = comm.finalize(self.waiting_deadline(Stage::Finalize));
             return Err(f);
@@ -376,6 +412,20 @@ impl Run<'_> {
                 id.copy_from_slice(&msg[1..]);
                 Ok(id)
             }
+        }
+    }
+}
+
+impl Run<'_> {
+    /// What runs underneath, as far as known (`driver`: whether it is the stand-in, once
+    /// loaded); the supervisor hears it when it is the real libnccl on simulated GPUs.
+    fn learn_backing(&mut self, nccl_sim: bool, driver_sim: Option<bool>, version: &str) {
+        let driver_sim = driver_sim.unwrap_or(self.plan.libs.control_plane);
+        self.backing = Backing::of(nccl_sim || self.plan.libs.sim, driver_sim, Some(version));
+        if matches!(self.backing, Backing::SimulatedGpus { .. }) {
+            progress::send(&progress::Event::Backend {
+                backend: self.backing.backend(),
+            });
         }
     }
 }

@@ -37,8 +37,17 @@ thread_local! {
     static STACK: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
 }
 
+/// This thread's context stack, unless the thread is exiting and its storage is gone (a
+/// thread of the real libnccl calls `cuCtxGetDevice` from a destructor at its exit, seen with
+/// NCCL 2.28.9): then `CUDA_ERROR_INVALID_CONTEXT`, as for a thread without a context.
+fn with_stack<R>(f: impl FnOnce(&mut Vec<usize>) -> R) -> CuResult<R> {
+    STACK
+        .try_with(|s| f(&mut s.borrow_mut()))
+        .map_err(|_| CUDA_ERROR_INVALID_CONTEXT)
+}
+
 pub(crate) fn current_handle() -> Option<usize> {
-    STACK.with(|s| s.borrow().last().copied())
+    with_stack(|s| s.last().copied()).ok().flatten()
 }
 
 fn live(handle: usize) -> CuResult<Ctx> {
@@ -172,7 +181,7 @@ pub unsafe extern "C" fn cuCtxCreate_v2(
                 primary: false,
             },
         );
-        STACK.with(|s| s.borrow_mut().push(handle));
+        with_stack(|s| s.push(handle))?;
         // SAFETY: checked non-null.
         unsafe { put(pctx, handle as CUcontext) }
     })
@@ -192,7 +201,8 @@ pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: CUcontext) -> CUresult {
                 _ => return Err(CUDA_ERROR_INVALID_CONTEXT),
             }
         }
-        STACK.with(|s| s.borrow_mut().retain(|&c| c != h));
+        // A thread at its exit has no stack left to clean.
+        let _ = with_stack(|s| s.retain(|&c| c != h));
         Ok(())
     })
 }
@@ -203,15 +213,14 @@ pub unsafe extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
         platform()?;
         let h = ctx as usize;
         if h == 0 {
-            STACK.with(|s| s.borrow_mut().pop());
+            with_stack(|s| s.pop())?;
             return Ok(());
         }
         live(h)?;
-        STACK.with(|s| {
-            let mut s = s.borrow_mut();
+        with_stack(|s| {
             s.pop();
             s.push(h);
-        });
+        })?;
         Ok(())
     })
 }
@@ -243,7 +252,7 @@ pub unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: CUcontext) -> CUresult {
         platform()?;
         let h = ctx as usize;
         live(h)?;
-        STACK.with(|s| s.borrow_mut().push(h));
+        with_stack(|s| s.push(h))?;
         Ok(())
     })
 }
@@ -252,9 +261,7 @@ pub unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: CUcontext) -> CUresult {
 pub unsafe extern "C" fn cuCtxPopCurrent_v2(pctx: *mut CUcontext) -> CUresult {
     ffi(|| {
         platform()?;
-        let h = STACK
-            .with(|s| s.borrow_mut().pop())
-            .ok_or(CUDA_ERROR_INVALID_CONTEXT)?;
+        let h = with_stack(|s| s.pop())?.ok_or(CUDA_ERROR_INVALID_CONTEXT)?;
         if !pctx.is_null() {
             // SAFETY: non-null out-pointer from the caller.
             unsafe { pctx.write(h as CUcontext) };

@@ -158,7 +158,10 @@ pub fn fold_ring(out: &mut [u8], parts: &[Vec<u8>], elem: usize, dtype: u32, op:
     let count = out.len() / elem.max(1);
     let per = count.div_ceil(n.max(1)).max(1);
     for c in 0..n {
-        let (lo, hi) = ((c * per).min(count) * elem, ((c + 1) * per).min(count) * elem);
+        let (lo, hi) = (
+            (c * per).min(count) * elem,
+            ((c + 1) * per).min(count) * elem,
+        );
         if lo == hi {
             continue;
         }
@@ -268,13 +271,25 @@ mod tests {
     /// element 1 (r2 + r0) + r1, element 2 (r0 + r1) + r2; rounding shows the order.
     #[test]
     fn ring_order_differs_per_chunk() {
-        let h = |v: [f64; 3]| v.iter().flat_map(|x| f16::from_f64(*x).to_le_bytes()).collect::<Vec<u8>>();
-        let parts = vec![h([2048.0, 1.0, 1.0]), h([1.0, 2048.0, 1.0]), h([1.0, 1.0, 2048.0])];
+        let h = |v: [f64; 3]| {
+            v.iter()
+                .flat_map(|x| f16::from_f64(*x).to_le_bytes())
+                .collect::<Vec<u8>>()
+        };
+        let parts = vec![
+            h([2048.0, 1.0, 1.0]),
+            h([1.0, 2048.0, 1.0]),
+            h([1.0, 1.0, 2048.0]),
+        ];
         let mut out = vec![0u8; 6];
         fold_ring(&mut out, &parts, 2, 6, SUM);
         // (2048 + 1) + 1 = 2048 where 2048 comes first; (1 + 1) + 2048 = 2050 where it comes last.
         assert_eq!(out, h([2050.0, 2050.0, 2050.0]));
-        let parts = vec![h([1.0, 1.0, 2048.0]), h([2048.0, 1.0, 1.0]), h([1.0, 2048.0, 1.0])];
+        let parts = vec![
+            h([1.0, 1.0, 2048.0]),
+            h([2048.0, 1.0, 1.0]),
+            h([1.0, 2048.0, 1.0]),
+        ];
         fold_ring(&mut out, &parts, 2, 6, SUM);
         assert_eq!(out, h([2048.0, 2048.0, 2048.0]));
     }

@@ -181,8 +181,11 @@ pub fn verify_failure(
         // Then a wrong element that names a sender (copies): it points at the rank that sent
         // the bad data, where a reduction's can only point at the rank that received it.
         .or_else(|| {
-            bad.iter()
-                .find(|r| r.first_wrong.as_ref().is_some_and(|(_, w)| w.sender.is_some()))
+            bad.iter().find(|r| {
+                r.first_wrong
+                    .as_ref()
+                    .is_some_and(|(_, w)| w.sender.is_some())
+            })
         })
         .or_else(|| bad.first())?;
     let (text, rank) = finding(lead);

@@ -179,5 +179,5 @@ fn the_report_round_trips_through_json() {
     let s = serde_json::to_string(&r).unwrap();
     let back: IsolateReport = serde_json::from_str(&s).unwrap();
     assert_eq!(back, r);
-    assert!(table(&r, true)[0].contains("SIMULATED"));
+    assert!(table(&r, Some("SIMULATED"))[0].contains("SIMULATED"));
 }

@@ -523,7 +523,10 @@ impl Run<'_> {
             report.hosts.len(),
             rounds,
             report.groups.len(),
-            if self.simulated { " — SIMULATED" } else { "" }
+            self.backing
+                .label()
+                .map(|l| format!(" — {l}"))
+                .unwrap_or_default()
         );
         println!("# groups from: {}", report.source.describe());
         for g in &report.groups {
@@ -542,7 +545,7 @@ impl Run<'_> {
                 g.hosts.join(" + ")
             );
         }
-        for l in verdict::table(report, self.simulated) {
+        for l in verdict::table(report, self.backing.label().as_deref()) {
             println!("{l}");
         }
         let status = if report.exit_code == crate::stage::exit::PASS {
@@ -557,7 +560,7 @@ impl Run<'_> {
             } else {
                 "FAIL"
             },
-            if self.simulated { "[SIMULATED] " } else { "" },
+            self.backing.prefix(),
             report.line
         );
         println!("VERDICT: {line}");

@@ -1,0 +1,105 @@
+//! `--backend control-plane`: the real libnccl on nccl-smoke's stand-in CUDA driver and NVML.
+//! The walk is the ordinary one up to the end of connect; then, instead of the sweep, every
+//! rank reads the connections its NCCL logged, rank 0 gathers them, every rank aborts its
+//! communicator (nothing to finalize: no kernel ran), and
+//! rank 0 says `CONTROL PLANE OK` with what was not done. Never a pass.
+
+use super::worker::Run;
+use crate::bootstrap::{self, Bootstrap};
+use crate::comm::Communicator;
+use crate::error::Failure;
+use crate::ffi::nccl::Nccl;
+use crate::patterns::Pattern;
+use crate::report::control_plane::{self, ControlPlane, Link};
+use crate::report::fingerprint::NcclInfo;
+use crate::report::results::Status;
+use crate::stage::{Stage, exit};
+
+/// The oldest NCCL this backend serves: the stand-in driver was shown to host the
+/// `nvidia-nccl-cu12` wheels 2.19.3 to 2.32.3 (CUDA runtimes 12.2 to 12.9).
+pub const OLDEST: (i32, &str) = (21900, "2.19");
+
+impl Run<'_> {
+    /// At nccl-load: the library must be the real libnccl, 2.19 or later.
+    pub(super) fn control_plane_nccl(&self, nccl: &Nccl) -> Result<(), Failure> {
+        let path = NcclInfo::from(nccl).path;
+        if let Some(marker) = &nccl.simulated {
+            return Err(Failure::new(
+                Stage::NcclLoad,
+                &self.who,
+                format!(
+                    "--backend control-plane needs the real libnccl, but {path} is nccl-smoke's \
+                     simulation ({marker})"
+                ),
+            )
+            .hint(
+                "point --nccl-lib at a real libnccl.so.2 (e.g. the nvidia-nccl-cu12 wheel's \
+                 nvidia/nccl/lib/libnccl.so.2), or use --backend sim",
+            ));
+        }
+        if nccl.version_code < OLDEST.0 {
+            return Err(Failure::new(
+                Stage::NcclLoad,
+                &self.who,
+                format!(
+                    "--backend control-plane supports NCCL {} and later (shown with 2.19.3, \
+                     2.23.4, 2.28.9 and 2.32.3); {path} is NCCL {}",
+                    OLDEST.1,
+                    nccl.version()
+                ),
+            )
+            .hint("use a newer libnccl (pip install nvidia-nccl-cu12) with --nccl-lib"));
+        }
+        Ok(())
+    }
+
+    /// After connect: the transports NCCL chose, ncclCommAbort, and rank 0's verdict.
+    pub(super) fn control_plane_end(
+        &mut self,
+        comm: Communicator,
+        boot: &dyn Bootstrap,
+        nccl: &Nccl,
+        selected: &[&dyn Pattern],
+    ) -> Result<u8, Failure> {
+        let rank = boot.rank();
+        let mine: Vec<Link> = self
+            .nccl_log_all(|l| l.contains(" NCCL INFO Channel ") && l.contains(" via "))
+            .iter()
+            .filter_map(|l| control_plane::parse_line(rank, l))
+            .collect();
+        crate::progress::waiting("gathering every rank's connections (NCCL's log lines)");
+        let all = bootstrap::gather_json(boot, &mine)
+            .map_err(|e| self.gather_failure(Stage::Connect, e.rank, e.to_string()))?;
+
+        // Torn down with ncclCommAbort: no kernel ran, so the network proxies' work for the
+        // first collectives never drains, and ncclCommFinalize would wait for it forever.
+        self.enter(Stage::Finalize);
+        crate::progress::step("in ncclCommAbort (the teardown of a run whose kernels never ran)");
+        comm.abort_now(self.waiting_deadline(Stage::Finalize))
+            .map_err(|e| self.comm_failure(Stage::Finalize, e))?;
+        self.leave(true);
+
+        let Some(all) = all else {
+            return Ok(exit::CONTROL_PLANE_OK);
+        };
+        let patterns = selected.iter().map(|p| p.name().to_string()).collect();
+        let cp = ControlPlane::new(&nccl.version(), self.hosts, patterns, all);
+        for line in cp.lines() {
+            println!("{line}");
+        }
+        let label = self.backing.backend();
+        let line = cp.verdict_line(&label);
+        println!("{line}");
+        if let Some(r) = self.results.as_mut() {
+            r.doc.control_plane = Some(cp);
+        }
+        self.save_end(Status::ControlPlaneOk, line, exit::CONTROL_PLANE_OK);
+        if self.write_failed.get() {
+            eprintln!(
+                "nccl-smoke: the run ended, but the results file could not be written (above)"
+            );
+            return Ok(exit::WRITE_FAILED);
+        }
+        Ok(exit::CONTROL_PLANE_OK)
+    }
+}
