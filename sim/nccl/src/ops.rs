@@ -463,14 +463,14 @@ mod tests {
         assert_eq!(
             to1,
             vec![
-                (COLL, vec![0, !1, 2]),
-                (COLL, vec![4, 5, !6, 7]),
-                (P2P, vec![0, !1]),
+                (COLL, vec![0, 1 ^ 0x5a, 2]),
+                (COLL, vec![4, 5, 6 ^ 0x5a, 7]),
+                (P2P, vec![0, 1 ^ 0x5a]),
             ]
         );
         assert!(out.to[0].is_empty());
         assert_eq!(out.to[2].len(), 2);
-        assert_eq!(out.own_chunk[1].as_deref(), Some(&[0u8, 1, !2, 3][..]));
+        assert_eq!(out.own_chunk[1].as_deref(), Some(&[0u8, 1, 2 ^ 0x5a, 3][..]));
         assert_eq!(out.to_self.len(), 1);
     }
 
