@@ -328,6 +328,26 @@ pub struct SizeResult {
     /// has one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_wrong: Option<(u32, WrongElement)>,
+    /// What the data check and the timer found, rank by rank (flattened into the row).
+    #[serde(flatten)]
+    pub found: Found,
+    /// Every repeat's figures when the size was measured more than once (`run --repeat`);
+    /// the row's own figures are then their medians (see `report::repeats`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<Repeat>,
+    /// The range of the repeats' times (largest − smallest), % of their median.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread_pct: Option<f64>,
+    /// The size asked for (`-b`..`-e`), before the pattern rounded it to whole elements per
+    /// peer as nccl-tests rounds; `compare` matches rows on it, so runs of different rank
+    /// counts line up. Absent in files written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_bytes: Option<usize>,
+}
+
+/// What the data check and the timer found in one row, over all ranks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Found {
     /// Elements checked, over all ranks: every rank's whole receive buffer when `checked`.
     #[serde(default)]
     pub checked_elements: u64,
@@ -346,18 +366,25 @@ pub struct SizeResult {
     /// Ranks whose every timed iteration took less than the event timer's resolution.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub below_timer_ranks: Vec<u32>,
-    /// Every repeat's figures when the size was measured more than once (`run --repeat`);
-    /// the row's own figures are then their medians (see `report::repeats`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub repeats: Vec<Repeat>,
-    /// The range of the repeats' times (largest − smallest), % of their median.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spread_pct: Option<f64>,
-    /// The size asked for (`-b`..`-e`), before the pattern rounded it to whole elements per
-    /// peer as nccl-tests rounds; `compare` matches rows on it, so runs of different rank
-    /// counts line up. Absent in files written before it was kept.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requested_bytes: Option<usize>,
+}
+
+impl Found {
+    /// Adds what another repeat of the same size found: nothing one repeat saw is lost.
+    pub fn merge(&mut self, other: Found) {
+        self.checked_elements += other.checked_elements;
+        self.unwritten += other.unwritten;
+        self.nan += other.nan;
+        let union = |a: &mut Vec<u32>, b: Vec<u32>| {
+            a.extend(b);
+            a.sort_unstable();
+            a.dedup();
+        };
+        union(&mut self.nothing_written_ranks, other.nothing_written_ranks);
+        union(&mut self.below_timer_ranks, other.below_timer_ranks);
+        if self.unwritten_ranges.is_empty() {
+            self.unwritten_ranges = other.unwritten_ranges;
+        }
+    }
 }
 
 /// One repeat of one size (`run --repeat`).
@@ -517,22 +544,24 @@ pub fn combine(
         rank_avg_us: samples.iter().map(|s| s.avg_us).collect(),
         first_wrong: written_first
             .or_else(|| checks().find_map(|(r, c)| c.first.clone().map(|w| (r, w)))),
-        checked_elements: checks().map(|(_, c)| c.elements).sum(),
-        unwritten: checks().map(|(_, c)| c.unwritten).sum(),
-        nan: checks().map(|(_, c)| c.nan).sum(),
-        nothing_written_ranks: checks()
-            .filter(|(_, c)| c.nothing_written())
-            .map(|(r, _)| r)
-            .collect(),
-        unwritten_ranges: checks()
-            .filter(|(_, c)| c.unwritten > 0 && !c.nothing_written())
-            .map(|(r, c)| (r, c.unwritten_ranges.clone()))
-            .collect(),
-        below_timer_ranks: samples
-            .iter()
-            .filter(|s| s.below_timer)
-            .map(|s| s.rank)
-            .collect(),
+        found: Found {
+            checked_elements: checks().map(|(_, c)| c.elements).sum(),
+            unwritten: checks().map(|(_, c)| c.unwritten).sum(),
+            nan: checks().map(|(_, c)| c.nan).sum(),
+            nothing_written_ranks: checks()
+                .filter(|(_, c)| c.nothing_written())
+                .map(|(r, _)| r)
+                .collect(),
+            unwritten_ranges: checks()
+                .filter(|(_, c)| c.unwritten > 0 && !c.nothing_written())
+                .map(|(r, c)| (r, c.unwritten_ranges.clone()))
+                .collect(),
+            below_timer_ranks: samples
+                .iter()
+                .filter(|s| s.below_timer)
+                .map(|s| s.rank)
+                .collect(),
+        },
         repeats: Vec::new(),
         spread_pct: None,
         requested_bytes: None,

@@ -35,19 +35,7 @@ pub fn record(rows: &mut Vec<SizeResult>, row: SizeResult, repeat: u32) {
             r.first_wrong = r.first_wrong.take().or(row.first_wrong);
             // What the check found, over every repeat: nothing one repeat saw is lost.
             r.checked &= row.checked;
-            r.checked_elements += row.checked_elements;
-            r.unwritten += row.unwritten;
-            r.nan += row.nan;
-            let union = |a: &mut Vec<u32>, b: Vec<u32>| {
-                a.extend(b);
-                a.sort_unstable();
-                a.dedup();
-            };
-            union(&mut r.nothing_written_ranks, row.nothing_written_ranks);
-            union(&mut r.below_timer_ranks, row.below_timer_ranks);
-            if r.unwritten_ranges.is_empty() {
-                r.unwritten_ranges = row.unwritten_ranges;
-            }
+            r.found.merge(row.found);
             r.time_us.p50 = r.time_us.p50.max(row.time_us.p50);
             r.time_us.p99 = r.time_us.p99.max(row.time_us.p99);
             r.time_us.max = r.time_us.max.max(row.time_us.max);
@@ -161,12 +149,7 @@ pub(crate) mod tests {
             slowest_rank: 0,
             rank_avg_us: vec![us, us + 1.0],
             first_wrong: None,
-            checked_elements: 0,
-            unwritten: 0,
-            nan: 0,
-            nothing_written_ranks: Vec::new(),
-            unwritten_ranges: Vec::new(),
-            below_timer_ranks: Vec::new(),
+            found: Default::default(),
             repeats: Vec::new(),
             spread_pct: None,
             requested_bytes: None,

@@ -470,7 +470,10 @@ mod tests {
         );
         assert!(out.to[0].is_empty());
         assert_eq!(out.to[2].len(), 2);
-        assert_eq!(out.own_chunk[1].as_deref(), Some(&[0u8, 1, 2 ^ 0x5a, 3][..]));
+        assert_eq!(
+            out.own_chunk[1].as_deref(),
+            Some(&[0u8, 1, 2 ^ 0x5a, 3][..])
+        );
         assert_eq!(out.to_self.len(), 1);
     }
 

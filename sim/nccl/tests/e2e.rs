@@ -1002,7 +1002,13 @@ fn child_verify() {
     // 0 receives it, rank 1's own result is right.
     for (op, vals) in res[0].0.iter().enumerate() {
         let want: Vec<i32> = (0..9)
-            .map(|i| if op >= 1 && i == 4 { 1 + (2 ^ 0x5a5a_5a5a) } else { 3 })
+            .map(|i| {
+                if op >= 1 && i == 4 {
+                    1 + (2 ^ 0x5a5a_5a5a)
+                } else {
+                    3
+                }
+            })
             .collect();
         assert_eq!(vals, &want, "rank 0 op {op}");
     }

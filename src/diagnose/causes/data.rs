@@ -75,28 +75,28 @@ fn evidence(bad: &[&SizeResult]) -> Vec<String> {
 
 /// The finding one wrong row makes, and the rank it points at.
 fn finding(r: &SizeResult) -> (String, u32) {
-    if !r.nothing_written_ranks.is_empty() {
-        let n = r.nothing_written_ranks.len();
+    if !r.found.nothing_written_ranks.is_empty() {
+        let n = r.found.nothing_written_ranks.len();
         let on = if n == r.rank_avg_us.len() {
             "every rank".to_string()
         } else {
-            format!("rank(s) {}", ranks(&r.nothing_written_ranks))
+            format!("rank(s) {}", ranks(&r.found.nothing_written_ranks))
         };
         return (
             format!(
                 "the collective wrote nothing into the receive buffer (it still holds the fill \
                  pattern) on {on}"
             ),
-            r.nothing_written_ranks[0],
+            r.found.nothing_written_ranks[0],
         );
     }
-    if let Some((rank, runs)) = r.unwritten_ranges.first() {
+    if let Some((rank, runs)) = r.found.unwritten_ranges.first() {
         let shown: Vec<String> = runs.iter().map(|(a, b)| format!("{a}..{b}")).collect();
         return (
             format!(
                 "{} of the received elements were never written (still the fill pattern); rank \
                  {rank}: elements {}{}",
-                r.unwritten,
+                r.found.unwritten,
                 shown.join(", "),
                 if runs.len() >= crate::bench::verify::MAX_RANGES {
                     ", …"
@@ -108,7 +108,7 @@ fn finding(r: &SizeResult) -> (String, u32) {
         );
     }
     let count = |n: u64| format!("{n} wrong element{}", if n == 1 { "" } else { "s" });
-    if r.nan > 0 && r.nan == r.wrong {
+    if r.found.nan > 0 && r.found.nan == r.wrong {
         let (receiver, at) = r
             .first_wrong
             .as_ref()
@@ -176,8 +176,8 @@ pub fn verify_failure(
     // The most telling finding first: nothing written, then partly written, then the rest.
     let lead = bad
         .iter()
-        .find(|r| !r.nothing_written_ranks.is_empty())
-        .or_else(|| bad.iter().find(|r| !r.unwritten_ranges.is_empty()))
+        .find(|r| !r.found.nothing_written_ranks.is_empty())
+        .or_else(|| bad.iter().find(|r| !r.found.unwritten_ranges.is_empty()))
         // Then a wrong element that names a sender (copies): it points at the rank that sent
         // the bad data, where a reduction's can only point at the rank that received it.
         .or_else(|| {
@@ -198,7 +198,7 @@ pub fn verify_failure(
     } else {
         String::new()
     };
-    let (cause, hint) = if !lead.nothing_written_ranks.is_empty() {
+    let (cause, hint) = if !lead.found.nothing_written_ranks.is_empty() {
         (
             "the kernel did not run or wrote elsewhere: a GPU that no longer executes work \
              (a wedged context, an Xid error), a driver fault, or an NCCL build that does not \
@@ -206,14 +206,14 @@ pub fn verify_failure(
             "check dmesg for Xid errors and nvidia-smi for the GPU's state; rerun this pattern \
              alone with NCCL_DEBUG=INFO",
         )
-    } else if !lead.unwritten_ranges.is_empty() {
+    } else if !lead.found.unwritten_ranges.is_empty() {
         (
             "the transfer stopped part-way: a kernel or a proxy that ended early, or a \
              transport that dropped data",
             "rerun this pattern alone with NCCL_DEBUG=INFO; check link errors (nvidia-smi \
              nvlink -e, the InfiniBand port counters)",
         )
-    } else if lead.nan > 0 && lead.nan == lead.wrong {
+    } else if lead.found.nan > 0 && lead.found.nan == lead.wrong {
         (
             "NaNs where numbers were due: a reduction fed with NaN or infinity (uninitialised or \
              corrupted memory), or a kernel that wrote garbage",
@@ -281,10 +281,10 @@ pub fn coverage_failure(
         // does) has nothing to check; every other size must have been checked, and the run as
         // a whole must have checked something.
         rows.iter()
-            .find(|r| !r.checked || (r.size_bytes > 0 && r.checked_elements == 0))
+            .find(|r| !r.checked || (r.size_bytes > 0 && r.found.checked_elements == 0))
             .map(|r| format!("{}: no element was checked", label(r)))
             .or_else(|| {
-                (rows.iter().map(|r| r.checked_elements).sum::<u64>() == 0)
+                (rows.iter().map(|r| r.found.checked_elements).sum::<u64>() == 0)
                     .then(|| "no element of any size was checked (every size is 0 bytes)".into())
             })
     };
@@ -303,8 +303,10 @@ pub fn timer_failure(
     me: &Who,
     host_of: impl Fn(u32) -> Option<String>,
 ) -> Option<Failure> {
-    let r = rows.iter().find(|r| !r.below_timer_ranks.is_empty())?;
-    let rank = r.below_timer_ranks[0];
+    let r = rows
+        .iter()
+        .find(|r| !r.found.below_timer_ranks.is_empty())?;
+    let rank = r.found.below_timer_ranks[0];
     let who = culprit(me, rank, &host_of);
     Some(
         Failure::new(
@@ -315,7 +317,7 @@ pub fn timer_failure(
                  ({TIMER_RESOLUTION_US} µs) on rank(s) {}: the collective did not run, so no \
                  time or bandwidth is reported for it",
                 label(r),
-                ranks(&r.below_timer_ranks)
+                ranks(&r.found.below_timer_ranks)
             ),
         )
         .cause("the operation returned without doing its work: a GPU that does not execute kernels, or a library that skipped it")

@@ -614,18 +614,23 @@ fn outcome_of(st: &State, g: &Live) -> Outcome {
                         .is_none_or(|c| c.elements != layout.recv_count as u64)
             })
         });
+        // A wrong or missing result of rank `r`: the group fails at verify, on r's host.
+        let verify_failed = |r: u32, what: String| Outcome::Failed {
+            stage: Stage::Verify,
+            culprits: vec![host_of(r)],
+            line: format!(
+                "{} of {} bytes: {what} (host {})",
+                p.name(),
+                layout.bytes(t.dtype),
+                host_of(r)
+            ),
+            exit_code: Stage::Verify.exit_code(),
+        };
         if let Some(&r) = missing {
-            return Outcome::Failed {
-                stage: Stage::Verify,
-                culprits: vec![host_of(r)],
-                line: format!(
-                    "{} of {} bytes: rank {r} (host {}) sent no sample, or one not wholly checked",
-                    p.name(),
-                    layout.bytes(t.dtype),
-                    host_of(r)
-                ),
-                exit_code: Stage::Verify.exit_code(),
-            };
+            return verify_failed(
+                r,
+                format!("rank {r} sent no sample, or one not wholly checked"),
+            );
         }
         let samples: Vec<RankSample> = g
             .ranks
@@ -636,18 +641,13 @@ fn outcome_of(st: &State, g: &Live) -> Outcome {
         if row.wrong > 0 {
             let rank = row.first_wrong.as_ref().map(|(r, _)| *r).unwrap_or(0);
             let r = g.ranks.get(rank as usize).copied().unwrap_or(rank);
-            return Outcome::Failed {
-                stage: Stage::Verify,
-                culprits: vec![host_of(r)],
-                line: format!(
-                    "{} of {} bytes: {} wrong element(s), the first received by rank {r} (host {})",
-                    p.name(),
-                    layout.bytes(t.dtype),
-                    row.wrong,
-                    host_of(r)
+            return verify_failed(
+                r,
+                format!(
+                    "{} wrong element(s), the first received by rank {r}",
+                    row.wrong
                 ),
-                exit_code: Stage::Verify.exit_code(),
-            };
+            );
         }
         rows.push(row);
     }
