@@ -4,7 +4,8 @@
 //! Everything this rank sends is copied out of the user's buffers first (so in-place
 //! operations work), then one thread per peer sends while this thread receives, in issue
 //! order, so ranks never wait on each other's full socket buffers. All-reduce folds the
-//! contributions in a ring's order (`reduce::fold_ring`), the same on every rank.
+//! contributions in rank order, the same on every rank (streaming: one peer's message at a
+//! time, so memory does not grow with the rank count).
 
 use crate::comm::Comm;
 use crate::reduce;
@@ -349,19 +350,19 @@ fn receive(comm: &Comm, ops: &[Op], out: &mut Outgoing) -> Result<(), Report> {
                     // (in place), so the copy is a memmove.
                     unsafe { std::ptr::copy(send.0 as *const u8, d.as_mut_ptr(), len) };
                 }
-                if nranks > 1 {
-                    let mut parts: Vec<Vec<u8>> = Vec::with_capacity(nranks);
-                    for j in 0..nranks {
-                        if j == rank {
-                            parts.push(out.own[i].as_deref().unwrap_or(&[]).to_vec());
-                        } else {
-                            scratch.resize(len, 0);
-                            recv(comm, j, COLL, &mut scratch, true)?;
-                            parts.push(std::mem::take(&mut scratch));
-                        }
+                for j in (0..nranks).filter(|_| nranks > 1) {
+                    let part: &[u8] = if j == rank {
+                        out.own[i].as_deref().unwrap_or(&[])
+                    } else {
+                        scratch.resize(len, 0);
+                        recv(comm, j, COLL, &mut scratch, true)?;
+                        &scratch
+                    };
+                    if j == 0 {
+                        d.copy_from_slice(part);
+                    } else {
+                        reduce::fold_into(d, part, dtype, op);
                     }
-                    let size = reduce::elem_size(dtype).unwrap_or(1);
-                    reduce::fold_ring(d, &parts, size, dtype, op);
                 }
                 reduce::finish(d, dtype, op, nranks);
             }
