@@ -100,8 +100,8 @@ impl<'a> Region<'a> {
 /// Blocking by default, as nccl-tests makes its communicators: every call returns once its work
 /// is on the stream, so the timed loop pays no thread and no poll per operation. A user's
 /// `NCCL_COMM_BLOCKING=0` makes it non-blocking (NCCL reads the variable over the config); then
-/// each call that returns `ncclInProgress` is settled (its async state polled back to
-/// `ncclSuccess`) before the next, as NCCL requires (`ncclCommEnsureReady`, `src/init.cc`
+/// each call is settled (its async state polled back to `ncclSuccess`, whatever the call
+/// returned) before the next, as NCCL requires (`ncclCommEnsureReady`, `src/init.cc`
 /// v2.28.3-1). A blocking call that hangs (init, a first connection) is bounded by the rank's
 /// supervisor, which names the step and kills the worker.
 pub struct Communicator<'n> {
@@ -111,6 +111,9 @@ pub struct Communicator<'n> {
     pub rank: u32,
     pub nranks: u32,
     live: Cell<bool>,
+    /// Whether NCCL made it non-blocking (asked for, or `NCCL_COMM_BLOCKING=0`): then every
+    /// call is settled, whatever it returned (see [`Communicator::settle`]).
+    nonblocking: bool,
     /// How long a call that returned `ncclInProgress` may take to settle.
     settle_deadline: Cell<Duration>,
     /// Asked, with the wait's deadline, when a wait times out, before the abort.
@@ -216,6 +219,9 @@ impl<'n> Communicator<'n> {
     ) -> Result<Communicator<'n>> {
         let stream = Stream::new()?;
         let (handle, _) = nccl.comm_init_rank(nranks as i32, id, rank as i32, blocking)?;
+        // What NCCL made of the request: `NCCL_COMM_BLOCKING` overrides the config, and
+        // without the config API every communicator blocks.
+        let nonblocking = nccl.caps.init_rank_config && !blocking_override().unwrap_or(blocking);
         let comm = Communicator {
             nccl,
             handle,
@@ -223,6 +229,7 @@ impl<'n> Communicator<'n> {
             rank,
             nranks,
             live: Cell::new(true),
+            nonblocking,
             settle_deadline: Cell::new(deadline),
             on_timeout: None,
         };
@@ -258,6 +265,7 @@ impl<'n> Communicator<'n> {
             rank: 0,
             nranks: 0,
             live: Cell::new(true),
+            nonblocking: self.nonblocking,
             settle_deadline: Cell::new(deadline),
             on_timeout: None,
         };
@@ -307,10 +315,23 @@ impl<'n> Communicator<'n> {
     }
 
     /// A call's outcome; `ncclInProgress` is waited out before the communicator is used again.
+    ///
+    /// On a non-blocking communicator the async state is polled even after `ncclSuccess`: NCCL
+    /// 2.21 to 2.23 return `ncclSuccess` from a stand-alone collective whose launch is still
+    /// running on NCCL's thread (`NCCLCHECK(ncclEnqueueCheck(&info)); return ncclSuccess;` in
+    /// `ncclAllReduce` and the other collectives, `src/collectives.cc` v2.23.4-1, where
+    /// `NCCLCHECK` lets `ncclInProgress` through; `ncclSend`/`ncclRecv` likewise return the
+    /// enqueue's result, not their `ncclGroupEnd`'s), while `ncclGroupEndInternal` has set the
+    /// communicator's state to `ncclInProgress` (`src/group.cc` v2.23.4-1, the "nonblocking
+    /// group" branch). The next call then fails in `ncclCommEnsureReady` with
+    /// `ncclInvalidArgument` ("Attempt to use communicator before the previous operation
+    /// returned ncclSuccess", `src/init.cc` v2.23.4-1). NCCL's contract is the state, read
+    /// with `ncclCommGetAsyncError`, not the return code; 2.19 and 2.24+ return the enqueue's
+    /// result (`return ncclEnqueueCheck(&info);`), and polling a settled state costs one read.
     fn settle(&self, issued: Issued, what: &'static str) -> Result<()> {
         match issued {
-            Issued::Done => Ok(()),
-            Issued::InProgress => {
+            Issued::Done if !self.nonblocking => Ok(()),
+            Issued::Done | Issued::InProgress => {
                 self.wait_async_ready(self.settle_deadline.get(), what, Poll::Spin)
             }
         }

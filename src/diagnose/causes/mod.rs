@@ -123,13 +123,20 @@ pub fn comm_failure(
     let mut lines: Vec<&str> = vec![f.error.as_str()];
     lines.extend(f.evidence.iter().map(String::as_str));
     if let Some(found) = classify::classify(lines.iter().copied()) {
-        // "connect" is split by the transport that failed; other stages keep their name.
-        if stage == Stage::Connect
-            && matches!(
+        // "connect" is split by the transport that failed; other stages keep their name, but
+        // for a buffer import, which only a transport's connect does: NCCL without runtime
+        // connect (before 2.22, or NCCL_RUNTIME_CONNECT=0) connects its ring and tree inside
+        // ncclCommInitRank (`ncclTransportP2pSetup` in `initTransportsRank`, src/init.cc
+        // v2.19.3-1), so seed 000 fails there as init.
+        let refined = match stage {
+            Stage::Connect => matches!(
                 found.stage,
                 Stage::ConnectImport | Stage::ConnectProxy | Stage::ConnectShm | Stage::ConnectNet
-            )
-        {
+            ),
+            Stage::Init => found.stage == Stage::ConnectImport,
+            _ => false,
+        };
+        if refined {
             f.stage = found.stage;
         }
         if !f.evidence.contains(&found.evidence) && found.evidence != f.error {

@@ -217,3 +217,46 @@ fn a_stop_by_the_launcher_is_no_failure_of_the_ranks_own() {
     assert_eq!((g.rank, g.kind), (Some(0), Kind::Own));
     assert_eq!(f.severity, Severity::Fail);
 }
+
+/// Seed 000 on NCCL 2.19.3 (the real wheel on the stand-in driver): the import fails inside
+/// ncclCommInitRank, which connects the ring there; the stage is the import's, and the proxy's
+/// complaints that follow do not name it. A shared-memory failure at init stays init.
+#[test]
+fn an_import_failure_inside_init_is_named_buffer_import() {
+    let e = CommError::Timeout {
+        what: "ncclCommInitRank".into(),
+        after_s: 1.0,
+        notes: Vec::new(),
+    };
+    let log = vec![
+        "vm:9169:9180 [1] transport/p2p.cc:243 NCCL WARN Cuda failure 101 'invalid device ordinal'".to_string(),
+        "vm:9169:9186 [1] proxy.cc:1533 NCCL WARN [Service thread] Could not receive type from localRank 0, res=3, closed=0".to_string(),
+        "vm:9169:9186 [1] proxy.cc:1557 NCCL WARN [Proxy Service 1] Failed to execute operation GetFd from rank 0, retcode 3".to_string(),
+    ];
+    let f = comm_failure(
+        &who(),
+        Stage::Init,
+        &e,
+        Duration::from_secs(5),
+        log,
+        &NodeFacts::default(),
+    );
+    assert_eq!(f.stage, Stage::ConnectImport, "{f}");
+    assert!(
+        f.cause
+            .as_deref()
+            .unwrap()
+            .starts_with("importing a peer GPU's buffer"),
+        "{f}"
+    );
+    let shm = vec!["vm:1:1 [1] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-x to 4194304 bytes".to_string()];
+    let f = comm_failure(
+        &who(),
+        Stage::Init,
+        &e,
+        Duration::from_secs(5),
+        shm,
+        &NodeFacts::default(),
+    );
+    assert_eq!(f.stage, Stage::Init, "{f}");
+}

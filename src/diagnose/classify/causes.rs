@@ -5,6 +5,15 @@ use super::finding::{Category, Severity};
 use super::signature::{Match, Scope, Signature};
 use crate::stage::Stage;
 
+/// A peer GPU's buffer that could not be imported (seed 000).
+const IMPORT_CAUSE: &str = "importing a peer GPU's buffer for the P2P transport failed (cuMem/IPC handle import or \
+                            peer access); seen with the 570-series driver when ranks in separate containers each see \
+                            their GPU as device 0, with GPUs that cannot peer (no P2P between them, IOMMU/ACS, \
+                            virtualised PCIe), and with ranks that do not share an IPC namespace";
+const IMPORT_HINT: &str = "upgrade the GPU driver; run the ranks of one host in one container (or share --ipc=host \
+                           and --pid=host); meanwhile NCCL_CUMEM_ENABLE=0 (legacy IPC) or NCCL_P2P_DISABLE=1 (SHM \
+                           fallback); on bare metal check ACS/IOMMU settings (nvidia-smi topo -p2p r)";
+
 pub(super) const SIGNATURES: &[Signature] = &[
     // ---------------------------------------------------------------- local resources
     // Field report 003: first, since the socket WARNs that carry it would otherwise name the
@@ -118,13 +127,32 @@ pub(super) const SIGNATURES: &[Signature] = &[
                  src/transport/p2p.cu/.cc of releases before 2.16 (seen in public logs of 2.3-2.8)",
         releases: "\"failed to peer with device\" 2.16-2.30; \"cudaIpcGetMemHandle failed\" 2.16-2.30; \
                    cuMem import 2.19-2.30 (CUDA error through \"Cuda failure\"); \"failed to open CUDA IPC handle\" before 2.16",
-        cause: "importing a peer GPU's buffer for the P2P transport failed (cuMem/IPC handle import or peer access); \
-                seen with the 570-series driver when ranks in separate containers each see their GPU as device 0, \
-                with GPUs that cannot peer (no P2P between them, IOMMU/ACS, virtualised PCIe), and with ranks that \
-                do not share an IPC namespace",
-        hint: "upgrade the GPU driver; run the ranks of one host in one container (or share --ipc=host and --pid=host); \
-               meanwhile NCCL_CUMEM_ENABLE=0 (legacy IPC) or NCCL_P2P_DISABLE=1 (SHM fallback); on bare metal check \
-               ACS/IOMMU settings (nvidia-smi topo -p2p r)",
+        cause: IMPORT_CAUSE,
+        hint: IMPORT_HINT,
+    },
+    // Seed 000 on NCCL 2.19-2.27: the same failure printed without the function's name, only
+    // NCCL's generic CUDA text, placed by its source file. It must outrank what the rank's proxy
+    // says next ("Could not receive type from localRank", below), so it is a signature here,
+    // not only the location signature `loc-p2p`.
+    Signature {
+        id: "p2p-import-cuda",
+        category: Category::BufferImport,
+        stage: Stage::ConnectImport,
+        severity: Severity::Fail,
+        scope: Scope::Warn,
+        what: Match::PhrasesIn {
+            files: &["transport/p2p.c"],
+            phrases: &["Cuda failure"],
+        },
+        source: "NVIDIA/nccl v2.19.3-1 src/transport/p2p.cc:243 (ncclP2pImportShareableBuffer: \
+                 CUCHECK(cuMemImportFromShareableHandle(…)); the other CUCHECK/CUDACHECK calls of the file export, \
+                 import, map and grant access to the buffers peers share: lines 201-312), CUCHECK's \
+                 \"Cuda failure %d '%s'\" in src/include/cudawrap.h; 2.28+ adds the function's name to the prefix \
+                 (`transport/p2p.cc:294 (ncclP2pImportShareableBuffer)`, which `p2p-import` names); seen from the \
+                 real 2.19.3 wheel (tests/fixtures/stand-in-logs)",
+        releases: "2.19-2.27 without the function's name; 2.28+ with it",
+        cause: IMPORT_CAUSE,
+        hint: IMPORT_HINT,
     },
     // ---------------------------------------------------------------- shared memory
     // Seed 004: /dev/shm too small (Kubernetes default 64 MB).

@@ -84,6 +84,11 @@ fn warn_location(line: &str) -> Option<&str> {
         .find(|w| w.contains(':') && (w.contains(".c") || w.contains(".h")))
 }
 
+fn contains_ignore_case(line: &str, phrase: &str) -> bool {
+    let (l, p) = (line.as_bytes(), phrase.as_bytes());
+    !p.is_empty() && l.windows(p.len()).any(|w| w.eq_ignore_ascii_case(p))
+}
+
 fn applies(sig: &Signature, kind: LineKind) -> bool {
     match (sig.scope, kind) {
         (Scope::Info, _) => true,
@@ -109,6 +114,21 @@ pub fn classify_line(line: &str, kind: LineKind) -> Option<Finding> {
             best = Some(i);
         }
     }
+    // A generic phrase that one source file's calls make specific, placed in the table above
+    // the signatures it must outrank.
+    if kind == LineKind::Warn
+        && let Some(loc) = warn_location(line)
+        && let Some(i) = SIGNATURES.iter().position(|s| match s.what {
+            Match::PhrasesIn { files, phrases } => {
+                files.iter().any(|f| loc.contains(f))
+                    && phrases.iter().any(|p| contains_ignore_case(line, p))
+            }
+            _ => false,
+        })
+        && best.is_none_or(|b| i < b)
+    {
+        best = Some(i);
+    }
     // A WARN line's source file names its transport more precisely than a generic phrase
     // ("Cuda failure" in transport/p2p.cc is a P2P failure), but never overrides a specific
     // phrase, a consequence or a benign note.
@@ -119,7 +139,7 @@ pub fn classify_line(line: &str, kind: LineKind) -> Option<Finding> {
     {
         let loc_hit = SIGNATURES.iter().position(|s| match s.what {
             Match::Location(paths) => paths.iter().any(|p| loc.contains(p)),
-            Match::Phrases(_) => false,
+            Match::Phrases(_) | Match::PhrasesIn { .. } => false,
         });
         if let Some(i) = loc_hit
             && (best.is_none() || SIGNATURES[i].category != Category::Init)
@@ -185,6 +205,31 @@ mod tests {
         .unwrap();
         assert_eq!(f.stage, Stage::ConnectImport);
         assert!(f.evidence.contains("invalid device ordinal"));
+    }
+
+    /// NCCL 2.19.3 prints seed 000 without the function's name (the real wheel on the stand-in
+    /// driver), and its proxy complains next: the import is the finding.
+    #[test]
+    fn seed_000_on_2_19_outranks_the_proxy() {
+        let f = classify([
+            "vm:4534:4555 [1] proxy.cc:1533 NCCL WARN [Service thread] Could not receive type from localRank 0, res=3, closed=0",
+            "vm:4534:4549 [1] transport/p2p.cc:243 NCCL WARN Cuda failure 101 'invalid device ordinal'",
+        ])
+        .unwrap();
+        assert_eq!(
+            (f.signature, f.stage),
+            ("p2p-import-cuda", Stage::ConnectImport)
+        );
+        // A specific phrase earlier in the table still wins on a line from that file, and the
+        // generic text from another file is not an import.
+        let oom = "h:1:2 [0] transport/p2p.cc:201 NCCL WARN Cuda failure 2 'out of memory'";
+        assert_eq!(classify_line(oom, LineKind::Warn).unwrap().signature, "oom");
+        let other =
+            "h:1:2 [0] misc/cudawrap.cc:90 NCCL WARN Cuda failure 101 'invalid device ordinal'";
+        assert_ne!(
+            classify_line(other, LineKind::Warn).unwrap().stage,
+            Stage::ConnectImport
+        );
     }
 
     #[test]

@@ -21,6 +21,13 @@ pub(super) enum Match {
     Phrases(&'static [&'static str]),
     /// A WARN line whose source file (from NCCL's prefix) contains one of these.
     Location(&'static [&'static str]),
+    /// Any of `phrases` (ASCII case-insensitive) on a WARN line whose source file contains one
+    /// of `files`: for a generic text ("Cuda failure") that one file's calls make specific.
+    /// Ranked by its place in the table, like a phrase.
+    PhrasesIn {
+        files: &'static [&'static str],
+        phrases: &'static [&'static str],
+    },
 }
 
 pub(super) struct Signature {
