@@ -3,7 +3,8 @@
 //!
 //! Layers, imports pointing down only (`tests/layers.rs` checks it):
 //! `cli` → `run` → `report` / `diagnose` → `bench` → `patterns` → `comm` → `ffi` / `bootstrap`,
-//! with `stage`, `error`, `data` and `progress` as leaves every layer may use.
+//! with `stage`, `error`, `data`, `lossless` (an f64 that survives JSON) and `progress` as
+//! leaves every layer may use.
 //!
 //! - `cli`: the command line's types (clap) and the dispatch to each subcommand;
 //! - `run`: the run engine: a validated plan, one rank's supervisor and worker, the status
