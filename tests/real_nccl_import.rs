@@ -49,7 +49,10 @@ fn seed_000_runs_are_named_buffer_import_on_rank_1() {
         assert_eq!(code(&o), 18, "{version}: {t}");
         let v = verdict(&t);
         assert!(
-            v.starts_with("VERDICT: FAIL at connect:buffer-import on rank 1 (host "),
+            v.starts_with(&format!(
+                "VERDICT: [REAL NCCL {version} · SIMULATED GPUS] FAIL at connect:buffer-import on \
+                 rank 1 (host "
+            )),
             "{version}: {v}"
         );
         assert!(v.contains(CAUSE), "{version}: {v}");
