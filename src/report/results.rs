@@ -70,7 +70,7 @@ pub struct ResultsDoc {
     /// Tells this run's file from an earlier run's at the same path (host, pid, start time).
     #[serde(default)]
     pub run_id: String,
-    /// "nccl" for a real run, "SIMULATED" for the simulation backend, "REAL NCCL <version> ·
+    /// "nccl" for a real run, "SIMULATED" for the simulation backend, "REAL NCCL `<version>` ·
     /// SIMULATED GPUS" for the real libnccl on nccl-smoke's stand-in driver.
     pub backend: String,
     /// True when any library that ran is nccl-smoke's simulation: numbers are CPU numbers.
