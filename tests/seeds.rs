@@ -107,10 +107,11 @@ fn seed_004_dev_shm_too_small() {
     assert!(v.contains("emptyDir"), "{v}");
 }
 
-/// 003 (its other face): a process out of file descriptors. Under `ulimit -n 15` (rank 0
+/// 003 (its other face): a process out of file descriptors. Under `ulimit -n 17` (rank 0
 /// holds its rendezvous port for the whole job, and a descriptor more leaves room for the results
 /// file; NCCL's RAS service, whose listening socket would take that room, is off; 14 failed to
-/// write the results file in 2 of 14 runs) the
+/// write the results file in 2 of 14 runs; the simulated driver's device memory then became a
+/// memfd per allocation, two more descriptors, and 15 failed as 13 had) the
 /// simulated bootstrap root's accept fails with EMFILE, as NCCL's does (`socketTryAccept`); the
 /// peers then see their connections close. The verdict names the rank that ran out and why,
 /// not the ranks that only saw it go.
@@ -120,7 +121,7 @@ fn seed_003_open_files_exhausted() {
     let dir = scratch("emfile");
     let json = dir.join("run.json");
     let script = format!(
-        "ulimit -n 15; NCCL_RAS_ENABLE=0 exec {} launch -n 3 run --backend sim -e 1K --timeout 5 --json {}",
+        "ulimit -n 17; NCCL_RAS_ENABLE=0 exec {} launch -n 3 run --backend sim -e 1K --timeout 5 --json {}",
         bin().display(),
         json.display()
     );
