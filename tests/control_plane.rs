@@ -45,7 +45,8 @@ fn minor(version: &str) -> u32 {
 fn nccl_printed(dir: &Path) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        let text = std::fs::read_to_string(e.path())
+            .unwrap_or_else(|err| panic!("NCCL log {}: {err}", e.path().display()));
         for l in text.lines() {
             if l.contains(" NCCL INFO Channel ")
                 && l.contains(" -> ")

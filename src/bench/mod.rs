@@ -514,13 +514,12 @@ pub fn combine(
             .iter()
             .filter_map(|s| s.check.as_ref().map(|c| (s.rank, c)))
     };
+    // A check's first wrong element is a written one whenever it found any (see
+    // `verify::Checker`), i.e. when not every wrong element was unwritten.
     let written_first = checks().find_map(|(r, c)| {
         c.first
             .clone()
-            .filter(|w| {
-                !c.nothing_written()
-                    && w.got_hex != verify::hex(&[crate::data::FILL_BYTE; 8][..t.dtype.size()])
-            })
+            .filter(|_| c.wrong > c.unwritten)
             .map(|w| (r, w))
     });
     SizeResult {
