@@ -98,7 +98,7 @@ pub fn current_device() -> CuResult<CUdevice> {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUdevice) -> CUresult {
-    ffi(|| {
+    ffi("cuDevicePrimaryCtxRetain", || {
         non_null(pctx)?;
         check_device(dev)?;
         fault::strike(Where::Device, CUDA_ERROR_INVALID_DEVICE)?;
@@ -145,22 +145,22 @@ fn primary_reset(dev: CUdevice) -> CuResult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRelease(dev: CUdevice) -> CUresult {
-    ffi(|| primary_release(dev))
+    ffi("cuDevicePrimaryCtxRelease", || primary_release(dev))
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
-    ffi(|| primary_release(dev))
+    ffi("cuDevicePrimaryCtxRelease_v2", || primary_release(dev))
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDevicePrimaryCtxReset(dev: CUdevice) -> CUresult {
-    ffi(|| primary_reset(dev))
+    ffi("cuDevicePrimaryCtxReset", || primary_reset(dev))
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDevicePrimaryCtxReset_v2(dev: CUdevice) -> CUresult {
-    ffi(|| primary_reset(dev))
+    ffi("cuDevicePrimaryCtxReset_v2", || primary_reset(dev))
 }
 
 #[unsafe(no_mangle)]
@@ -169,7 +169,7 @@ pub unsafe extern "C" fn cuCtxCreate_v2(
     _flags: c_uint,
     dev: CUdevice,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuCtxCreate_v2", || {
         non_null(pctx)?;
         check_device(dev)?;
         fault::strike(Where::Device, CUDA_ERROR_INVALID_DEVICE)?;
@@ -189,7 +189,7 @@ pub unsafe extern "C" fn cuCtxCreate_v2(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: CUcontext) -> CUresult {
-    ffi(|| {
+    ffi("cuCtxDestroy_v2", || {
         platform()?;
         let h = ctx as usize;
         {
@@ -209,7 +209,7 @@ pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: CUcontext) -> CUresult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
-    ffi(|| {
+    ffi("cuCtxSetCurrent", || {
         platform()?;
         let h = ctx as usize;
         if h == 0 {
@@ -227,7 +227,7 @@ pub unsafe extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut CUcontext) -> CUresult {
-    ffi(|| {
+    ffi("cuCtxGetCurrent", || {
         non_null(pctx)?;
         platform()?;
         let h = current_handle().unwrap_or(0);
@@ -238,7 +238,7 @@ pub unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut CUcontext) -> CUresult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxGetDevice(device: *mut CUdevice) -> CUresult {
-    ffi(|| {
+    ffi("cuCtxGetDevice", || {
         non_null(device)?;
         let d = current_device()?;
         // SAFETY: checked non-null.
@@ -248,7 +248,7 @@ pub unsafe extern "C" fn cuCtxGetDevice(device: *mut CUdevice) -> CUresult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: CUcontext) -> CUresult {
-    ffi(|| {
+    ffi("cuCtxPushCurrent_v2", || {
         platform()?;
         let h = ctx as usize;
         live(h)?;
@@ -259,7 +259,7 @@ pub unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: CUcontext) -> CUresult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxPopCurrent_v2(pctx: *mut CUcontext) -> CUresult {
-    ffi(|| {
+    ffi("cuCtxPopCurrent_v2", || {
         platform()?;
         let h = with_stack(|s| s.pop())?.ok_or(CUDA_ERROR_INVALID_CONTEXT)?;
         if !pctx.is_null() {

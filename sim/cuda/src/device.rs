@@ -147,7 +147,7 @@ pub fn init_for_tests() {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
-    ffi(|| {
+    ffi("cuInit", || {
         if flags != 0 {
             return Err(CUDA_ERROR_INVALID_VALUE);
         }
@@ -176,7 +176,7 @@ pub fn driver_version() -> c_int {
 /// Works before `cuInit`, as in the real driver.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDriverGetVersion(version: *mut c_int) -> CUresult {
-    ffi(|| {
+    ffi("cuDriverGetVersion", || {
         let v = driver_version();
         // SAFETY: out-pointer from the caller, null checked by `put`.
         unsafe { put(version, v) }
@@ -185,7 +185,7 @@ pub unsafe extern "C" fn cuDriverGetVersion(version: *mut c_int) -> CUresult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
-    ffi(|| {
+    ffi("cuDeviceGetCount", || {
         non_null(count)?;
         let n = platform()?.gpus.len() as c_int;
         // SAFETY: checked non-null.
@@ -195,7 +195,7 @@ pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> CUresult {
-    ffi(|| {
+    ffi("cuDeviceGet", || {
         non_null(device)?;
         platform()?;
         fault::strike(Where::Device, CUDA_ERROR_INVALID_DEVICE)?;
@@ -224,7 +224,7 @@ unsafe fn copy_cstr(buf: *mut c_char, len: c_int, s: &str) -> CuResult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult {
-    ffi(|| {
+    ffi("cuDeviceGetName", || {
         check_device(dev)?;
         // SAFETY: the caller passes a buffer of `len` bytes.
         unsafe { copy_cstr(name, len, DEVICE_NAME) }
@@ -233,7 +233,7 @@ pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUd
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGetUuid(uuid: *mut CUuuid, dev: CUdevice) -> CUresult {
-    ffi(|| {
+    ffi("cuDeviceGetUuid", || {
         non_null(uuid)?;
         let gpu = check_device(dev)?;
         let bytes = gpu.uuid.map(|b| b as c_char);
@@ -254,7 +254,7 @@ pub unsafe extern "C" fn cuDeviceGetPCIBusId(
     len: c_int,
     dev: CUdevice,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuDeviceGetPCIBusId", || {
         let gpu = check_device(dev)?;
         // SAFETY: the caller passes a buffer of `len` bytes.
         unsafe { copy_cstr(bus_id, len, &config::bus_id_string(gpu.physical)) }
@@ -263,7 +263,7 @@ pub unsafe extern "C" fn cuDeviceGetPCIBusId(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -> CUresult {
-    ffi(|| {
+    ffi("cuDeviceTotalMem_v2", || {
         non_null(bytes)?;
         check_device(dev)?;
         let total = platform()?.mem_bytes as usize;
@@ -345,7 +345,7 @@ pub unsafe extern "C" fn cuDeviceGetAttribute(
     attrib: c_uint,
     dev: CUdevice,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuDeviceGetAttribute", || {
         non_null(pi)?;
         let gpu = check_device(dev)?;
         // SAFETY: checked non-null.

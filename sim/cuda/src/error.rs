@@ -4,36 +4,39 @@
 use std::ffi::{CStr, c_char, c_uint};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-/// The subset of `CUresult` (cuda.h, CUDA 12) this driver returns. Passed by value as a C enum.
-#[allow(non_camel_case_types, clippy::upper_case_acronyms)]
-#[repr(u32)]
+/// A `CUresult` (cuda.h, CUDA 12), passed by value as a C enum: any code of [`TABLE`] can be
+/// returned (an injected fault chooses its own); the ones this driver gives on its own are
+/// named below.
+#[repr(transparent)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CUresult {
-    CUDA_SUCCESS = 0,
-    CUDA_ERROR_INVALID_VALUE = 1,
-    CUDA_ERROR_OUT_OF_MEMORY = 2,
-    CUDA_ERROR_NOT_INITIALIZED = 3,
-    CUDA_ERROR_NO_DEVICE = 100,
-    CUDA_ERROR_INVALID_DEVICE = 101,
-    CUDA_ERROR_INVALID_CONTEXT = 201,
-    CUDA_ERROR_MAP_FAILED = 205,
-    CUDA_ERROR_INVALID_HANDLE = 400,
-    CUDA_ERROR_NOT_FOUND = 500,
-    CUDA_ERROR_NOT_READY = 600,
-    CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
-    CUDA_ERROR_PEER_ACCESS_NOT_ENABLED = 705,
-    CUDA_ERROR_NOT_SUPPORTED = 801,
-    CUDA_ERROR_UNKNOWN = 999,
-}
+pub struct CUresult(pub u32);
 
-pub use CUresult::*;
+pub const CUDA_SUCCESS: CUresult = CUresult(0);
+pub const CUDA_ERROR_INVALID_VALUE: CUresult = CUresult(1);
+pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = CUresult(2);
+pub const CUDA_ERROR_NOT_INITIALIZED: CUresult = CUresult(3);
+pub const CUDA_ERROR_NO_DEVICE: CUresult = CUresult(100);
+pub const CUDA_ERROR_INVALID_DEVICE: CUresult = CUresult(101);
+pub const CUDA_ERROR_INVALID_CONTEXT: CUresult = CUresult(201);
+pub const CUDA_ERROR_MAP_FAILED: CUresult = CUresult(205);
+pub const CUDA_ERROR_INVALID_HANDLE: CUresult = CUresult(400);
+pub const CUDA_ERROR_NOT_FOUND: CUresult = CUresult(500);
+pub const CUDA_ERROR_NOT_READY: CUresult = CUresult(600);
+pub const CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: CUresult = CUresult(704);
+pub const CUDA_ERROR_PEER_ACCESS_NOT_ENABLED: CUresult = CUresult(705);
+pub const CUDA_ERROR_NOT_SUPPORTED: CUresult = CUresult(801);
+pub const CUDA_ERROR_UNKNOWN: CUresult = CUresult(999);
 
 /// Result of an API body: `Err` carries the code to return.
 pub type CuResult<T = ()> = Result<T, CUresult>;
 
-/// Runs an API body, mapping `Ok` to `CUDA_SUCCESS` and a panic (a bug) to
-/// `CUDA_ERROR_UNKNOWN`, so that nothing unwinds into C.
-pub fn ffi(body: impl FnOnce() -> CuResult) -> CUresult {
+/// Runs the body of entry point `name`, mapping `Ok` to `CUDA_SUCCESS` and a panic (a bug) to
+/// `CUDA_ERROR_UNKNOWN`, so that nothing unwinds into C. A fault injected at `name`
+/// (`NCCL_SMOKE_SIM_CUDA_FAULT`, see [`crate::fault::entry`]) strikes first.
+pub fn ffi(name: &str, body: impl FnOnce() -> CuResult) -> CUresult {
+    if let Err(e) = crate::fault::entry(name) {
+        return e;
+    }
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => CUDA_SUCCESS,
         Ok(Err(e)) => e,
@@ -168,7 +171,7 @@ const TABLE: &[(u32, &CStr, &CStr)] = &[
     (999, c"CUDA_ERROR_UNKNOWN", c"unknown error"),
 ];
 
-fn lookup(code: c_uint) -> Option<(&'static CStr, &'static CStr)> {
+pub fn lookup(code: c_uint) -> Option<(&'static CStr, &'static CStr)> {
     TABLE
         .iter()
         .find(|(c, _, _)| *c == code)
@@ -278,11 +281,8 @@ mod tests {
             (CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"),
         ];
         for (code, name, text) in cases {
-            assert_eq!(
-                name_of(code as c_uint),
-                (CUDA_SUCCESS, Some(name.to_owned()))
-            );
-            assert_eq!(string_of(code as c_uint).as_deref(), Some(text));
+            assert_eq!(name_of(code.0), (CUDA_SUCCESS, Some(name.to_owned())));
+            assert_eq!(string_of(code.0).as_deref(), Some(text));
         }
     }
 
@@ -313,7 +313,10 @@ mod tests {
 
     #[test]
     fn panics_become_unknown_error() {
-        assert_eq!(ffi(|| panic!("bug")), CUDA_ERROR_UNKNOWN);
-        assert_eq!(ffi(|| Err(CUDA_ERROR_NOT_READY)), CUDA_ERROR_NOT_READY);
+        assert_eq!(ffi("cuTest", || panic!("bug")), CUDA_ERROR_UNKNOWN);
+        assert_eq!(
+            ffi("cuTest", || Err(CUDA_ERROR_NOT_READY)),
+            CUDA_ERROR_NOT_READY
+        );
     }
 }

@@ -142,7 +142,7 @@ pub unsafe extern "C" fn cuGetExportTable(
     pp_export_table: *mut *const c_void,
     p_export_table_id: *const CUuuid,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuGetExportTable", || {
         non_null(pp_export_table)?;
         non_null(p_export_table_id)?;
         // SAFETY: checked non-null; a CUuuid is 16 bytes.
@@ -176,7 +176,7 @@ pub unsafe extern "C" fn cuGetExportTable(
 
 /// Slot 2: `CUresult (CUcontext *pctx, CUdevice dev)`.
 unsafe extern "C" fn cudart_primary_context(pctx: *mut *mut c_void, dev: CUdevice) -> CUresult {
-    ffi(|| {
+    ffi("cudart_primary_context", || {
         non_null(pctx)?;
         let h = primary_handle(dev)?;
         // SAFETY: checked non-null.
@@ -253,7 +253,7 @@ unsafe extern "C" fn cls_put(
     value: *mut c_void,
     dtor: ClsDtor,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cls_put", || {
         let h = cls_context(ctx)?;
         let mut m = CLS.lock().unwrap_or_else(|e| e.into_inner());
         m.insert(
@@ -269,7 +269,7 @@ unsafe extern "C" fn cls_put(
 
 /// Slot 1: `CUresult (CUcontext ctx, void *key)`.
 unsafe extern "C" fn cls_delete(ctx: *mut c_void, key: *mut c_void) -> CUresult {
-    ffi(|| {
+    ffi("cls_delete", || {
         let h = cls_context(ctx)?;
         CLS.lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -285,7 +285,7 @@ unsafe extern "C" fn cls_get(
     ctx: *mut c_void,
     key: *mut c_void,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cls_get", || {
         non_null(value)?;
         let h = cls_context(ctx)?;
         let v = CLS
@@ -386,7 +386,7 @@ pub fn integrity_answer(input: &IntegrityInput) -> [u64; 2] {
 
 /// Slot 1: `CUresult (unsigned version, unsigned long long time, unsigned long long out[2])`.
 unsafe extern "C" fn integrity_check(version: u32, time: u64, out: *mut [u64; 2]) -> CUresult {
-    ffi(|| {
+    ffi("integrity_check", || {
         non_null(out)?;
         let devices = match platform() {
             Ok(p) => p

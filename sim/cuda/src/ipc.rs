@@ -86,7 +86,7 @@ pub unsafe extern "C" fn cuIpcGetMemHandle(
     p_handle: *mut CUipcMemHandle,
     dptr: CUdeviceptr,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuIpcGetMemHandle", || {
         non_null(p_handle)?;
         platform()?;
         let r = find_range(dptr as usize).ok_or(CUDA_ERROR_INVALID_VALUE)?;
@@ -111,7 +111,7 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(
     handle: CUipcMemHandle,
     _flags: c_uint,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuIpcOpenMemHandle_v2", || {
         non_null(pdptr)?;
         current_device()?;
         let n = decode(&handle).ok_or(CUDA_ERROR_INVALID_VALUE)?;
@@ -169,7 +169,7 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuIpcCloseMemHandle(dptr: CUdeviceptr) -> CUresult {
-    ffi(|| {
+    ffi("cuIpcCloseMemHandle", || {
         platform()?;
         let imp = imports()
             .remove(&(dptr as usize))

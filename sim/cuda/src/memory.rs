@@ -194,7 +194,7 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(
     bytesize: usize,
     _flags: c_uint,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemHostRegister_v2", || {
         current_device()?;
         if p.is_null() || bytesize == 0 {
             return Err(CUDA_ERROR_INVALID_VALUE);
@@ -210,7 +210,7 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
-    ffi(|| {
+    ffi("cuMemHostUnregister", || {
         platform()?;
         registered()
             .remove(&(p as usize))
@@ -226,7 +226,7 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
     p: *mut c_void,
     flags: c_uint,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemHostGetDevicePointer_v2", || {
         non_null(pdptr)?;
         platform()?;
         if flags != 0 || p.is_null() {
@@ -239,7 +239,7 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemHostGetFlags(flags: *mut c_uint, p: *mut c_void) -> CUresult {
-    ffi(|| {
+    ffi("cuMemHostGetFlags", || {
         non_null(flags)?;
         platform()?;
         find_range(p as usize).ok_or(CUDA_ERROR_INVALID_VALUE)?;
@@ -256,7 +256,7 @@ pub unsafe extern "C" fn cuMemGetAddressRange_v2(
     psize: *mut usize,
     dptr: CUdeviceptr,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemGetAddressRange_v2", || {
         platform()?;
         let r = find_range(dptr as usize).ok_or(CUDA_ERROR_NOT_FOUND)?;
         // SAFETY: each out-pointer is written only when non-null.
@@ -274,7 +274,7 @@ pub unsafe extern "C" fn cuMemGetAddressRange_v2(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
-    ffi(|| {
+    ffi("cuMemAlloc_v2", || {
         non_null(dptr)?;
         let dev = current_device()?;
         fault::strike(Where::Alloc, CUDA_ERROR_OUT_OF_MEMORY)?;
@@ -287,12 +287,12 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) 
 /// Does not wait for streams still using the memory (the caller must have synchronised).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
-    ffi(|| release(dptr as usize, false))
+    ffi("cuMemFree_v2", || release(dptr as usize, false))
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CUresult {
-    ffi(|| {
+    ffi("cuMemGetInfo_v2", || {
         non_null(free)?;
         non_null(total)?;
         let dev = current_device()?;
@@ -316,7 +316,7 @@ fn host_alloc(pp: *mut *mut c_void, bytesize: usize) -> CuResult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytesize: usize) -> CUresult {
-    ffi(|| host_alloc(pp, bytesize))
+    ffi("cuMemAllocHost_v2", || host_alloc(pp, bytesize))
 }
 
 /// Flags (portable, device-mapped, write-combined) are accepted; the memory is ordinary.
@@ -326,7 +326,7 @@ pub unsafe extern "C" fn cuMemHostAlloc(
     bytesize: usize,
     flags: c_uint,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemHostAlloc", || {
         if flags & !0x7 != 0 {
             return Err(CUDA_ERROR_INVALID_VALUE);
         }
@@ -336,7 +336,7 @@ pub unsafe extern "C" fn cuMemHostAlloc(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
-    ffi(|| release(p as usize, true))
+    ffi("cuMemFreeHost", || release(p as usize, true))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -434,7 +434,9 @@ pub unsafe extern "C" fn cuMemcpy(
     src: CUdeviceptr,
     byte_count: usize,
 ) -> CUresult {
-    ffi(|| now(copy(dst as usize, src as usize, byte_count)))
+    ffi("cuMemcpy", || {
+        now(copy(dst as usize, src as usize, byte_count))
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -443,7 +445,9 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(
     src: *const c_void,
     byte_count: usize,
 ) -> CUresult {
-    ffi(|| now(copy(dst as usize, src as usize, byte_count)))
+    ffi("cuMemcpyHtoD_v2", || {
+        now(copy(dst as usize, src as usize, byte_count))
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -452,7 +456,9 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2(
     src: CUdeviceptr,
     byte_count: usize,
 ) -> CUresult {
-    ffi(|| now(copy(dst as usize, src as usize, byte_count)))
+    ffi("cuMemcpyDtoH_v2", || {
+        now(copy(dst as usize, src as usize, byte_count))
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -461,7 +467,9 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2(
     src: CUdeviceptr,
     byte_count: usize,
 ) -> CUresult {
-    ffi(|| now(copy(dst as usize, src as usize, byte_count)))
+    ffi("cuMemcpyDtoD_v2", || {
+        now(copy(dst as usize, src as usize, byte_count))
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -471,7 +479,9 @@ pub unsafe extern "C" fn cuMemcpyAsync(
     byte_count: usize,
     h_stream: CUstream,
 ) -> CUresult {
-    ffi(|| queued(copy(dst as usize, src as usize, byte_count), h_stream))
+    ffi("cuMemcpyAsync", || {
+        queued(copy(dst as usize, src as usize, byte_count), h_stream)
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -481,7 +491,9 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
     byte_count: usize,
     h_stream: CUstream,
 ) -> CUresult {
-    ffi(|| queued(copy(dst as usize, src as usize, byte_count), h_stream))
+    ffi("cuMemcpyHtoDAsync_v2", || {
+        queued(copy(dst as usize, src as usize, byte_count), h_stream)
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -491,7 +503,9 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
     byte_count: usize,
     h_stream: CUstream,
 ) -> CUresult {
-    ffi(|| queued(copy(dst as usize, src as usize, byte_count), h_stream))
+    ffi("cuMemcpyDtoHAsync_v2", || {
+        queued(copy(dst as usize, src as usize, byte_count), h_stream)
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -501,12 +515,14 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(
     byte_count: usize,
     h_stream: CUstream,
 ) -> CUresult {
-    ffi(|| queued(copy(dst as usize, src as usize, byte_count), h_stream))
+    ffi("cuMemcpyDtoDAsync_v2", || {
+        queued(copy(dst as usize, src as usize, byte_count), h_stream)
+    })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, uc: c_uchar, n: usize) -> CUresult {
-    ffi(|| {
+    ffi("cuMemsetD8_v2", || {
         now(Op::Set8 {
             dst: dst as usize,
             v: uc,
@@ -517,7 +533,7 @@ pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, uc: c_uchar, n: usize) 
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemsetD32_v2(dst: CUdeviceptr, ui: c_uint, n: usize) -> CUresult {
-    ffi(|| {
+    ffi("cuMemsetD32_v2", || {
         now(Op::Set32 {
             dst: dst as usize,
             v: ui,
@@ -533,7 +549,7 @@ pub unsafe extern "C" fn cuMemsetD8Async(
     n: usize,
     h_stream: CUstream,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemsetD8Async", || {
         queued(
             Op::Set8 {
                 dst: dst as usize,
@@ -552,7 +568,7 @@ pub unsafe extern "C" fn cuMemsetD32Async(
     n: usize,
     h_stream: CUstream,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemsetD32Async", || {
         queued(
             Op::Set32 {
                 dst: dst as usize,

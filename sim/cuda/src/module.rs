@@ -139,7 +139,7 @@ fn global(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) -> CUresult {
-    ffi(|| load(module, image))
+    ffi("cuModuleLoadData", || load(module, image))
 }
 
 #[unsafe(no_mangle)]
@@ -150,7 +150,7 @@ pub unsafe extern "C" fn cuModuleLoadDataEx(
     _options: *mut c_int,
     _option_values: *mut *mut c_void,
 ) -> CUresult {
-    ffi(|| load(module, image))
+    ffi("cuModuleLoadDataEx", || load(module, image))
 }
 
 #[unsafe(no_mangle)]
@@ -158,12 +158,12 @@ pub unsafe extern "C" fn cuModuleLoadFatBinary(
     module: *mut CUmodule,
     fat: *const c_void,
 ) -> CUresult {
-    ffi(|| load(module, fat))
+    ffi("cuModuleLoadFatBinary", || load(module, fat))
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuModuleUnload(module: CUmodule) -> CUresult {
-    ffi(|| unload(module))
+    ffi("cuModuleUnload", || unload(module))
 }
 
 #[unsafe(no_mangle)]
@@ -172,7 +172,7 @@ pub unsafe extern "C" fn cuModuleGetFunction(
     module: CUmodule,
     name: *const c_char,
 ) -> CUresult {
-    ffi(|| function(hfunc, module, name))
+    ffi("cuModuleGetFunction", || function(hfunc, module, name))
 }
 
 #[unsafe(no_mangle)]
@@ -182,14 +182,14 @@ pub unsafe extern "C" fn cuModuleGetGlobal_v2(
     module: CUmodule,
     name: *const c_char,
 ) -> CUresult {
-    ffi(|| global(dptr, bytes, module, name))
+    ffi("cuModuleGetGlobal_v2", || global(dptr, bytes, module, name))
 }
 
 /// `cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)`: eager (1).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuModuleGetLoadingMode(mode: *mut c_int) -> CUresult {
     // SAFETY: null checked by `put`.
-    ffi(|| unsafe { put(mode, 1) })
+    ffi("cuModuleGetLoadingMode", || unsafe { put(mode, 1) })
 }
 
 /// `cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions, void
@@ -206,12 +206,12 @@ pub unsafe extern "C" fn cuLibraryLoadData(
     _lib_values: *mut *mut c_void,
     _num_lib: c_uint,
 ) -> CUresult {
-    ffi(|| load(library, code))
+    ffi("cuLibraryLoadData", || load(library, code))
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuLibraryUnload(library: *mut c_void) -> CUresult {
-    ffi(|| unload(library))
+    ffi("cuLibraryUnload", || unload(library))
 }
 
 /// A library is its own module here.
@@ -220,7 +220,7 @@ pub unsafe extern "C" fn cuLibraryGetModule(
     module: *mut CUmodule,
     library: *mut c_void,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuLibraryGetModule", || {
         platform()?;
         if !modules().modules.contains_key(&(library as usize)) {
             return Err(CUDA_ERROR_INVALID_HANDLE);
@@ -237,7 +237,7 @@ pub unsafe extern "C" fn cuLibraryGetKernel(
     library: *mut c_void,
     name: *const c_char,
 ) -> CUresult {
-    ffi(|| function(kernel, library, name))
+    ffi("cuLibraryGetKernel", || function(kernel, library, name))
 }
 
 #[unsafe(no_mangle)]
@@ -247,7 +247,7 @@ pub unsafe extern "C" fn cuLibraryGetGlobal(
     library: *mut c_void,
     name: *const c_char,
 ) -> CUresult {
-    ffi(|| global(dptr, bytes, library, name))
+    ffi("cuLibraryGetGlobal", || global(dptr, bytes, library, name))
 }
 
 #[unsafe(no_mangle)]
@@ -255,7 +255,7 @@ pub unsafe extern "C" fn cuKernelGetFunction(
     func: *mut CUfunction,
     kernel: *mut c_void,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuKernelGetFunction", || {
         platform()?;
         if !modules().functions.contains_key(&(kernel as usize)) {
             return Err(CUDA_ERROR_INVALID_HANDLE);
@@ -310,7 +310,7 @@ pub unsafe extern "C" fn cuFuncGetAttribute(
     attrib: c_int,
     func: CUfunction,
 ) -> CUresult {
-    ffi(|| get_attr(pi, attrib, func))
+    ffi("cuFuncGetAttribute", || get_attr(pi, attrib, func))
 }
 
 #[unsafe(no_mangle)]
@@ -319,7 +319,7 @@ pub unsafe extern "C" fn cuFuncSetAttribute(
     attrib: c_int,
     value: c_int,
 ) -> CUresult {
-    ffi(|| set_attr(func, attrib, value))
+    ffi("cuFuncSetAttribute", || set_attr(func, attrib, value))
 }
 
 #[unsafe(no_mangle)]
@@ -329,7 +329,7 @@ pub unsafe extern "C" fn cuKernelGetAttribute(
     kernel: *mut c_void,
     _dev: CUdevice,
 ) -> CUresult {
-    ffi(|| get_attr(pi, attrib, kernel))
+    ffi("cuKernelGetAttribute", || get_attr(pi, attrib, kernel))
 }
 
 #[unsafe(no_mangle)]
@@ -339,7 +339,7 @@ pub unsafe extern "C" fn cuKernelSetAttribute(
     kernel: *mut c_void,
     _dev: CUdevice,
 ) -> CUresult {
-    ffi(|| set_attr(kernel, attrib, value))
+    ffi("cuKernelSetAttribute", || set_attr(kernel, attrib, value))
 }
 
 fn known_function(func: *mut c_void) -> CuResult {
@@ -353,12 +353,12 @@ fn known_function(func: *mut c_void) -> CuResult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuFuncSetCacheConfig(func: CUfunction, _config: c_int) -> CUresult {
-    ffi(|| known_function(func))
+    ffi("cuFuncSetCacheConfig", || known_function(func))
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuFuncSetSharedMemConfig(func: CUfunction, _config: c_int) -> CUresult {
-    ffi(|| known_function(func))
+    ffi("cuFuncSetSharedMemConfig", || known_function(func))
 }
 
 #[unsafe(no_mangle)]
@@ -367,12 +367,12 @@ pub unsafe extern "C" fn cuKernelSetCacheConfig(
     _config: c_int,
     _dev: CUdevice,
 ) -> CUresult {
-    ffi(|| known_function(kernel))
+    ffi("cuKernelSetCacheConfig", || known_function(kernel))
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuFuncGetModule(module: *mut CUmodule, func: CUfunction) -> CUresult {
-    ffi(|| {
+    ffi("cuFuncGetModule", || {
         platform()?;
         let m = modules()
             .functions
@@ -387,7 +387,7 @@ pub unsafe extern "C" fn cuFuncGetModule(module: *mut CUmodule, func: CUfunction
 /// The name stays valid while the module is loaded (it lives in the table).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuFuncGetName(name: *mut *const c_char, func: CUfunction) -> CUresult {
-    ffi(|| {
+    ffi("cuFuncGetName", || {
         platform()?;
         let p = modules()
             .functions
@@ -411,7 +411,7 @@ pub unsafe extern "C" fn cuKernelGetName(
 /// `cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction)`: always loaded (1).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuFuncIsLoaded(state: *mut c_int, func: CUfunction) -> CUresult {
-    ffi(|| {
+    ffi("cuFuncIsLoaded", || {
         known_function(func)?;
         // SAFETY: null checked by `put`.
         unsafe { put(state, 1) }
@@ -420,7 +420,7 @@ pub unsafe extern "C" fn cuFuncIsLoaded(state: *mut c_int, func: CUfunction) -> 
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuFuncLoad(func: CUfunction) -> CUresult {
-    ffi(|| known_function(func))
+    ffi("cuFuncLoad", || known_function(func))
 }
 
 /// One block per multiprocessor, whatever is asked (a guess; nothing runs).
@@ -431,7 +431,7 @@ pub unsafe extern "C" fn cuOccupancyMaxActiveBlocksPerMultiprocessor(
     _block_size: c_int,
     _dynamic_smem: usize,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuOccupancyMaxActiveBlocksPerMultiprocessor", || {
         known_function(func)?;
         // SAFETY: null checked by `put`.
         unsafe { put(num_blocks, 1) }
@@ -458,8 +458,9 @@ fn record_launch(
     grid: [c_uint; 3],
     block: [c_uint; 3],
 ) -> CuResult {
+    let stuck = crate::fault::take_stuck_launch();
     current_device()?;
-    lookup(stream)?;
+    let queue = lookup(stream)?;
     let name = modules()
         .functions
         .get(&(func as usize))
@@ -469,6 +470,17 @@ fn record_launch(
         return Err(CUDA_ERROR_INVALID_VALUE);
     }
     let n = LAUNCHES.fetch_add(1, Ordering::Relaxed) + 1;
+    if stuck {
+        // An injected `hang`: a kernel that never finishes, so the stream never drains (as a
+        // GPU kernel spinning on a flag its peer never sets).
+        trace::log(|| format!("launch #{n} {name}: never finishes (injected hang)"));
+        queue.enqueue(Box::new(|| {
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
+        }));
+        return Ok(());
+    }
     trace::log(|| format!("launch #{n} {name} grid {grid:?} block {block:?} (recorded, not run)"));
     Ok(())
 }
@@ -487,7 +499,7 @@ pub unsafe extern "C" fn cuLaunchKernel(
     _params: *mut *mut c_void,
     _extra: *mut *mut c_void,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuLaunchKernel", || {
         record_launch(
             f,
             stream,
@@ -510,7 +522,7 @@ pub unsafe extern "C" fn cuLaunchCooperativeKernel(
     stream: CUstream,
     _params: *mut *mut c_void,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuLaunchCooperativeKernel", || {
         record_launch(
             f,
             stream,
@@ -538,7 +550,7 @@ pub unsafe extern "C" fn cuLaunchKernelEx(
     _params: *mut *mut c_void,
     _extra: *mut *mut c_void,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuLaunchKernelEx", || {
         non_null(config)?;
         // SAFETY: checked non-null; the caller passes a valid config.
         let c = unsafe { &*config };

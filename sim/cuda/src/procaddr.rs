@@ -236,6 +236,14 @@ static ENTRIES: LazyLock<HashMap<&'static str, usize>> = LazyLock::new(|| {
     list.iter().map(|(n, f)| (*n, *f as usize)).collect()
 });
 
+/// Whether this driver exports an entry point of the family `base` (a name without its `_vN`
+/// suffix: `cuIpcOpenMemHandle` covers `cuIpcOpenMemHandle_v2`).
+pub fn exports_family(base: &str) -> bool {
+    ENTRIES
+        .keys()
+        .any(|k| crate::fault::family(k) == crate::fault::family(base))
+}
+
 /// Whether this driver exports `symbol` (exact name).
 #[cfg(test)]
 pub fn has(symbol: &str) -> bool {
@@ -314,7 +322,9 @@ pub unsafe extern "C" fn cuGetProcAddress(
     cuda_version: c_int,
     flags: u64,
 ) -> CUresult {
-    ffi(|| lookup(symbol, pfn, cuda_version, flags, std::ptr::null_mut()))
+    ffi("cuGetProcAddress", || {
+        lookup(symbol, pfn, cuda_version, flags, std::ptr::null_mut())
+    })
 }
 
 /// `CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t
@@ -327,7 +337,9 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     flags: u64,
     symbol_status: *mut c_int,
 ) -> CUresult {
-    ffi(|| lookup(symbol, pfn, cuda_version, flags, symbol_status))
+    ffi("cuGetProcAddress_v2", || {
+        lookup(symbol, pfn, cuda_version, flags, symbol_status)
+    })
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ pub unsafe extern "C" fn cuDeviceComputeCapability(
     minor: *mut c_int,
     dev: CUdevice,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuDeviceComputeCapability", || {
         non_null(major)?;
         non_null(minor)?;
         check_device(dev)?;
@@ -43,7 +43,7 @@ pub unsafe extern "C" fn cuDeviceCanAccessPeer(
     dev: CUdevice,
     peer: CUdevice,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuDeviceCanAccessPeer", || {
         non_null(can)?;
         check_device(dev)?;
         check_device(peer)?;
@@ -60,7 +60,7 @@ pub unsafe extern "C" fn cuDeviceGetP2PAttribute(
     src: CUdevice,
     dst: CUdevice,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuDeviceGetP2PAttribute", || {
         non_null(value)?;
         check_device(src)?;
         check_device(dst)?;
@@ -84,7 +84,7 @@ pub unsafe extern "C" fn cuDeviceGetByPCIBusId(
     dev: *mut CUdevice,
     bus_id: *const c_char,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuDeviceGetByPCIBusId", || {
         non_null(dev)?;
         non_null(bus_id)?;
         // SAFETY: checked non-null; a NUL-terminated string from the caller.
@@ -113,7 +113,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxGetState(
     flags: *mut c_uint,
     active: *mut c_int,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuDevicePrimaryCtxGetState", || {
         non_null(flags)?;
         non_null(active)?;
         check_device(dev)?;
@@ -128,7 +128,9 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxGetState(
 /// Flags are accepted and ignored (nothing here depends on scheduling).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDevicePrimaryCtxSetFlags_v2(dev: CUdevice, _flags: c_uint) -> CUresult {
-    ffi(|| check_device(dev).map(|_| ()))
+    ffi("cuDevicePrimaryCtxSetFlags_v2", || {
+        check_device(dev).map(|_| ())
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -149,7 +151,7 @@ pub unsafe extern "C" fn cuDeviceGetDefaultMemPool(
     pool: *mut *mut c_void,
     dev: CUdevice,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuDeviceGetDefaultMemPool", || {
         check_device(dev)?;
         // SAFETY: null checked by `put`.
         unsafe { put(pool, pool_handle(dev)) }
@@ -164,7 +166,7 @@ pub unsafe extern "C" fn cuDeviceGetMemPool(pool: *mut *mut c_void, dev: CUdevic
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceSetMemPool(dev: CUdevice, _pool: *mut c_void) -> CUresult {
-    ffi(|| check_device(dev).map(|_| ()))
+    ffi("cuDeviceSetMemPool", || check_device(dev).map(|_| ()))
 }
 
 /// `cuMemPoolSetAttribute(pool, attr, void *value)`: accepted and ignored.
@@ -174,7 +176,7 @@ pub unsafe extern "C" fn cuMemPoolSetAttribute(
     _attr: c_int,
     value: *mut c_void,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemPoolSetAttribute", || {
         platform()?;
         non_null(value)
     })
@@ -188,7 +190,7 @@ pub unsafe extern "C" fn cuMemPoolGetAttribute(
     attr: c_int,
     value: *mut c_void,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemPoolGetAttribute", || {
         platform()?;
         non_null(value)?;
         // SAFETY: checked non-null; the type follows the attribute.
@@ -207,7 +209,7 @@ pub unsafe extern "C" fn cuMemPoolGetAttribute(
 /// allocations come from `cuMemAllocFromPoolAsync`, allocated at once.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemPoolCreate(pool: *mut *mut c_void, props: *const c_void) -> CUresult {
-    ffi(|| {
+    ffi("cuMemPoolCreate", || {
         non_null(props)?;
         platform()?;
         // SAFETY: null checked by `put`.
@@ -217,7 +219,7 @@ pub unsafe extern "C" fn cuMemPoolCreate(pool: *mut *mut c_void, props: *const c
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemPoolDestroy(pool: *mut c_void) -> CUresult {
-    ffi(|| {
+    ffi("cuMemPoolDestroy", || {
         platform()?;
         non_null(pool)
     })
@@ -231,7 +233,7 @@ pub unsafe extern "C" fn cuMemPoolSetAccess(
     map: *const c_void,
     count: usize,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemPoolSetAccess", || {
         platform()?;
         non_null(pool)?;
         if count > 0 {
@@ -248,7 +250,7 @@ pub unsafe extern "C" fn cuMemPoolGetAccess(
     pool: *mut c_void,
     location: *const c_void,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemPoolGetAccess", || {
         platform()?;
         non_null(pool)?;
         non_null(location)?;
@@ -262,7 +264,7 @@ pub unsafe extern "C" fn cuMemPoolTrimTo(
     _pool: *mut c_void,
     _min_bytes_to_keep: usize,
 ) -> CUresult {
-    ffi(|| platform().map(|_| ()))
+    ffi("cuMemPoolTrimTo", || platform().map(|_| ()))
 }
 
 /// Stream-ordered allocation: allocated at once (a CPU does not need to wait).
@@ -272,7 +274,7 @@ pub unsafe extern "C" fn cuMemAllocAsync(
     bytesize: usize,
     stream: CUstream,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemAllocAsync", || {
         non_null(dptr)?;
         let dev = stream_device(stream)?;
         let addr = memory::allocate(bytesize, Some(dev))?;
@@ -295,7 +297,7 @@ pub unsafe extern "C" fn cuMemAllocFromPoolAsync(
 /// Freed when the stream reaches this point.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemFreeAsync(dptr: CUdeviceptr, stream: CUstream) -> CUresult {
-    ffi(|| {
+    ffi("cuMemFreeAsync", || {
         let s = lookup(stream)?;
         find_range(dptr as usize).ok_or(CUDA_ERROR_INVALID_VALUE)?;
         s.enqueue(Box::new(move || {
@@ -310,7 +312,7 @@ pub unsafe extern "C" fn cuMemFreeAsync(dptr: CUdeviceptr, stream: CUstream) -> 
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxGetFlags(flags: *mut c_uint) -> CUresult {
-    ffi(|| {
+    ffi("cuCtxGetFlags", || {
         non_null(flags)?;
         current_device()?;
         // SAFETY: checked non-null.
@@ -320,14 +322,14 @@ pub unsafe extern "C" fn cuCtxGetFlags(flags: *mut c_uint) -> CUresult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxSetFlags(_flags: c_uint) -> CUresult {
-    ffi(|| current_device().map(|_| ()))
+    ffi("cuCtxSetFlags", || current_device().map(|_| ()))
 }
 
 /// The context API version: 3020 for every context since CUDA 3.2 (NVIDIA docs; a guess for
 /// the exact number the driver gives).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxGetApiVersion(ctx: CUcontext, version: *mut c_uint) -> CUresult {
-    ffi(|| {
+    ffi("cuCtxGetApiVersion", || {
         non_null(version)?;
         ctx_or_current(ctx)?;
         // SAFETY: checked non-null.
@@ -348,7 +350,7 @@ fn ctx_or_current(ctx: CUcontext) -> CuResult<usize> {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxGetId(ctx: CUcontext, id: *mut c_ulonglong) -> CUresult {
-    ffi(|| {
+    ffi("cuCtxGetId", || {
         non_null(id)?;
         let h = ctx_or_current(ctx)?;
         // SAFETY: checked non-null.
@@ -359,7 +361,7 @@ pub unsafe extern "C" fn cuCtxGetId(ctx: CUcontext, id: *mut c_ulonglong) -> CUr
 /// `CUlimit` values of an H100 context with default settings (a guess for the exact numbers).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxGetLimit(value: *mut usize, limit: c_int) -> CUresult {
-    ffi(|| {
+    ffi("cuCtxGetLimit", || {
         non_null(value)?;
         current_device()?;
         let v = match limit {
@@ -379,7 +381,7 @@ pub unsafe extern "C" fn cuCtxGetLimit(value: *mut usize, limit: c_int) -> CUres
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxSetLimit(_limit: c_int, _value: usize) -> CUresult {
-    ffi(|| current_device().map(|_| ()))
+    ffi("cuCtxSetLimit", || current_device().map(|_| ()))
 }
 
 /// Priorities 0 (least) to -5 (greatest), as on an H100 (a guess for other GPUs).
@@ -388,7 +390,7 @@ pub unsafe extern "C" fn cuCtxGetStreamPriorityRange(
     least: *mut c_int,
     greatest: *mut c_int,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuCtxGetStreamPriorityRange", || {
         current_device()?;
         // SAFETY: each written only when non-null (both optional in CUDA).
         unsafe {
@@ -405,7 +407,7 @@ pub unsafe extern "C" fn cuCtxGetStreamPriorityRange(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxGetCacheConfig(config: *mut c_int) -> CUresult {
-    ffi(|| {
+    ffi("cuCtxGetCacheConfig", || {
         current_device()?;
         // SAFETY: null checked by `put`.
         unsafe { put(config, 0) }
@@ -414,12 +416,12 @@ pub unsafe extern "C" fn cuCtxGetCacheConfig(config: *mut c_int) -> CUresult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxSetCacheConfig(_config: c_int) -> CUresult {
-    ffi(|| current_device().map(|_| ()))
+    ffi("cuCtxSetCacheConfig", || current_device().map(|_| ()))
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxGetSharedMemConfig(config: *mut c_int) -> CUresult {
-    ffi(|| {
+    ffi("cuCtxGetSharedMemConfig", || {
         current_device()?;
         // SAFETY: null checked by `put`.
         unsafe { put(config, 0) }
@@ -428,13 +430,15 @@ pub unsafe extern "C" fn cuCtxGetSharedMemConfig(config: *mut c_int) -> CUresult
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxResetPersistingL2Cache() -> CUresult {
-    ffi(|| current_device().map(|_| ()))
+    ffi("cuCtxResetPersistingL2Cache", || {
+        current_device().map(|_| ())
+    })
 }
 
 /// Peer access is always possible here; enabling it twice is an error, as in CUDA.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxEnablePeerAccess(peer: CUcontext, _flags: c_uint) -> CUresult {
-    ffi(|| {
+    ffi("cuCtxEnablePeerAccess", || {
         let me = current_handle().ok_or(CUDA_ERROR_INVALID_CONTEXT)?;
         context_device(me)?;
         context_device(peer as usize)?;
@@ -448,7 +452,7 @@ pub unsafe extern "C" fn cuCtxEnablePeerAccess(peer: CUcontext, _flags: c_uint) 
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxDisablePeerAccess(peer: CUcontext) -> CUresult {
-    ffi(|| {
+    ffi("cuCtxDisablePeerAccess", || {
         let me = current_handle().ok_or(CUDA_ERROR_INVALID_CONTEXT)?;
         let mut set = PEERS.lock().unwrap_or_else(|e| e.into_inner());
         if !set.remove(&(me, peer as usize)) {
@@ -493,7 +497,7 @@ pub unsafe extern "C" fn cuCtxCreate_v4(
 /// A stream's flags are not kept: 0 (a guess; NCCL only passes them back when creating).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamGetFlags(stream: CUstream, flags: *mut c_uint) -> CUresult {
-    ffi(|| {
+    ffi("cuStreamGetFlags", || {
         non_null(flags)?;
         lookup(stream)?;
         // SAFETY: checked non-null.
@@ -503,7 +507,7 @@ pub unsafe extern "C" fn cuStreamGetFlags(stream: CUstream, flags: *mut c_uint) 
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamGetPriority(stream: CUstream, priority: *mut c_int) -> CUresult {
-    ffi(|| {
+    ffi("cuStreamGetPriority", || {
         non_null(priority)?;
         lookup(stream)?;
         // SAFETY: checked non-null.
@@ -513,7 +517,7 @@ pub unsafe extern "C" fn cuStreamGetPriority(stream: CUstream, priority: *mut c_
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamGetId(stream: CUstream, id: *mut c_ulonglong) -> CUresult {
-    ffi(|| {
+    ffi("cuStreamGetId", || {
         non_null(id)?;
         lookup(stream)?;
         // SAFETY: checked non-null.
@@ -523,7 +527,7 @@ pub unsafe extern "C" fn cuStreamGetId(stream: CUstream, id: *mut c_ulonglong) -
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamGetDevice(stream: CUstream, dev: *mut CUdevice) -> CUresult {
-    ffi(|| {
+    ffi("cuStreamGetDevice", || {
         non_null(dev)?;
         let d = stream_device(stream)?;
         // SAFETY: checked non-null.
@@ -535,7 +539,7 @@ pub unsafe extern "C" fn cuStreamGetDevice(stream: CUstream, dev: *mut CUdevice)
 /// also answer its device's primary context: a simplification).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamGetCtx(stream: CUstream, pctx: *mut CUcontext) -> CUresult {
-    ffi(|| {
+    ffi("cuStreamGetCtx", || {
         non_null(pctx)?;
         let d = stream_device(stream)?;
         let h = primary_handle(d)?;
@@ -551,7 +555,7 @@ pub unsafe extern "C" fn cuStreamGetCtx_v2(
     pctx: *mut CUcontext,
     pgreen: *mut *mut c_void,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuStreamGetCtx_v2", || {
         let d = stream_device(stream)?;
         let h = primary_handle(d)?;
         // SAFETY: each written only when non-null.
@@ -577,7 +581,7 @@ pub unsafe extern "C" fn cuStreamAddCallback(
     user_data: *mut c_void,
     flags: c_uint,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuStreamAddCallback", || {
         let cb = callback.ok_or(CUDA_ERROR_INVALID_VALUE)?;
         if flags != 0 {
             return Err(CUDA_ERROR_INVALID_VALUE);
@@ -597,7 +601,7 @@ pub unsafe extern "C" fn cuStreamAddCallback(
 /// Streams never capture here: status `CU_STREAM_CAPTURE_STATUS_NONE` (0).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamIsCapturing(stream: CUstream, status: *mut c_int) -> CUresult {
-    ffi(|| {
+    ffi("cuStreamIsCapturing", || {
         non_null(status)?;
         lookup(stream)?;
         // SAFETY: checked non-null.
@@ -651,7 +655,9 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo(
 ) -> CUresult {
     let n = std::ptr::null_mut();
     // SAFETY: the caller's pointers; the rest null.
-    ffi(|| unsafe { capture_info(stream, status, id, n, n.cast(), n.cast(), n.cast()) })
+    ffi("cuStreamGetCaptureInfo", || unsafe {
+        capture_info(stream, status, id, n, n.cast(), n.cast(), n.cast())
+    })
 }
 
 /// v2 (CUDA 11.3): `(stream, status*, id*, CUgraph *graph, const CUgraphNode **deps, size_t
@@ -666,7 +672,7 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v2(
     num_deps: *mut usize,
 ) -> CUresult {
     // SAFETY: the caller's pointers.
-    ffi(|| unsafe {
+    ffi("cuStreamGetCaptureInfo_v2", || unsafe {
         capture_info(
             stream,
             status,
@@ -691,7 +697,9 @@ pub unsafe extern "C" fn cuStreamGetCaptureInfo_v3(
     num_deps: *mut usize,
 ) -> CUresult {
     // SAFETY: the caller's pointers.
-    ffi(|| unsafe { capture_info(stream, status, id, graph, deps, edges, num_deps) })
+    ffi("cuStreamGetCaptureInfo_v3", || unsafe {
+        capture_info(stream, status, id, graph, deps, edges, num_deps)
+    })
 }
 
 thread_local! {
@@ -701,7 +709,7 @@ thread_local! {
 /// `cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)`: swaps the thread's mode.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuThreadExchangeStreamCaptureMode(mode: *mut c_int) -> CUresult {
-    ffi(|| {
+    ffi("cuThreadExchangeStreamCaptureMode", || {
         non_null(mode)?;
         // SAFETY: checked non-null.
         let new = unsafe { mode.read() };
@@ -772,7 +780,7 @@ pub unsafe extern "C" fn cuPointerGetAttribute(
     attr: c_int,
     ptr: CUdeviceptr,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuPointerGetAttribute", || {
         non_null(data)?;
         platform()?;
         if find_range(ptr as usize).is_none() {
@@ -790,7 +798,7 @@ pub unsafe extern "C" fn cuPointerGetAttributes(
     data: *mut *mut c_void,
     ptr: CUdeviceptr,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuPointerGetAttributes", || {
         platform()?;
         if num == 0 || attrs.is_null() || data.is_null() {
             return Err(CUDA_ERROR_INVALID_VALUE);
@@ -814,7 +822,7 @@ pub unsafe extern "C" fn cuPointerSetAttribute(
     _attr: c_int,
     ptr: CUdeviceptr,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuPointerSetAttribute", || {
         platform()?;
         find_range(ptr as usize)
             .map(|_| ())
@@ -830,7 +838,9 @@ pub unsafe extern "C" fn cuMemcpyPeer(
     _src_ctx: CUcontext,
     n: usize,
 ) -> CUresult {
-    ffi(|| memory::now(memory::copy(dst as usize, src as usize, n)))
+    ffi("cuMemcpyPeer", || {
+        memory::now(memory::copy(dst as usize, src as usize, n))
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -842,12 +852,14 @@ pub unsafe extern "C" fn cuMemcpyPeerAsync(
     n: usize,
     stream: CUstream,
 ) -> CUresult {
-    ffi(|| memory::queued(memory::copy(dst as usize, src as usize, n), stream))
+    ffi("cuMemcpyPeerAsync", || {
+        memory::queued(memory::copy(dst as usize, src as usize, n), stream)
+    })
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemsetD16_v2(dst: CUdeviceptr, us: c_ushort, n: usize) -> CUresult {
-    ffi(|| {
+    ffi("cuMemsetD16_v2", || {
         memory::now(memory::Op::Set16 {
             dst: dst as usize,
             v: us,
@@ -863,7 +875,7 @@ pub unsafe extern "C" fn cuMemsetD16Async(
     n: usize,
     stream: CUstream,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemsetD16Async", || {
         memory::queued(
             memory::Op::Set16 {
                 dst: dst as usize,
@@ -881,7 +893,7 @@ pub unsafe extern "C" fn cuMemsetD16Async(
 /// Writes are always flushed here (host memory).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuFlushGPUDirectRDMAWrites(_target: c_int, _scope: c_int) -> CUresult {
-    ffi(|| platform().map(|_| ()))
+    ffi("cuFlushGPUDirectRDMAWrites", || platform().map(|_| ()))
 }
 
 #[unsafe(no_mangle)]

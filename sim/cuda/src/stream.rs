@@ -162,7 +162,7 @@ pub fn synchronize_device(dev: CUdevice) {
 /// Lives with the streams it waits for (the context only names the device).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
-    ffi(|| {
+    ffi("cuCtxSynchronize", || {
         let dev = current_device()?;
         synchronize_device(dev);
         Ok(())
@@ -184,7 +184,7 @@ fn create_stream(ph: *mut CUstream, flags: c_uint) -> CuResult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamCreate(ph_stream: *mut CUstream, flags: c_uint) -> CUresult {
-    ffi(|| create_stream(ph_stream, flags))
+    ffi("cuStreamCreate", || create_stream(ph_stream, flags))
 }
 
 /// Priorities are accepted and ignored.
@@ -194,13 +194,15 @@ pub unsafe extern "C" fn cuStreamCreateWithPriority(
     flags: c_uint,
     _priority: c_int,
 ) -> CUresult {
-    ffi(|| create_stream(ph_stream, flags))
+    ffi("cuStreamCreateWithPriority", || {
+        create_stream(ph_stream, flags)
+    })
 }
 
 /// Returns at once; the worker finishes the queued work, then exits.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamDestroy_v2(h_stream: CUstream) -> CUresult {
-    ffi(|| {
+    ffi("cuStreamDestroy_v2", || {
         platform()?;
         let s = lock(&STREAMS)
             .remove(&(h_stream as usize))
@@ -212,7 +214,7 @@ pub unsafe extern "C" fn cuStreamDestroy_v2(h_stream: CUstream) -> CUresult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamSynchronize(h_stream: CUstream) -> CUresult {
-    ffi(|| {
+    ffi("cuStreamSynchronize", || {
         lookup(h_stream)?.synchronize();
         Ok(())
     })
@@ -220,7 +222,7 @@ pub unsafe extern "C" fn cuStreamSynchronize(h_stream: CUstream) -> CUresult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamQuery(h_stream: CUstream) -> CUresult {
-    ffi(|| {
+    ffi("cuStreamQuery", || {
         if lookup(h_stream)?.is_idle() {
             Ok(())
         } else {
@@ -241,7 +243,7 @@ pub unsafe extern "C" fn cuLaunchHostFunc(
     func: CUhostFn,
     user_data: *mut c_void,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuLaunchHostFunc", || {
         let f = func.ok_or(CUDA_ERROR_INVALID_VALUE)?;
         let s = lookup(h_stream)?;
         let data = SendPtr(user_data);
@@ -299,7 +301,7 @@ fn event(h: CUevent) -> CuResult<Arc<Event>> {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuEventCreate(ph_event: *mut CUevent, flags: c_uint) -> CUresult {
-    ffi(|| {
+    ffi("cuEventCreate", || {
         non_null(ph_event)?;
         current_device()?;
         if flags & !EVENT_FLAGS_ALL != 0 {
@@ -319,7 +321,7 @@ pub unsafe extern "C" fn cuEventCreate(ph_event: *mut CUevent, flags: c_uint) ->
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuEventDestroy_v2(h_event: CUevent) -> CUresult {
-    ffi(|| {
+    ffi("cuEventDestroy_v2", || {
         platform()?;
         lock(&EVENTS)
             .remove(&(h_event as usize))
@@ -351,7 +353,7 @@ fn record(h_event: CUevent, h_stream: CUstream) -> CuResult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuEventRecord(h_event: CUevent, h_stream: CUstream) -> CUresult {
-    ffi(|| record(h_event, h_stream))
+    ffi("cuEventRecord", || record(h_event, h_stream))
 }
 
 #[unsafe(no_mangle)]
@@ -360,7 +362,7 @@ pub unsafe extern "C" fn cuEventRecordWithFlags(
     h_stream: CUstream,
     flags: c_uint,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuEventRecordWithFlags", || {
         // CU_EVENT_RECORD_DEFAULT (0) or CU_EVENT_RECORD_EXTERNAL (1).
         if flags > 1 {
             return Err(CUDA_ERROR_INVALID_VALUE);
@@ -372,7 +374,7 @@ pub unsafe extern "C" fn cuEventRecordWithFlags(
 /// `CUDA_SUCCESS` once the stream has reached the latest record (or when never recorded).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuEventQuery(h_event: CUevent) -> CUresult {
-    ffi(|| {
+    ffi("cuEventQuery", || {
         if event(h_event)?.complete() {
             Ok(())
         } else {
@@ -383,7 +385,7 @@ pub unsafe extern "C" fn cuEventQuery(h_event: CUevent) -> CUresult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuEventSynchronize(h_event: CUevent) -> CUresult {
-    ffi(|| {
+    ffi("cuEventSynchronize", || {
         let ev = event(h_event)?;
         let upto = lock(&ev.state).recorded;
         ev.wait_for(upto);
@@ -398,7 +400,7 @@ pub unsafe extern "C" fn cuEventElapsedTime(
     h_start: CUevent,
     h_end: CUevent,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuEventElapsedTime", || {
         non_null(p_milliseconds)?;
         let (start, end) = (event(h_start)?, event(h_end)?);
         if !start.timing || !end.timing {
@@ -444,7 +446,7 @@ pub unsafe extern "C" fn cuStreamWaitEvent(
     h_event: CUevent,
     _flags: c_uint,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuStreamWaitEvent", || {
         let s = lookup(h_stream)?;
         let ev = event(h_event)?;
         let upto = lock(&ev.state).recorded;

@@ -156,7 +156,7 @@ pub unsafe extern "C" fn cuMemGetAllocationGranularity(
     prop: *const CUmemAllocationProp,
     option: c_uint,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemGetAllocationGranularity", || {
         non_null(granularity)?;
         platform()?;
         check_prop(prop)?;
@@ -201,7 +201,7 @@ pub unsafe extern "C" fn cuMemCreate(
     prop: *const CUmemAllocationProp,
     flags: u64,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemCreate", || {
         non_null(handle)?;
         platform()?;
         let p = check_prop(prop)?;
@@ -241,7 +241,7 @@ pub unsafe extern "C" fn cuMemCreate(
 /// The memory stays while mapped, as in CUDA.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> CUresult {
-    ffi(|| {
+    ffi("cuMemRelease", || {
         platform()?;
         let mut v = vmm();
         if !v.handles.contains_key(&handle) {
@@ -266,7 +266,7 @@ pub unsafe extern "C" fn cuMemExportToShareableHandle(
     handle_type: c_uint,
     flags: u64,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemExportToShareableHandle", || {
         non_null(shareable_handle)?;
         platform()?;
         if flags != 0 {
@@ -300,7 +300,7 @@ pub unsafe extern "C" fn cuMemImportFromShareableHandle(
     os_handle: *mut c_void,
     sh_handle_type: c_uint,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemImportFromShareableHandle", || {
         non_null(handle)?;
         platform()?;
         if sh_handle_type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR {
@@ -349,7 +349,7 @@ pub unsafe extern "C" fn cuMemAddressReserve(
     addr: CUdeviceptr,
     flags: u64,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemAddressReserve", || {
         non_null(ptr)?;
         platform()?;
         let align = if alignment == 0 {
@@ -396,7 +396,7 @@ pub unsafe extern "C" fn cuMemAddressReserve(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) -> CUresult {
-    ffi(|| {
+    ffi("cuMemAddressFree", || {
         platform()?;
         let start = ptr as usize;
         let mut v = vmm();
@@ -426,7 +426,7 @@ pub unsafe extern "C" fn cuMemMap(
     handle: CUmemGenericAllocationHandle,
     flags: u64,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemMap", || {
         platform()?;
         let start = ptr as usize;
         let page = GRANULARITY.min(4096);
@@ -474,7 +474,7 @@ pub unsafe extern "C" fn cuMemMap(
 /// The range must cover whole mappings; it goes back to being reserved.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: usize) -> CUresult {
-    ffi(|| {
+    ffi("cuMemUnmap", || {
         platform()?;
         let start = ptr as usize;
         let end = start.checked_add(size).ok_or(CUDA_ERROR_INVALID_VALUE)?;
@@ -520,7 +520,7 @@ pub unsafe extern "C" fn cuMemSetAccess(
     desc: *const CUmemAccessDesc,
     count: usize,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemSetAccess", || {
         platform()?;
         if desc.is_null() || count == 0 || size == 0 {
             return Err(CUDA_ERROR_INVALID_VALUE);
@@ -563,7 +563,7 @@ pub unsafe extern "C" fn cuMemRetainAllocationHandle(
     handle: *mut CUmemGenericAllocationHandle,
     addr: *mut c_void,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemRetainAllocationHandle", || {
         non_null(handle)?;
         platform()?;
         let mut v = vmm();
@@ -592,7 +592,7 @@ pub unsafe extern "C" fn cuMemGetAllocationPropertiesFromHandle(
     prop: *mut CUmemAllocationProp,
     handle: CUmemGenericAllocationHandle,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemGetAllocationPropertiesFromHandle", || {
         non_null(prop)?;
         platform()?;
         let phys = vmm()
@@ -628,7 +628,7 @@ pub unsafe extern "C" fn cuMemGetAccess(
     location: *const CUmemLocation,
     ptr: CUdeviceptr,
 ) -> CUresult {
-    ffi(|| {
+    ffi("cuMemGetAccess", || {
         non_null(flags)?;
         non_null(location)?;
         platform()?;
