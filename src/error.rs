@@ -290,6 +290,16 @@ impl Group<'_> {
                 f.cause.as_deref().unwrap_or(""),
                 f.hint.as_deref().unwrap_or("")
             );
+            // NCCL names its /dev/shm segments `nccl-` and six random characters
+            // (`ncclShmOpen`, src/misc/shmutils.cc v2.19.3-1): not a difference.
+            let text = text
+                .split(' ')
+                .map(|w| match w.find("/dev/shm/nccl-") {
+                    Some(i) => &w[..i],
+                    None => w,
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
             text.split(|c: char| c.is_ascii_digit())
                 .filter(|w| !w.is_empty())
                 .collect::<Vec<_>>()

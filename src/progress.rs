@@ -44,6 +44,13 @@ pub enum Event {
     /// What runs underneath (the results file's `backend`), when it is the real libnccl on
     /// simulated GPUs: the supervisor labels the job's verdict with it.
     Backend { backend: String },
+    /// What NCCL's RAS said when a wait of the worker's ran out, sent before the communicator
+    /// is aborted (an abort that hangs must not lose it).
+    Notes { lines: Vec<String> },
+    /// The communicator NCCL's RAS knows this rank's by: the library's version code and the
+    /// communicator's hash (rank 0's supervisor asks RAS about it when it names a rank that
+    /// never arrived).
+    Ras { version: i32, hash: u64 },
     /// The worker failed and has printed its own verdict.
     Failed { failure: Failure },
     /// Where rank 0's supervisor takes status reports (rank 0 broadcast it at launch).

@@ -225,10 +225,22 @@ pub fn run(
                 };
                 // A fresh data epoch per size and pass: a stale buffer never passes the check.
                 let epoch = (pass as usize * sizes.len() + i) as u32;
-                let sample =
-                    super::measure(comm, &|| boot.barrier(), *p, &layout, bufs, &sized, epoch)?;
+                // Where this rank is, for rank 0's view of a hang: a rank still in a size's
+                // iterations while the others wait at a barrier or gather is the one they wait for.
+                let name = p.name();
+                let lined_up = || {
+                    progress::waiting(&format!(
+                        "at the barrier before {name} {bytes} B (a rank that has not got this far is stuck)"
+                    ));
+                    boot.barrier();
+                    progress::step(&format!("{name} {bytes} B: its iterations"));
+                };
+                let sample = super::measure(comm, &lined_up, *p, &layout, bufs, &sized, epoch)?;
                 last = Some((bytes, sample.avg_us));
                 progress::beat();
+                progress::waiting(&format!(
+                    "gathering every rank's sample of {name} {bytes} B (a rank that has not got this far is stuck)"
+                ));
                 let what = format!("sample of {} {bytes} B", p.name());
                 let gathered = gather_json(boot, &sample).map_err(|e| SweepError::Sample {
                     what: what.clone(),

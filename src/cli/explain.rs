@@ -248,8 +248,15 @@ fn print_verdict(v: &JobVerdict) {
             println!("VERDICT HANG at run [hang]");
             println!("  fell silent first: {}", names(&v.culprits));
         }
-        (None, "advice") => println!("VERDICT PASS with advice (see the FINDING above)"),
-        _ => println!("VERDICT PASS: no known failure signature found"),
+        // Logs alone never prove a pass: a rank killed, or hung without a WARN, leaves none.
+        (None, "advice") => println!(
+            "VERDICT NO FAILURE FOUND, with advice (see the FINDING above): no known failure \
+             signature found; not a PASS: a rank killed or hung leaves no WARN line"
+        ),
+        _ => println!(
+            "VERDICT NO FAILURE FOUND: no known failure signature found; not a PASS: a rank \
+             killed or hung leaves no WARN line"
+        ),
     }
     if let Some(h) = &v.hang {
         println!("  hang: {}", h.summary);

@@ -322,6 +322,21 @@ pub fn logged_peers<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<SocketA
 /// How long one TCP connect may take.
 const CONNECT_DEADLINE: Duration = Duration::from_secs(2);
 
+/// The line saying that `NCCL_SOCKET_IFNAME=spec` selects no interface with an IPv4 address
+/// on this host (naming the ones there are); nothing when it selects one.
+pub fn ifname_selects(spec: &str) -> Option<String> {
+    let ifaces = os::ipv4_interfaces();
+    let names: Vec<String> = ifaces.iter().map(|(n, _)| n.clone()).collect();
+    let chosen = crate::diagnose::doctor::select_ifaces(spec, &names);
+    (!ifaces.iter().any(|(n, _)| chosen.contains(n))).then(|| {
+        format!(
+            "probe: NCCL_SOCKET_IFNAME={spec} selects no interface with an IPv4 address here \
+             (interfaces: {})",
+            names.join(", ")
+        )
+    })
+}
+
 /// Connects to each of `targets` (what it is, where) from the interface `NCCL_SOCKET_IFNAME` (`ifname`) selects,
 /// as NCCL's socket transport and bootstrap would; without it, from wherever the routing
 /// table says. One line of evidence per target (at most four).

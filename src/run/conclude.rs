@@ -101,6 +101,11 @@ pub(super) fn conclude(
         }
     }
     let failure = own.clone().or(failure);
+    if let (Some(job), Some(mine)) = (&w.job, failure.as_ref())
+        && results::blame(mine) == results::Blame::Waited
+    {
+        name_laggards(plan, w, job, mine, term);
+    }
     let (job_lines, remote): (Vec<String>, Vec<Failure>) = match &w.job {
         Some(job) => job
             .lock()
@@ -196,6 +201,77 @@ pub(super) fn conclude(
     }
     code
 }
+
+/// Rank 0, whose own wait on the other ranks ran out: gives the rank it waited for a moment
+/// to report its own failure (its wait inside an operation runs out about when rank 0's does,
+/// then it asks NCCL's RAS and aborts), then names the ranks that never arrived (see
+/// [`status::JobView::laggards`]) in place of their own reports.
+fn name_laggards(
+    plan: &Plan,
+    w: &Watch,
+    job: &std::sync::Mutex<status::JobView>,
+    mine: &Failure,
+    term: &AtomicBool,
+) {
+    let own_found = |v: &status::JobView| {
+        v.all_ended()
+            || v.failures
+                .iter()
+                .any(|f| results::blame(f) == results::Blame::Own)
+    };
+    let waited = w.since.elapsed();
+    let settle = crate::stage::PEER_MARGIN
+        + crate::diagnose::ras::bound(plan.deadline(w.stage))
+        + LAGGARD_SETTLE;
+    let start = Instant::now();
+    while start.elapsed() < settle && !term.load(Ordering::SeqCst) {
+        if job.lock().map(|v| own_found(&v)).unwrap_or(true) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if job
+        .lock()
+        .map(|v| {
+            v.failures
+                .iter()
+                .any(|f| results::blame(f) == results::Blame::Own)
+        })
+        .unwrap_or(true)
+    {
+        return;
+    }
+    let waiting = w.waiting || super::watch::waits_on_others(w.stage) && w.step.is_none();
+    let Ok(found) = job.lock().map(|v| v.laggards(mine.stage, waiting, waited)) else {
+        return;
+    };
+    if found.is_empty() {
+        return;
+    }
+    // What NCCL's RAS says now (the ranks still running serve it), asked outside the lock.
+    let said = w
+        .ras
+        .map(|(code, hash)| super::evidence::ras_now(code, hash, plan.deadline(w.stage)))
+        .unwrap_or_default();
+    let Ok(mut v) = job.lock() else { return };
+    for (rank, mut f) in found {
+        for line in &said {
+            if !f.evidence.contains(line) {
+                f.evidence.push(line.clone());
+            }
+        }
+        say_line(&f.to_string());
+        for line in &f.evidence {
+            say_line(&format!("#   evidence: {line}"));
+        }
+        v.failures.retain(|g| g.rank != Some(rank));
+        v.failures.push(f);
+    }
+}
+
+/// How long, beyond its RAS query and a peer's margin, rank 0 waits for the report of a rank
+/// that may be the one it waited for.
+const LAGGARD_SETTLE: Duration = Duration::from_secs(2);
 
 /// Whether `code` ends a walk through every stage it was to take: a pass, or the end of a
 /// control-plane run (which waits for rank 0's acknowledgement as a pass does, so that no

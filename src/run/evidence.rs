@@ -35,6 +35,16 @@ impl Run<'_> {
         f
     }
 
+    /// `ncclGetUniqueId` failed on rank 0: NCCL's words classified (see
+    /// [`causes::unique_id_failure`]), with what `NCCL_SOCKET_IFNAME` selects on this host.
+    pub(super) fn unique_id_failure(&self, e: &NcclError) -> Failure {
+        let mut f = causes::unique_id_failure(&self.who, e, self.log_warnings());
+        if let Ok(spec) = std::env::var("NCCL_SOCKET_IFNAME") {
+            f.evidence.extend(probe::ifname_selects(&spec));
+        }
+        f
+    }
+
     /// A communicator failure (see [`causes::comm_failure`]), with the probes that repeat the
     /// failed step: a /dev/shm segment, a TCP reach to the peers and rank 0's host.
     pub(super) fn comm_failure(&self, stage: Stage, e: CommError) -> Failure {
@@ -253,6 +263,17 @@ fn nccl_log_files() -> Vec<std::path::PathBuf> {
         .collect()
 }
 
+/// NCCL's RAS report on the communicator `hash` of NCCL `code`, as evidence lines, asked
+/// within [`ras::bound`] of `deadline`; nothing when RAS is off, absent or silent.
+pub(super) fn ras_now(code: i32, hash: u64, deadline: std::time::Duration) -> Vec<String> {
+    let Ok(target) = ras::target(code, |k| std::env::var(k).ok()) else {
+        return Vec::new();
+    };
+    ras::query(&target, ras::bound(deadline), Some(hash))
+        .map(|r| r.evidence(hash))
+        .unwrap_or_default()
+}
+
 /// The hook a communicator calls when a wait on it times out after init (before it aborts):
 /// NCCL's RAS report on this communicator, as evidence lines, when the loaded NCCL (version
 /// `code`) serves one. The query is bounded by [`ras::bound`] of the stage's part of the
@@ -278,7 +299,13 @@ pub(super) fn ras_hook<'n>(code: i32, id: &[u8]) -> crate::comm::TimeoutHook<'n>
             let answer = ras::query(&target, bound, Some(hash));
             done.store(true, std::sync::atomic::Ordering::SeqCst);
             beats.thread().unpark();
-            answer.map(|r| r.evidence(hash)).unwrap_or_default()
+            let lines = answer.map(|r| r.evidence(hash)).unwrap_or_default();
+            if !lines.is_empty() {
+                crate::progress::send(&crate::progress::Event::Notes {
+                    lines: lines.clone(),
+                });
+            }
+            lines
         })
     })
 }

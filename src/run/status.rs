@@ -70,6 +70,10 @@ pub struct RankView {
     pub host: String,
     pub stage: Option<Stage>,
     pub step: Option<String>,
+    /// Whether that step waits on other ranks (a barrier, a gather).
+    pub waiting: bool,
+    /// What NCCL's RAS told it when a wait of its own ran out.
+    pub notes: Vec<String>,
     pub last_heard: Instant,
     /// Exit code and failure, once the rank ended.
     pub ended: Option<(u8, Option<Failure>)>,
@@ -104,6 +108,8 @@ impl JobView {
             host: r.host.clone(),
             stage: None,
             step: None,
+            waiting: false,
+            notes: Vec::new(),
             last_heard: Instant::now(),
             ended: None,
             lost: false,
@@ -115,9 +121,14 @@ impl JobView {
             Event::Stage { stage, .. } => {
                 v.stage = Some(stage);
                 v.step = None;
+                v.waiting = false;
             }
-            Event::Step { what, .. } => v.step = Some(what),
+            Event::Step { what, waiting } => {
+                v.step = Some(what);
+                v.waiting = waiting;
+            }
             Event::Failed { failure } => self.failures.push(failure),
+            Event::Notes { lines } => v.notes = lines,
             Event::Ended {
                 code,
                 failure,
@@ -136,6 +147,7 @@ impl JobView {
             | Event::Budget { .. }
             | Event::Results { .. }
             | Event::Backend { .. }
+            | Event::Ras { .. }
             | Event::StatusAddr { .. } => {}
         }
     }
@@ -229,6 +241,76 @@ impl JobView {
         let any = !named.is_empty();
         self.failures.extend(named);
         any
+    }
+
+    /// Rank 0, whose own wait on the other ranks ran out in `stage` (`waiting`: in a step that
+    /// waits on them, a barrier or a gather) after `waited`: the ranks it was waiting for, as
+    /// failures of their own. A rank is one when it is behind: in an earlier stage, or in the
+    /// same stage inside a step of its own (an operation the others had finished) while rank 0
+    /// waited at a barrier or gather. Its own report, if it is only a wait that ran out, is
+    /// taken over (returned in its place); a rank that failed on its own, vanished or went
+    /// silent is named already and left alone.
+    pub fn laggards(&self, stage: Stage, waiting: bool, waited: Duration) -> Vec<(u32, Failure)> {
+        use crate::report::results::{Blame, blame};
+        let mut out = Vec::new();
+        for (rank, v) in &self.ranks {
+            if v.lost || v.unresponsive {
+                continue;
+            }
+            let reported: Vec<&Failure> = self
+                .failures
+                .iter()
+                .filter(|f| f.rank == Some(*rank))
+                .collect();
+            if reported.iter().any(|f| blame(f) != Blame::Waited) {
+                continue;
+            }
+            let its = v.stage.unwrap_or(Stage::Launch);
+            if !(its < stage || (its == stage && waiting && !v.waiting)) {
+                continue;
+            }
+            let whereabouts = match &v.step {
+                Some(step) => format!("{its} ({step})"),
+                None => its.to_string(),
+            };
+            let who = Who {
+                rank: Some(*rank),
+                host: v.host.clone(),
+            };
+            let cause = "this rank stopped inside a step the other ranks had finished, and they waited \
+                         for it: an operation of its own that never completed (a kernel that never \
+                         ends, a stream that never drains, a GPU that stopped executing)";
+            let hint = "look at this rank's host: dmesg (Xid errors), nvidia-smi; rerun with \
+                        NCCL_DEBUG=INFO, and on NCCL 2.24+ ask NCCL's RAS (ncclras) for each rank's \
+                        operation count";
+            let f = match reported.first() {
+                Some(own) => {
+                    let mut f = (*own).clone();
+                    f.error = format!(
+                        "{} — it never got past {whereabouts}, where the other ranks waited for it",
+                        f.error
+                    );
+                    f
+                }
+                None => Failure::new(
+                    its,
+                    &who,
+                    format!(
+                        "it never got past {whereabouts}: the ranks waiting for it gave up after \
+                         {:.1} s",
+                        waited.as_secs_f64()
+                    ),
+                ),
+            };
+            let mut f = f.cause(cause).hint(hint).kind(crate::error::Kind::Hung);
+            for line in &v.notes {
+                if !f.evidence.contains(line) {
+                    f.evidence.push(line.clone());
+                }
+            }
+            out.push((*rank, f));
+        }
+        out
     }
 
     /// Rank 0's supervisor was itself stopped for a while (see [`SELF_STOPPED`]): every rank's

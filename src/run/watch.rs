@@ -66,6 +66,8 @@ pub(super) struct Watch {
     pub(super) said: Option<String>,
     /// The results file's `backend` when the worker said it (simulated GPUs only).
     pub(super) backend: Option<String>,
+    /// The NCCL version code and communicator hash NCCL's RAS knows this rank's by.
+    pub(super) ras: Option<(i32, u64)>,
     /// The stages left behind, timed, and when the current one was entered.
     pub(super) history: Vec<StageRecord>,
     pub(super) entered: Instant,
@@ -91,6 +93,7 @@ impl Watch {
             recorded: 0,
             said: None,
             backend: None,
+            ras: None,
             history: Vec::new(),
             entered: Instant::now(),
         }
@@ -336,6 +339,11 @@ pub(super) fn apply(w: &mut Watch, ev: Event) {
         }
         Event::Results { path } => w.results = Some(PathBuf::from(path)),
         Event::Backend { backend } => w.backend = Some(backend.clone()),
+        Event::Notes { .. } => {}
+        Event::Ras { version, hash } => {
+            w.ras = Some((*version, *hash));
+            return;
+        }
         Event::Failed { failure } => w.failed = Some(failure.clone()),
         Event::StatusAddr { addrs } => {
             if let Some(rank) = w.rank.filter(|r| *r != 0)

@@ -218,6 +218,10 @@ impl Run<'_> {
                 .map_err(|e| self.comm_failure(Stage::Init, e))?;
         // From here a wait that times out asks NCCL's RAS what the other ranks are doing.
         comm.before_timeout_abort(super::evidence::ras_hook(nccl.version_code, &id));
+        progress::send(&progress::Event::Ras {
+            version: nccl.version_code,
+            hash: crate::diagnose::ras::comm_hash(nccl.version_code, &id),
+        });
 
         self.enter(Stage::Connect);
         let connect_timing = bench::Timing {
@@ -398,9 +402,7 @@ impl Run<'_> {
         };
         boot.broadcast(&mut msg);
         match mine {
-            Some(Err(e)) => Err(self.nccl_failure(Stage::UniqueId, &e).hint(
-                "ncclGetUniqueId needs a usable network interface: check NCCL_SOCKET_IFNAME",
-            )),
+            Some(Err(e)) => Err(self.unique_id_failure(&e)),
             _ if msg[0] != 1 => Err(Failure::new(
                 Stage::UniqueId,
                 &self.who,

@@ -77,6 +77,28 @@ pub fn driver_failure(who: &Who, e: &CudaError) -> Failure {
     }
 }
 
+/// `ncclGetUniqueId` failed (rank 0): `log` is this process's NCCL WARN lines, whose words
+/// name the cause when a signature knows them (NCCL's "Bootstrap : no socket interface
+/// found", `bootstrapNetInit` in `src/bootstrap.cc` v2.19.3-1 and v2.28.3-1, is the usual
+/// one); otherwise the hint says what the call needs.
+pub fn unique_id_failure(who: &Who, e: &NcclError, log: Vec<String>) -> Failure {
+    let mut f = Failure::new(Stage::UniqueId, who, e);
+    f.evidence = log;
+    let mut lines: Vec<&str> = vec![f.error.as_str()];
+    lines.extend(f.evidence.iter().map(String::as_str));
+    match classify::classify(lines.iter().copied()) {
+        Some(found) => {
+            if !f.evidence.contains(&found.evidence) && found.evidence != f.error {
+                f.evidence.insert(0, found.evidence.clone());
+            }
+            f.cause(found.cause).hint(found.hint)
+        }
+        None => {
+            f.hint("ncclGetUniqueId needs a usable network interface: check NCCL_SOCKET_IFNAME")
+        }
+    }
+}
+
 /// A failure caused by a peer going away first (its sockets closed; a wait that ran out while a
 /// peer closed its connections): that peer's own verdict names the cause.
 pub fn peer_first(f: &Failure) -> bool {
@@ -133,7 +155,9 @@ pub fn comm_failure(
                 found.stage,
                 Stage::ConnectImport | Stage::ConnectProxy | Stage::ConnectShm | Stage::ConnectNet
             ),
-            Stage::Init => found.stage == Stage::ConnectImport,
+            // Likewise the shared-memory transport's segments (observed: with P2P off, 2.19.3,
+            // 2.23.4 and 2.32.3 all create them inside ncclCommInitRank).
+            Stage::Init => matches!(found.stage, Stage::ConnectImport | Stage::ConnectShm),
             _ => false,
         };
         if refined {
@@ -170,11 +194,21 @@ pub fn context_for(stage: Stage, node: &NodeFacts) -> String {
             node.nccl.as_deref().unwrap_or("unknown")
         ),
         Stage::ConnectShm => match node.shm {
-            Some((total, free)) => format!(
-                " [this node: /dev/shm {} MiB, {} MiB free]",
-                total >> 20,
-                free >> 20
-            ),
+            Some((total, free)) => {
+                // A 64 KiB /dev/shm (seen in pods) must not read as 0 MiB.
+                let size = |b: u64| {
+                    if b < 1 << 20 {
+                        format!("{} KiB", b >> 10)
+                    } else {
+                        format!("{} MiB", b >> 20)
+                    }
+                };
+                format!(
+                    " [this node: /dev/shm {}, {} free]",
+                    size(total),
+                    size(free)
+                )
+            }
             None => " [this node: /dev/shm is missing]".into(),
         },
         _ => String::new(),

@@ -220,7 +220,8 @@ fn a_stop_by_the_launcher_is_no_failure_of_the_ranks_own() {
 
 /// Seed 000 on NCCL 2.19.3 (the real wheel on the stand-in driver): the import fails inside
 /// ncclCommInitRank, which connects the ring there; the stage is the import's, and the proxy's
-/// complaints that follow do not name it. A shared-memory failure at init stays init.
+/// complaints that follow do not name it; a shared-memory segment NCCL makes there is the SHM
+/// transport's too.
 #[test]
 fn an_import_failure_inside_init_is_named_buffer_import() {
     let e = CommError::Timeout {
@@ -256,6 +257,20 @@ fn an_import_failure_inside_init_is_named_buffer_import() {
         &e,
         Duration::from_secs(5),
         shm,
+        &NodeFacts::default(),
+    );
+    // Shared-memory segments made inside init are the SHM transport's too (seed 004 on the
+    // real 2.19.3, 2.23.4 and 2.32.3: tests/real_nccl_faults.rs).
+    assert_eq!(f.stage, Stage::ConnectShm, "{f}");
+    // Other findings inside init keep the stage.
+    let oom =
+        vec!["vm:1:1 [1] include/alloc.h:102 NCCL WARN Cuda failure 2 'out of memory'".to_string()];
+    let f = comm_failure(
+        &who(),
+        Stage::Init,
+        &e,
+        Duration::from_secs(5),
+        oom,
         &NodeFacts::default(),
     );
     assert_eq!(f.stage, Stage::Init, "{f}");
