@@ -53,25 +53,74 @@ pub fn lib_dir() -> PathBuf {
 /// `OMPI_COMM_WORLD_RANK`), which the stand-in driver's rank-specific faults need: on the real
 /// path nccl-smoke does not announce it.
 pub fn real_run(np: u32, args: &[&str], env: &[(&str, &str)], libs: &Path, limit_s: u32) -> Output {
+    real_run_with(np, args, env, libs, limit_s, &Extra::default())
+}
+
+/// What a case adds to [`real_run`].
+#[derive(Default)]
+pub struct Extra<'a> {
+    /// Variables set on one rank only: (rank, name, value).
+    pub rank_env: &'a [(u32, &'a str, &'a str)],
+    /// A shell command run before `mpirun`, in the same `sh -c`, which then `exec`s it (e.g.
+    /// mounting a small /dev/shm), and the program that runs that shell (e.g. `unshare` into a
+    /// private mount namespace).
+    pub before: Option<(&'a [&'a str], &'a str)>,
+}
+
+/// [`real_run`] with per-rank variables and a command around `mpirun`.
+pub fn real_run_with(
+    np: u32,
+    args: &[&str],
+    env: &[(&str, &str)],
+    libs: &Path,
+    limit_s: u32,
+    extra: &Extra,
+) -> Output {
     let ld = match std::env::var("LD_LIBRARY_PATH") {
         Ok(old) if !old.is_empty() => format!("{}:{old}", libs.display()),
         _ => libs.display().to_string(),
     };
     let mut all: Vec<(&str, &str)> = vec![("LD_LIBRARY_PATH", &ld)];
     all.extend_from_slice(env);
+    let mut script =
+        "NCCL_SMOKE_SIM_RANK=$OMPI_COMM_WORLD_RANK; export NCCL_SMOKE_SIM_RANK; ".to_string();
+    for (rank, k, v) in extra.rank_env {
+        script.push_str(&format!(
+            "if [ \"$OMPI_COMM_WORLD_RANK\" = {rank} ]; then export {k}='{v}'; fi; "
+        ));
+    }
+    script.push_str("exec \"$@\"");
     let once = || {
         let program = bin();
         let mut wrapped: Vec<&std::ffi::OsStr> = vec![
             "-c".as_ref(),
-            "NCCL_SMOKE_SIM_RANK=$OMPI_COMM_WORLD_RANK exec \"$@\"".as_ref(),
+            script.as_ref(),
             "sh".as_ref(),
             program.as_os_str(),
         ];
         wrapped.extend(args.iter().map(|a| std::ffi::OsStr::new(*a)));
-        bounded(
-            mpirun_command_of(Path::new("sh"), np, &wrapped, &all),
-            limit_s,
-        )
+        let cmd = mpirun_command_of(Path::new("sh"), np, &wrapped, &all);
+        let cmd = match extra.before {
+            None => cmd,
+            Some((runner, before)) => {
+                let mut outer = std::process::Command::new(runner[0]);
+                outer.args(&runner[1..]).args([
+                    "sh",
+                    "-c",
+                    &format!("{before} && exec \"$@\""),
+                    "sh",
+                ]);
+                outer.arg(cmd.get_program()).args(cmd.get_args());
+                for (k, v) in cmd.get_envs() {
+                    match v {
+                        Some(v) => outer.env(k, v),
+                        None => outer.env_remove(k),
+                    };
+                }
+                outer
+            }
+        };
+        bounded(cmd, limit_s)
     };
     let first = once();
     if launcher_crashed(&first) {
