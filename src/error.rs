@@ -54,6 +54,16 @@ pub const HUNG_MARK: &str = "it hung; the worker was killed";
 pub const CRASHED_MARK: &str = "the worker died of ";
 /// NCCL's words for a peer that closed its sockets.
 pub const CLOSED_BY_PEER: &str = "Connection closed by remote peer";
+/// NCCL's words for a peer whose process died with data unread (`ECONNRESET`, as
+/// `socketProgressOpt` prints it: "Call to recv from … failed : Connection reset by peer",
+/// src/misc/socket.cc v2.19.3-1).
+pub const RESET_BY_PEER: &str = "failed : Connection reset by peer";
+/// NCCL's words when a local peer's proxy socket has no listener any more (its process is
+/// gone): `ncclIpcSocketSendMsg`'s "UDS: Sending data over socket … failed : Connection
+/// refused (111)" (src/misc/ipcsocket.cc; seen from the real 2.32.3 wheel when rank 1 died in
+/// its first import).
+pub const UDS_SEND: &str = "UDS: Sending data over socket";
+pub const REFUSED: &str = "failed : Connection refused";
 
 impl Kind {
     /// The kind of a failure read back from a results file or from another process's line,
@@ -81,7 +91,11 @@ impl Kind {
         error.contains("ncclRemoteError")
             || error.contains(CLOSED_BY_PEER)
             || error.contains("(see rank 0's verdict)")
-            || evidence.iter().any(|l| l.contains(CLOSED_BY_PEER))
+            || evidence.iter().any(|l| {
+                l.contains(CLOSED_BY_PEER)
+                    || l.contains(RESET_BY_PEER)
+                    || (l.contains(UDS_SEND) && l.contains(REFUSED))
+            })
     }
 }
 
@@ -379,6 +393,25 @@ impl<T, E: fmt::Display> AtStage<T> for Result<T, E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rank 0 of the real 2.19.3 when rank 1 died inside its first import (seen in
+    /// tests/real_nccl_faults.rs): its proxy call's socket was reset, a peer's doing.
+    #[test]
+    fn a_connection_reset_by_the_peer_is_the_peer_going_away() {
+        let evidence = vec![
+            "vm:30904:30945 [0] misc/socket.cc:30 NCCL WARN socketProgressOpt: Call to recv from 192.0.2.2<37843> failed : Connection reset by peer".to_string(),
+            "vm:30904:30945 [0] proxy.cc:1172 NCCL WARN Socket recv failed while polling for opId=0x7f19e4007fc0".to_string(),
+        ];
+        let error = "ncclCommInitRankConfig returned ncclInternalError (3): internal error";
+        assert_eq!(Kind::read(error, &evidence), Kind::PeerGone);
+        assert_eq!(Kind::read(error, &[]), Kind::Own);
+        // 2.32.3's rank 0 in the same case: the dead rank's proxy socket has no listener.
+        let uds = vec![
+            "vm:624:624 [0] os/linux_ipcsocket.cc:233 (ncclIpcSocketSendMsg) NCCL WARN UDS: Sending data over socket /tmp/nccl-socket-1-a4be48020864f24a failed : Connection refused (111)".to_string(),
+        ];
+        let error = "ncclAllReduce returned ncclSystemError (2): unhandled system error";
+        assert_eq!(Kind::read(error, &uds), Kind::PeerGone);
+    }
 
     #[test]
     fn verdict_line_names_stage_rank_host_cause_and_hint() {
