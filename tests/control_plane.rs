@@ -8,6 +8,7 @@
 //! input is refused. The cases run one after another (2 cores); each is bounded.
 
 mod common;
+mod stand_in;
 use common::*;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -257,32 +258,13 @@ fn check_case(c: &Case) -> bool {
     true
 }
 
-/// The stand-in driver and NVML under the names the real libnccl opens.
-fn driver_dir() -> PathBuf {
-    let dir = scratch("sim-driver");
-    let built = bin().parent().unwrap().to_path_buf();
-    for (name, file) in [
-        ("libcuda.so", "libcuda.so"),
-        ("libcuda.so.1", "libcuda.so"),
-        ("libnvidia-ml.so.1", "libnvidia_ml.so"),
-    ] {
-        assert!(
-            built.join(file).exists(),
-            "{file} missing in {}: run `cargo build --release --workspace` first",
-            built.display()
-        );
-        std::os::unix::fs::symlink(built.join(file), dir.join(name)).unwrap();
-    }
-    dir
-}
-
 /// The ordinary real path (no backend flag), pointed at the stand-in driver: the collectives
 /// never run, so every data type and every pattern fails at verify, "wrote nothing", labelled;
 /// never PASS.
 #[test]
 fn the_ordinary_real_path_on_simulated_gpus_never_passes() {
     let (version, lib) = wheel_nccls().pop().unwrap();
-    let dir = driver_dir();
+    let dir = stand_in::lib_dir();
     let ld = dir.display().to_string();
     let label = format!("REAL NCCL {version} · SIMULATED GPUS");
     for dtype in ["float", "half", "bfloat16", "double", "int32"] {

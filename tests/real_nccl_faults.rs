@@ -193,18 +193,22 @@ fn seed_004_a_64_kib_dev_shm_is_named_on_every_rank_of_the_host() {
     }
 }
 
+/// NCCL's WARN when `NCCL_SOCKET_IFNAME` matches no interface, per release
+/// (`bootstrapNetInit`, src/bootstrap.cc).
+const NO_INTERFACE: [(&str, &str); 2] = [
+    (
+        "2.19.3",
+        "bootstrap.cc:48 NCCL WARN Bootstrap : no socket interface found",
+    ),
+    (
+        "2.32.3",
+        "bootstrap.cc:129 (bootstrapNetInit) NCCL WARN Bootstrap : no socket interface found",
+    ),
+];
+
 #[test]
 fn a_wrong_socket_ifname_on_every_rank_fails_the_unique_id() {
-    for (version, warn) in [
-        (
-            "2.19.3",
-            "bootstrap.cc:48 NCCL WARN Bootstrap : no socket interface found",
-        ),
-        (
-            "2.32.3",
-            "bootstrap.cc:129 (bootstrapNetInit) NCCL WARN Bootstrap : no socket interface found",
-        ),
-    ] {
+    for (version, warn) in NO_INTERFACE {
         let t = check(&Case {
             version,
             env: &[("NCCL_SOCKET_IFNAME", "nosuch0")],
@@ -224,16 +228,7 @@ fn a_wrong_socket_ifname_on_every_rank_fails_the_unique_id() {
 
 #[test]
 fn a_wrong_socket_ifname_on_rank_1_only_is_named_on_rank_1() {
-    for (version, warn) in [
-        (
-            "2.19.3",
-            "bootstrap.cc:48 NCCL WARN Bootstrap : no socket interface found",
-        ),
-        (
-            "2.32.3",
-            "bootstrap.cc:129 (bootstrapNetInit) NCCL WARN Bootstrap : no socket interface found",
-        ),
-    ] {
+    for (version, warn) in NO_INTERFACE {
         let t = check(&Case {
             version,
             env: &[],

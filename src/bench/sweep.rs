@@ -241,7 +241,7 @@ pub fn run(
                 progress::waiting(&format!(
                     "gathering every rank's sample of {name} {bytes} B (a rank that has not got this far is stuck)"
                 ));
-                let what = format!("sample of {} {bytes} B", p.name());
+                let what = format!("sample of {name} {bytes} B");
                 let gathered = gather_json(boot, &sample).map_err(|e| SweepError::Sample {
                     what: what.clone(),
                     error: SampleError {

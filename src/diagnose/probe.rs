@@ -322,42 +322,38 @@ pub fn logged_peers<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<SocketA
 /// How long one TCP connect may take.
 const CONNECT_DEADLINE: Duration = Duration::from_secs(2);
 
-/// The line saying that `NCCL_SOCKET_IFNAME=spec` selects no interface with an IPv4 address
-/// on this host (naming the ones there are); nothing when it selects one.
-pub fn ifname_selects(spec: &str) -> Option<String> {
+/// The first interface with an IPv4 address that `NCCL_SOCKET_IFNAME=spec` selects here, as
+/// NCCL would; `Err` is the evidence line saying it selects none (naming the ones there are).
+fn select_iface(spec: &str) -> Result<(String, Ipv4Addr), String> {
     let ifaces = os::ipv4_interfaces();
     let names: Vec<String> = ifaces.iter().map(|(n, _)| n.clone()).collect();
     let chosen = crate::diagnose::doctor::select_ifaces(spec, &names);
-    (!ifaces.iter().any(|(n, _)| chosen.contains(n))).then(|| {
-        format!(
-            "probe: NCCL_SOCKET_IFNAME={spec} selects no interface with an IPv4 address here \
-             (interfaces: {})",
-            names.join(", ")
-        )
-    })
+    ifaces
+        .into_iter()
+        .find(|(n, _)| chosen.contains(n))
+        .ok_or_else(|| {
+            format!(
+                "probe: NCCL_SOCKET_IFNAME={spec} selects no interface with an IPv4 address \
+                 here (interfaces: {})",
+                names.join(", ")
+            )
+        })
+}
+
+/// The line saying that `NCCL_SOCKET_IFNAME=spec` selects no interface with an IPv4 address
+/// on this host (naming the ones there are); nothing when it selects one.
+pub fn ifname_selects(spec: &str) -> Option<String> {
+    select_iface(spec).err()
 }
 
 /// Connects to each of `targets` (what it is, where) from the interface `NCCL_SOCKET_IFNAME` (`ifname`) selects,
 /// as NCCL's socket transport and bootstrap would; without it, from wherever the routing
 /// table says. One line of evidence per target (at most four).
 pub fn tcp_reach(targets: &[(String, SocketAddr)], ifname: Option<&str>) -> Vec<String> {
-    let ifaces = os::ipv4_interfaces();
-    let source = match ifname {
+    let source = match ifname.map(select_iface) {
         None => None,
-        Some(spec) => {
-            let names: Vec<String> = ifaces.iter().map(|(n, _)| n.clone()).collect();
-            let chosen = crate::diagnose::doctor::select_ifaces(spec, &names);
-            match ifaces.iter().find(|(n, _)| chosen.contains(n)) {
-                Some((n, a)) => Some((n.clone(), *a)),
-                None => {
-                    return vec![format!(
-                        "probe: NCCL_SOCKET_IFNAME={spec} selects no interface with an IPv4 \
-                         address here (interfaces: {})",
-                        names.join(", ")
-                    )];
-                }
-            }
-        }
+        Some(Ok(chosen)) => Some(chosen),
+        Some(Err(none)) => return vec![none],
     };
     let from = match &source {
         Some((n, a)) => format!("{n} ({a})"),

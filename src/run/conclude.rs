@@ -213,11 +213,10 @@ fn name_laggards(
     mine: &Failure,
     term: &AtomicBool,
 ) {
-    let own_found = |v: &status::JobView| {
-        v.all_ended()
-            || v.failures
-                .iter()
-                .any(|f| results::blame(f) == results::Blame::Own)
+    let culprit_known = |v: &status::JobView| {
+        v.failures
+            .iter()
+            .any(|f| results::blame(f) == results::Blame::Own)
     };
     let waited = w.since.elapsed();
     let settle = crate::stage::PEER_MARGIN
@@ -225,25 +224,19 @@ fn name_laggards(
         + LAGGARD_SETTLE;
     let start = Instant::now();
     while start.elapsed() < settle && !term.load(Ordering::SeqCst) {
-        if job.lock().map(|v| own_found(&v)).unwrap_or(true) {
+        if job
+            .lock()
+            .map(|v| v.all_ended() || culprit_known(&v))
+            .unwrap_or(true)
+        {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    if job
-        .lock()
-        .map(|v| {
-            v.failures
-                .iter()
-                .any(|f| results::blame(f) == results::Blame::Own)
-        })
-        .unwrap_or(true)
-    {
-        return;
-    }
     let waiting = w.waiting || super::watch::waits_on_others(w.stage) && w.step.is_none();
-    let Ok(found) = job.lock().map(|v| v.laggards(mine.stage, waiting, waited)) else {
-        return;
+    let found = match job.lock() {
+        Ok(v) if !culprit_known(&v) => v.laggards(mine.stage, waiting, waited),
+        _ => return,
     };
     if found.is_empty() {
         return;

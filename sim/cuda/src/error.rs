@@ -171,6 +171,15 @@ const TABLE: &[(u32, &CStr, &CStr)] = &[
     (999, c"CUDA_ERROR_UNKNOWN", c"unknown error"),
 ];
 
+/// The code of [`TABLE`] named `name` (`CUDA_ERROR_OUT_OF_MEMORY`).
+pub fn code_named(name: &str) -> Option<u32> {
+    TABLE
+        .iter()
+        .find(|(_, n, _)| n.to_bytes() == name.as_bytes())
+        .map(|(c, _, _)| *c)
+}
+
+/// The name and description of `code`, if [`TABLE`] has it.
 pub fn lookup(code: c_uint) -> Option<(&'static CStr, &'static CStr)> {
     TABLE
         .iter()

@@ -106,9 +106,7 @@ pub fn is_launch(name: &str) -> bool {
 fn parse_code(s: &str) -> Option<CUresult> {
     let code = match s.parse::<u32>() {
         Ok(n) => n,
-        Err(_) => (0..1000u32).find(|c| {
-            crate::error::lookup(*c).is_some_and(|(name, _)| name.to_bytes() == s.as_bytes())
-        })?,
+        Err(_) => crate::error::code_named(s)?,
     };
     (code != 0 && crate::error::lookup(code).is_some()).then_some(CUresult(code))
 }

@@ -301,6 +301,8 @@ pub unsafe extern "C" fn cuMemFreeAsync(dptr: CUdeviceptr, stream: CUstream) -> 
         let s = lookup(stream)?;
         find_range(dptr as usize).ok_or(CUDA_ERROR_INVALID_VALUE)?;
         s.enqueue(Box::new(move || {
+            // The range was checked when queued; a failure here has no caller to go to (a
+            // GPU would make it a sticky error of the context).
             let _ = memory::release(dptr as usize, false);
         }));
         Ok(())

@@ -148,7 +148,13 @@ fn run_case(version: &str, libnccl: &Path, case: &str, env: &[(&str, &str)]) -> 
             }
             std::thread::sleep(Duration::from_millis(20));
         };
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let text = std::fs::read_to_string(&log).unwrap_or_else(|e| {
+            failures.push(format!(
+                "rank {rank}: its log {} is unreadable: {e}",
+                log.display()
+            ));
+            String::new()
+        });
         match status {
             Some(st) if st.success() && text.contains("RESULT ok") => {}
             Some(st) => failures.push(format!("rank {rank} exited with {st}")),

@@ -84,19 +84,24 @@ pub fn driver_failure(who: &Who, e: &CudaError) -> Failure {
 pub fn unique_id_failure(who: &Who, e: &NcclError, log: Vec<String>) -> Failure {
     let mut f = Failure::new(Stage::UniqueId, who, e);
     f.evidence = log;
-    let mut lines: Vec<&str> = vec![f.error.as_str()];
-    lines.extend(f.evidence.iter().map(String::as_str));
-    match classify::classify(lines.iter().copied()) {
-        Some(found) => {
-            if !f.evidence.contains(&found.evidence) && found.evidence != f.error {
-                f.evidence.insert(0, found.evidence.clone());
-            }
-            f.cause(found.cause).hint(found.hint)
-        }
+    match finding(&mut f) {
+        Some(found) => f.cause(found.cause).hint(found.hint),
         None => {
             f.hint("ncclGetUniqueId needs a usable network interface: check NCCL_SOCKET_IFNAME")
         }
     }
+}
+
+/// What NCCL's words in `f`'s error and evidence amount to, if a signature knows them; the
+/// line that matched is put first in the evidence (unless it is there already, or is the
+/// error itself).
+fn finding(f: &mut Failure) -> Option<classify::Finding> {
+    let lines = std::iter::once(f.error.as_str()).chain(f.evidence.iter().map(String::as_str));
+    let found = classify::classify(lines)?;
+    if !f.evidence.contains(&found.evidence) && found.evidence != f.error {
+        f.evidence.insert(0, found.evidence.clone());
+    }
+    Some(found)
 }
 
 /// A failure caused by a peer going away first (its sockets closed; a wait that ran out while a
@@ -142,9 +147,7 @@ pub fn comm_failure(
             .cause("a peer rank closed its connections: it failed or exited first, and its own verdict names why")
             .hint("look for the first FAIL line of another rank");
     }
-    let mut lines: Vec<&str> = vec![f.error.as_str()];
-    lines.extend(f.evidence.iter().map(String::as_str));
-    if let Some(found) = classify::classify(lines.iter().copied()) {
+    if let Some(found) = finding(&mut f) {
         // "connect" is split by the transport that failed; other stages keep their name, but
         // for a buffer import, which only a transport's connect does: NCCL without runtime
         // connect (before 2.22, or NCCL_RUNTIME_CONNECT=0) connects its ring and tree inside
@@ -162,9 +165,6 @@ pub fn comm_failure(
         };
         if refined {
             f.stage = found.stage;
-        }
-        if !f.evidence.contains(&found.evidence) && found.evidence != f.error {
-            f.evidence.insert(0, found.evidence.clone());
         }
         let cause = format!("{}{}", found.cause, context_for(f.stage, node));
         f = f.cause(cause).hint(found.hint);
