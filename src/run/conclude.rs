@@ -219,6 +219,14 @@ fn name_laggards(
             .any(|f| results::blame(f) == results::Blame::Own)
     };
     let waited = w.since.elapsed();
+    // Only a wait at a barrier or gather this rank announced tells it the others it waits for
+    // are behind inside their own step; a stage that only waits on others (finalize, say) does
+    // not: every rank there may be waiting, this one included.
+    let behind = |v: &status::JobView| v.laggards(mine.stage, w.waiting, waited);
+    match job.lock() {
+        Ok(v) if !culprit_known(&v) && !behind(&v).is_empty() => {}
+        _ => return,
+    }
     let settle = crate::stage::PEER_MARGIN
         + crate::diagnose::ras::bound(plan.deadline(w.stage))
         + LAGGARD_SETTLE;
@@ -233,9 +241,8 @@ fn name_laggards(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let waiting = w.waiting || super::watch::waits_on_others(w.stage) && w.step.is_none();
     let found = match job.lock() {
-        Ok(v) if !culprit_known(&v) => v.laggards(mine.stage, waiting, waited),
+        Ok(v) if !culprit_known(&v) => behind(&v),
         _ => return,
     };
     if found.is_empty() {
