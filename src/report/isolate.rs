@@ -13,7 +13,7 @@
 //!   partner does not make a host look slow) is compared with the median over the other hosts.
 //!   A host is slow when it is more than 3 scaled median absolute deviations of the other hosts
 //!   *and* more than 25 % below their median (the second bound keeps a quiet cluster, whose MAD
-//!   is near zero, from flagging noise). Both bounds are ours.
+//!   is near zero, from flagging noise; `--slow-below` sets it). Both bounds are ours.
 
 use crate::bench::SizeResult;
 use crate::stage::{Stage, exit};
@@ -169,9 +169,9 @@ impl GroupSource {
     }
 }
 
-/// Slower than the median by more than this many scaled MADs (and [`SLOW_FRACTION`]) is slow.
+/// Slower than the median by more than this many scaled MADs (and the slow fraction) is slow.
 pub const MAD_LIMIT: f64 = 3.0;
-/// …and by more than this fraction of the median.
+/// …and by more than this fraction of the median, unless `--slow-below` says otherwise.
 pub const SLOW_FRACTION: f64 = 0.25;
 /// The MAD of normally distributed data times this is its standard deviation.
 const MAD_SCALE: f64 = 1.4826;
@@ -194,7 +194,7 @@ fn median(v: &[f64]) -> Option<f64> {
 /// median and MAD of the *other* values: with a handful of hosts, a slow host's own deficit
 /// would otherwise widen the spread it is measured against (4 hosts at 1.11, 0.89, 1.03 and
 /// 0.51 of the median: 0.51 is within 3 MADs of all four, and 4 MADs below the other three).
-pub fn low_outliers(values: &[f64]) -> Vec<bool> {
+pub fn low_outliers(values: &[f64], slow_fraction: f64) -> Vec<bool> {
     (0..values.len())
         .map(|i| {
             let others: Vec<f64> = values
@@ -209,7 +209,7 @@ pub fn low_outliers(values: &[f64]) -> Vec<bool> {
             let dev: Vec<f64> = others.iter().map(|v| (v - med).abs()).collect();
             let mad = median(&dev).unwrap_or(0.0) * MAD_SCALE;
             let v = values[i];
-            med - v > MAD_LIMIT * mad && med - v > SLOW_FRACTION * med
+            med - v > MAD_LIMIT * mad && med - v > slow_fraction * med
         })
         .collect()
 }
@@ -268,8 +268,13 @@ fn first_busbw(g: &GroupResult) -> Option<f64> {
     }
 }
 
-/// The per-host verdict from every group's outcome. `hosts` in host order, with their ranks.
-pub fn judge(hosts: &[(String, Vec<u32>)], groups: &[GroupResult]) -> IsolateReport {
+/// The per-host verdict from every group's outcome. `hosts` in host order, with their ranks; a
+/// host more than `slow_fraction` below the others' median (and beyond [`MAD_LIMIT`]) is slow.
+pub fn judge(
+    hosts: &[(String, Vec<u32>)],
+    groups: &[GroupResult],
+    slow_fraction: f64,
+) -> IsolateReport {
     let alone_scores = scores(groups, |p| p == Phase::Alone);
     let paired_scores = scores(groups, |p| p != Phase::Alone);
     let in_group = |h: &str, g: &GroupResult| g.hosts.iter().any(|x| x == h);
@@ -410,7 +415,7 @@ pub fn judge(hosts: &[(String, Vec<u32>)], groups: &[GroupResult]) -> IsolateRep
         let idx: Vec<usize> = (0..xs.len()).filter(|i| xs[*i].is_some()).collect();
         let vals: Vec<f64> = idx.iter().map(|i| xs[*i].unwrap().0).collect();
         let med = median(&vals);
-        let low = low_outliers(&vals);
+        let low = low_outliers(&vals, slow_fraction);
         let mut f = vec![None; xs.len()];
         for (k, i) in idx.iter().enumerate() {
             f[*i] = Some((low[k], vals[k], med.unwrap_or(0.0)));
@@ -440,7 +445,7 @@ pub fn judge(hosts: &[(String, Vec<u32>)], groups: &[GroupResult]) -> IsolateRep
                     "{what}: {:.0} % of the median host's bus bandwidth (over {} % below, \
                      beyond {MAD_LIMIT} scaled MADs)",
                     100.0 * s / m,
-                    (100.0 * SLOW_FRACTION) as u32
+                    (100.0 * slow_fraction).round() as u32
                 ));
             }
         }

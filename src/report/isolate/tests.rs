@@ -35,6 +35,11 @@ fn failed(round: u32, phase: Phase, hs: &[usize], culprits: &[usize], stage: Sta
     }
 }
 
+/// [`super::judge`] at the default slow fraction.
+fn judge(hosts: &[(String, Vec<u32>)], groups: &[GroupResult]) -> IsolateReport {
+    super::judge(hosts, groups, SLOW_FRACTION)
+}
+
 fn status(r: &IsolateReport, host: &str) -> HostStatus {
     r.hosts.iter().find(|v| v.host == host).unwrap().status
 }
@@ -147,22 +152,52 @@ fn a_host_that_fails_with_every_partner_is_failed_not_its_partners() {
 
 #[test]
 fn the_outlier_rule_ignores_noise_and_a_quiet_cluster() {
-    assert_eq!(low_outliers(&[1.0, 1.0, 1.0, 1.0]), vec![false; 4]);
     assert_eq!(
-        low_outliers(&[1.0, 0.9, 1.1, 0.85]),
+        low_outliers(&[1.0, 1.0, 1.0, 1.0], SLOW_FRACTION),
+        vec![false; 4]
+    );
+    assert_eq!(
+        low_outliers(&[1.0, 0.9, 1.1, 0.85], SLOW_FRACTION),
         vec![false; 4],
         "15 % below is noise"
     );
     assert_eq!(
-        low_outliers(&[1.0, 0.98, 1.02, 0.33]),
+        low_outliers(&[1.0, 0.98, 1.02, 0.33], SLOW_FRACTION),
         vec![false, false, false, true]
     );
-    assert!(low_outliers(&[]).is_empty());
+    assert!(low_outliers(&[], SLOW_FRACTION).is_empty());
     // A slow host among few: judged against the others' spread, not one its own deficit widens
     // (measured in CI: h3 with net:slow=3 at 0.51 of the median was called ok).
     assert_eq!(
-        low_outliers(&[1.11, 0.89, 0.51, 1.03]),
+        low_outliers(&[1.11, 0.89, 0.51, 1.03], SLOW_FRACTION),
         vec![false, false, true, false]
+    );
+}
+
+#[test]
+fn the_slow_fraction_is_the_operators_tolerance() {
+    assert_eq!(
+        low_outliers(&[1.0, 0.98, 1.02, 0.70], SLOW_FRACTION),
+        vec![false, false, false, true],
+        "30 % below is slow by default"
+    );
+    assert_eq!(
+        low_outliers(&[1.0, 0.98, 1.02, 0.70], 0.5),
+        vec![false; 4],
+        "and not where the operator allows half"
+    );
+    assert_eq!(
+        low_outliers(&[1.0, 0.98, 1.02, 0.40], 0.5),
+        vec![false, false, false, true]
+    );
+    // The evidence names the bound that was applied.
+    let groups = tier(|r, p, h| ok(r, p, h, if h.contains(&3) { 300.0 } else { 100.0 }));
+    let r = super::judge(&hosts(4), &groups, 0.4);
+    assert_eq!(status(&r, "h3"), HostStatus::Slow, "{r:#?}");
+    let h3 = r.hosts.iter().find(|v| v.host == "h3").unwrap();
+    assert!(
+        h3.evidence.iter().any(|e| e.contains("over 40 % below")),
+        "{h3:#?}"
     );
 }
 

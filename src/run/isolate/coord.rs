@@ -34,6 +34,8 @@ pub struct Setup {
     pub bytes: usize,
     pub timing: Timing,
     pub groups: Groups,
+    /// The fraction below the other hosts' median that is slow.
+    pub slow_fraction: f64,
 }
 
 /// Steps of a round, each bounded by the round's limit: id, init, connect, one measurement
@@ -127,14 +129,14 @@ pub fn run(listener: TcpListener, setup: Setup) -> IsolateReport {
         play(&mut st, &hosts, Phase::Pairs, r);
     }
     for _ in 0..MAX_CONFIRM_ROUNDS {
-        let so_far = isolate::judge(&hosts, &st.groups);
+        let so_far = isolate::judge(&hosts, &st.groups, st.setup.slow_fraction);
         let r = rounds::confirm(&so_far, &names, &st.groups);
         if r.is_empty() {
             break;
         }
         play(&mut st, &hosts, Phase::Confirm, r);
     }
-    let mut report = isolate::judge(&hosts, &st.groups);
+    let mut report = isolate::judge(&hosts, &st.groups, st.setup.slow_fraction);
     report.source = st.source.record.clone();
     if !absent.is_empty() {
         let list: Vec<String> = absent.iter().map(u32::to_string).collect();

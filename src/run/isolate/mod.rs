@@ -53,6 +53,9 @@ pub struct Settings {
     pub round_limit: Duration,
     /// Where the groups' communicators come from.
     pub groups: Groups,
+    /// A host this fraction below the others' median bus bandwidth (and beyond their spread)
+    /// is slow.
+    pub slow_fraction: f64,
 }
 
 /// Where a rank's group communicator comes from in a round.
@@ -171,6 +174,7 @@ impl Run<'_> {
                 bytes,
                 timing,
                 groups: s.groups,
+                slow_fraction: s.slow_fraction,
             };
             coordinator = Some(std::thread::spawn(move || coord::run(listener.0, setup)));
         }
