@@ -37,6 +37,17 @@ fn unknown_pattern_datatype_op() {
 }
 
 #[test]
+fn an_empty_library_path_is_refused_before_any_load() {
+    // dlopen("") opens the program itself: it must never be taken for a libnccl.
+    usage_error(&["--nccl-lib", ""], "the path is empty");
+    let o = run1(&["doctor"], &[("NCCL_SMOKE_NCCL_LIB", "")]);
+    let t = text(&o);
+    assert_eq!(code(&o), 2, "{t}");
+    assert!(t.contains("the path is empty"), "{t}");
+    assert!(!t.contains("ncclGetVersion"), "{t}");
+}
+
+#[test]
 fn unwritable_json_path() {
     usage_error(
         &["--json", "/nonexistent-dir/results.json"],

@@ -117,6 +117,11 @@ pub struct IsolateArgs {
     /// header and the results file say which source built which rounds, and why.
     #[arg(long, value_enum, default_value = "auto")]
     pub groups: crate::run::isolate::Groups,
+    /// A host whose bus bandwidth is more than PCT % below the median of the other hosts (and
+    /// more than 3 scaled median absolute deviations of theirs) is slow, alone or with its
+    /// best partner. Raise it where the fabric is shared and figures move between runs.
+    #[arg(long, default_value = "25", value_parser = parse_slow_pct, value_name = "PCT")]
+    pub slow_below: f64,
     /// Everything `run` takes; each group measures the largest size (-e) once per pattern.
     #[command(flatten)]
     pub run: RunArgs,
@@ -138,6 +143,7 @@ impl IsolateArgs {
             pairs: self.pairs,
             round_limit: std::time::Duration::from_secs_f64(self.round_timeout),
             groups: self.groups,
+            slow_fraction: self.slow_below / 100.0,
         });
         s.plan()
     }
@@ -174,7 +180,7 @@ pub struct LibArgs {
     pub backend: Backend,
     /// The libnccl to load (default: libnccl.so.2 through the dynamic linker, else a pip wheel's
     /// copy in site-packages/nvidia/nccl/lib of the active venv/conda or the site folders).
-    #[arg(long, env = "NCCL_SMOKE_NCCL_LIB", value_name = "PATH")]
+    #[arg(long, env = "NCCL_SMOKE_NCCL_LIB", value_name = "PATH", value_parser = parse_lib_path)]
     pub nccl_lib: Option<String>,
     /// Where the simulation libraries are (default: next to the nccl-smoke binary).
     #[arg(long, env = "NCCL_SMOKE_SIM_DIR", value_name = "DIR")]
@@ -358,6 +364,28 @@ fn parse_secs(s: &str) -> Result<f64, String> {
                 sanitize(s)
             )
         })
+}
+
+/// A library path: never empty (dlopen of "" is the program itself, not a library).
+fn parse_lib_path(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Err(
+            "the path is empty: name a libnccl.so.2 file, or leave --nccl-lib and \
+                    NCCL_SMOKE_NCCL_LIB unset to let the dynamic linker find libnccl.so.2"
+                .into(),
+        );
+    }
+    Ok(s.to_string())
+}
+
+/// A percentage from 1 to 99, for `--slow-below`.
+fn parse_slow_pct(s: &str) -> Result<f64, String> {
+    s.trim()
+        .trim_end_matches('%')
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && (1.0..=99.0).contains(v))
+        .ok_or_else(|| format!("'{}' is not a percentage from 1 to 99", sanitize(s)))
 }
 
 /// `s` as a message may show it: control characters escaped, at most 80 characters.
