@@ -1,7 +1,8 @@
-//! Host time per timed iteration: nccl-smoke's launch path (the pattern, the communicator's
-//! checks, the settle of a non-blocking call, the boundary event) against the bare FFI call
-//! of the same operation, on the simulation with a zero-byte all_reduce, so NCCL's own work is
-//! the same in both and the difference is what the harness adds to each iteration it times.
+//! Host time per iteration: nccl-smoke's launch path (the pattern, the communicator's checks,
+//! the settle of a non-blocking call), which is all a timed iteration queues, and a latency-pass
+//! iteration (the launch path and its boundary event), against the bare FFI call of the same
+//! operation, on the simulation with a zero-byte all_reduce, so NCCL's own work is the same in
+//! each and the difference is what the harness adds.
 //!
 //! Needs the simulation libraries built beside the benches (`cargo build --release
 //! --workspace`). Prints the difference per iteration after criterion's own figures.
@@ -87,7 +88,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("bare ncclAllReduce (0 bytes)", |b| b.iter(bare));
     g.bench_function("nccl-smoke launch path", |b| b.iter(launch));
     g.bench_function(
-        "nccl-smoke timed iteration (launch + boundary event)",
+        "nccl-smoke latency-pass iteration (launch + boundary event)",
         |b| b.iter(iteration),
     );
     g.finish();
@@ -102,8 +103,8 @@ fn bench(c: &mut Criterion) {
     let e = per_call(n, record);
     let ns = |d: Duration| d.as_nanos() as f64;
     println!(
-        "launch overhead over the bare call: launch path {:.0} ns, timed iteration {:.0} ns, \
-         of which the driver's cuEventRecord {:.0} ns (bare ncclAllReduce {:.0} ns; {n} calls \
+        "overhead over the bare call: launch path (a timed iteration) {:.0} ns, latency-pass \
+         iteration {:.0} ns, of which the driver's cuEventRecord {:.0} ns (bare ncclAllReduce {:.0} ns; {n} calls \
          each; target <= 1000 ns)",
         ns(l) - ns(b),
         ns(i) - ns(b),

@@ -1,9 +1,11 @@
 //! The measurement core: one message size of one pattern on one rank, and the combination of
 //! all ranks' measurements into the row rank 0 reports.
 //!
-//! Timing as nccl-tests: warm-up iterations, then `iters` timed ones whose average is wall time
-//! over the iterations. Each timed iteration is also bracketed by device events, so its own
-//! latency goes into a histogram without a host sync between iterations.
+//! Timing as nccl-tests (`BenchTime`, `src/common.cu`): warm-up iterations, then `iters` timed
+//! ones queued back to back, whose average is the host's wall time over them up to the stream's
+//! completion; nothing else is queued inside that loop. Per-iteration latency comes from a
+//! separate pass after it ([`latency_iters`] iterations with a device event between each two,
+//! no host sync between them), so recording it never changes the time and bandwidth columns.
 
 pub mod sweep;
 pub mod verify;
@@ -41,9 +43,9 @@ pub struct Buffers {
     pub recv: DeviceBuffer,
     stage_send: Vec<u8>,
     stage_recv: Vec<u8>,
-    /// `iters + 1` events: iteration i runs between events i and i+1, as nccl-tests' `-I`
-    /// shares boundary events (`initEvents`, `src/common.cu`), so recording adds one event per
-    /// iteration, not two.
+    /// One more event than the latency pass's most iterations: iteration i runs between events
+    /// i and i+1, as nccl-tests' `-I` shares boundary events (`initEvents`, `src/common.cu`),
+    /// so recording adds one event per iteration, not two.
     events: Vec<Event>,
 }
 
@@ -53,7 +55,7 @@ impl Buffers {
         recv_bytes: usize,
         iters: u32,
     ) -> Result<Buffers, crate::ffi::cuda::CudaError> {
-        let events = (0..=iters)
+        let events = (0..event_count(iters))
             .map(|_| Event::new())
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Buffers {
@@ -87,6 +89,29 @@ pub struct RankSample {
     /// ([`TIMER_RESOLUTION_US`]) although bytes were to move: the operation did not run.
     #[serde(default)]
     pub below_timer: bool,
+}
+
+/// The latency pass runs at least this many iterations on small sizes: a p99 needs 100 samples
+/// to be other than their maximum.
+pub const LATENCY_MIN_SAMPLES: u32 = 100;
+/// Sizes up to this many bytes get [`LATENCY_MIN_SAMPLES`] (their iterations take
+/// microseconds on a GPU); larger ones as many as the timed loop (`-n`).
+pub const LATENCY_SMALL_BYTES: usize = 64 << 10;
+
+/// Timing events [`Buffers`] holds for a run of `iters` timed iterations: one more than the
+/// latency pass's most iterations.
+pub fn event_count(iters: u32) -> u32 {
+    iters.max(LATENCY_MIN_SAMPLES) + 1
+}
+
+/// Iterations of the latency pass for a message of `bytes` when the timed loop runs `iters`.
+/// It depends on the flags and the size alone, so every rank runs the same count.
+pub fn latency_iters(iters: u32, bytes: usize) -> u32 {
+    if iters > 0 && bytes <= LATENCY_SMALL_BYTES {
+        iters.max(LATENCY_MIN_SAMPLES)
+    } else {
+        iters
+    }
 }
 
 /// The resolution of the device's event timer, µs: CUDA documents `cuEventElapsedTime` as
@@ -252,21 +277,28 @@ pub fn measure(
     comm.wait_idle(t.deadline, &what("warm-up"), Poll::Spin)?;
     barrier();
 
-    let iters = t.iters as usize;
+    // The timed loop, as nccl-tests times it: launches back to back, one wait at the end.
     let start = Instant::now();
-    bufs.events[0].record(&comm.stream)?;
-    for i in 0..iters {
+    for _ in 0..t.iters {
         launch(comm, &bufs.send, &bufs.recv)?;
-        bufs.events[i + 1].record(&comm.stream)?;
     }
     comm.wait_idle(t.deadline, &what("timed iterations"), Poll::Spin)?;
     let wall = start.elapsed();
 
+    // The latency pass: an event between each two iterations, one wait at the end.
+    let lat = latency_iters(t.iters, layout.bytes(t.dtype)) as usize;
+    bufs.events[0].record(&comm.stream)?;
+    for i in 0..lat {
+        launch(comm, &bufs.send, &bufs.recv)?;
+        bufs.events[i + 1].record(&comm.stream)?;
+    }
+    comm.wait_idle(t.deadline, &what("latency iterations"), Poll::Spin)?;
+
     // 1 ns to 1 h at 3 significant digits: constant bounds that hdrhistogram accepts.
     let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)
         .expect("constant histogram bounds are valid");
-    let mut below_timer = iters > 0 && comm.nranks > 1 && layout.bytes(t.dtype) > 0;
-    for pair in bufs.events[..=iters].windows(2) {
+    let mut below_timer = lat > 0 && comm.nranks > 1 && layout.bytes(t.dtype) > 0;
+    for pair in bufs.events[..=lat].windows(2) {
         let ms = pair[1].elapsed_ms_since(&pair[0])? as f64;
         below_timer &= ms * 1e3 < TIMER_RESOLUTION_US;
         hist.saturating_record((ms * 1e6).max(1.0) as u64);
@@ -571,6 +603,19 @@ pub fn combine(
 mod tests {
     use super::*;
     use crate::patterns::select;
+
+    #[test]
+    fn the_latency_pass_has_enough_samples_for_a_p99_where_they_are_cheap() {
+        assert_eq!(latency_iters(20, 8), 100);
+        assert_eq!(latency_iters(20, LATENCY_SMALL_BYTES), 100);
+        assert_eq!(latency_iters(20, LATENCY_SMALL_BYTES + 1), 20);
+        assert_eq!(latency_iters(500, 8), 500);
+        assert_eq!(latency_iters(0, 8), 0);
+        // Enough events for the most iterations any size runs.
+        for iters in [0, 1, 20, 100, 500] {
+            assert!(event_count(iters) > latency_iters(iters, 0));
+        }
+    }
 
     fn sample(rank: u32, avg_us: f64) -> RankSample {
         RankSample {

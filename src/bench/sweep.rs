@@ -72,7 +72,7 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
 /// How much longer than the run deadline the waits of one size may take, from the time per
 /// iteration of the size measured before it (`last`: bytes, µs), scaled up linearly in bytes
 /// (an over-estimate for latency-bound sizes), times a margin of [`BUDGET_MARGIN`]: for one
-/// wait (the larger of the warm-up and timed batches) and for the whole size (both batches),
+/// wait (the largest of the warm-up, timed and latency batches) and for the whole size (all three),
 /// which is what the supervisor allows between two beats. Zero before the first size: the
 /// deadline alone covers it. Bounded to a day.
 pub fn size_budget(
@@ -89,9 +89,10 @@ pub fn size_budget(
         let s = (per_iter_s * iters as f64 * BUDGET_MARGIN).clamp(0.0, 86_400.0);
         std::time::Duration::try_from_secs_f64(s).unwrap_or_default()
     };
+    let lat = super::latency_iters(t.iters, bytes);
     (
-        secs(t.warmup.max(t.iters)),
-        secs(t.warmup.saturating_add(t.iters)),
+        secs(t.warmup.max(t.iters).max(lat)),
+        secs(t.warmup.saturating_add(t.iters).saturating_add(lat)),
     )
 }
 

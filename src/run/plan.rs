@@ -225,6 +225,21 @@ impl Plan {
         )
     }
 
+    /// How the columns are timed (one line for the run's header).
+    pub fn timing_line(&self) -> String {
+        format!(
+            "# timing: {} warm-up and {} timed iterations per size, queued back to back: time, \
+             algbw and busbw are the host's wall time over them, as nccl-tests times them; \
+             p50 and p99 come from a separate pass with an event between each two iterations \
+             ({} iterations up to {} KiB, {} above)",
+            self.warmup_iters,
+            self.iters,
+            crate::bench::latency_iters(self.iters, 0),
+            crate::bench::LATENCY_SMALL_BYTES >> 10,
+            self.iters
+        )
+    }
+
     /// The measurement settings, with `deadline` for each wait.
     pub fn timing(&self, deadline: Duration) -> Timing {
         Timing {

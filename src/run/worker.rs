@@ -140,6 +140,7 @@ impl Run<'_> {
             let blocking = crate::comm::makes_blocking(&nccl);
             println!("{}", table::comm_mode_line(blocking));
             println!("{}", self.plan.deadline_line());
+            println!("{}", self.plan.timing_line());
         }
 
         self.enter(Stage::Driver);
@@ -204,7 +205,7 @@ impl Run<'_> {
                     "{} + {} bytes of device memory (and {} timing events) could not be had",
                     send_max,
                     recv_max,
-                    timing.iters + 1
+                    bench::event_count(timing.iters)
                 ))
                 .hint("lower -e/--maxbytes, or check what else holds GPU memory (nvidia-smi)")
         })?;
