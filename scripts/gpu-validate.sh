@@ -115,15 +115,34 @@ if ((${#missing[@]})); then
 fi
 nccl_home=$(cd "$(dirname "$lib")/.." && pwd)
 [ -f "$nccl_home/include/nccl.h" ] || die 44 "no nccl.h in $nccl_home/include for the library $lib"
-say "building nccl-tests in $NCCL_TESTS_SRC against $nccl_home"
-make -C "$NCCL_TESTS_SRC" -j MPI=0 NCCL_HOME="$nccl_home" >"$out/nccl-tests-build.txt" 2>&1 ||
+# A pip wheel ships lib/libnccl.so.2 without the libnccl.so name the linker's -lnccl looks for:
+# link against a folder that has both names for the same file.
+if [ ! -e "$nccl_home/lib/libnccl.so" ]; then
+  link_home=$(cd "$out" && pwd)/nccl-home
+  mkdir -p "$link_home/lib"
+  ln -sfn "$nccl_home/include" "$link_home/include"
+  ln -sf "$lib" "$link_home/lib/libnccl.so"
+  ln -sf "$lib" "$link_home/lib/libnccl.so.2"
+  nccl_home=$link_home
+fi
+# nvcc's own toolkit (CUDA_HOME), its libcudart, and code for this machine's GPU only (the
+# default list of six architectures takes minutes to build); each can be set from outside.
+cuda_home=${CUDA_HOME:-$(cd "$(dirname "$(readlink -f "$(command -v nvcc)")")/.." && pwd)}
+cuda_lib=${CUDA_LIB:-$cuda_home/lib64}
+[ -d "$cuda_lib" ] || cuda_lib=$cuda_home/lib
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+gencode=${NVCC_GENCODE:-${cc:+-gencode=arch=compute_$cc,code=sm_$cc}}
+build=$(cd "$out" && pwd)/nccl-tests-build
+say "building nccl-tests from $NCCL_TESTS_SRC in $build against $nccl_home (CUDA $cuda_home${cc:+, sm_$cc})"
+make -C "$NCCL_TESTS_SRC" -j MPI=0 NCCL_HOME="$nccl_home" CUDA_HOME="$cuda_home" CUDA_LIB="$cuda_lib" \
+  BUILDDIR="$build" ${gencode:+NVCC_GENCODE="$gencode"} >"$out/nccl-tests-build.txt" 2>&1 ||
   die 44 "nccl-tests did not build (see $out/nccl-tests-build.txt)"
-export LD_LIBRARY_PATH=$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH=$(dirname "$lib"):$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 status=0
 for pair in all_reduce_perf:all_reduce alltoall_perf:all_to_all sendrecv_perf:send_recv_ring; do
   test=${pair%%:*}
   pattern=${pair#*:}
-  "$NCCL_TESTS_SRC/build/$test" -b 8 -e "$maxbytes" -f 2 -g "$gpus" >"$out/$test.txt" 2>&1 || {
+  "$build/$test" -b 8 -e "$maxbytes" -f 2 -g "$gpus" >"$out/$test.txt" 2>&1 || {
     say "$test failed (see $out/$test.txt)"
     status=44
     continue
