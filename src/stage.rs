@@ -391,6 +391,22 @@ pub mod exit {
         format!("Exit codes: {}", codes.join(" · "))
     }
 
+    /// The exit codes one subcommand (`compare`, `doctor`) can return: its own (named
+    /// `compare: …`), then the shared ones it uses, from the same table as [`all`].
+    pub fn of_command(command: &str, shared: &[(u8, &'static str)]) -> Vec<(u8, String)> {
+        let prefix = format!("{command}: ");
+        let own = all().into_iter().filter_map(|c| {
+            c.name
+                .strip_prefix(&prefix)
+                .map(|n| (c.code, n.to_string()))
+        });
+        shared
+            .iter()
+            .map(|(c, n)| (*c, n.to_string()))
+            .chain(own)
+            .collect()
+    }
+
     /// The README's table, one Markdown row per code.
     pub fn markdown() -> Vec<String> {
         let mut out = vec![

@@ -184,3 +184,22 @@ fn mkfifo(dir: &std::path::Path) -> std::path::PathBuf {
     );
     fifo
 }
+
+#[test]
+fn compare_help_lists_every_exit_code_compare_returns() {
+    let o = run1(&["compare", "--help"], &[]);
+    let t = text(&o);
+    assert_eq!(code(&o), 0, "{t}");
+    let t = t.split_whitespace().collect::<Vec<_>>().join(" ");
+    for want in [
+        "0 no regression",
+        "2 bad input",
+        "3 the --plot file could not be written",
+        "30 regressed",
+        "33 inconclusive",
+        "34 malformed input",
+        "35 nothing compared",
+    ] {
+        assert!(t.contains(want), "compare --help lacks '{want}':\n{t}");
+    }
+}

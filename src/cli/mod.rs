@@ -62,8 +62,8 @@ pub enum Command {
     /// its rank, local rank and the address of rank 0 through the environment.
     Launch(launch::LaunchArgs),
     /// Compare two runs' results files (e.g. before and after a driver upgrade): what changed
-    /// in the environment, bus bandwidth per pattern and size, and a verdict. Exit code: 0 no
-    /// regression, 30 regressed, 2 when a file is unreadable or the runs are not comparable.
+    /// in the environment, bus bandwidth per pattern and size, and a verdict.
+    #[command(long_about = compare::exit_help())]
     Compare(compare::CompareArgs),
     /// Print a results file's verdict line and exit with its code (0 PASS, else the stage's):
     /// for batch scripts whose launcher's status is not the verdict. Exit 2 when the file is

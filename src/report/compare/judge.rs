@@ -67,9 +67,17 @@ pub(super) fn doubts(rows: &[Row], between_pct: Option<f64>) -> Vec<String> {
                 _ => None,
             })
             .collect();
-        let Some(noise) = unsure.iter().map(|u| u.1).reduce(f64::max) else {
+        if unsure.is_empty() {
             continue;
-        };
+        }
+        // The repeats' noise, where a size had repeats on both sides to measure it.
+        let noise = unsure
+            .iter()
+            .filter(|u| u.0.interval_pct.is_some())
+            .map(|u| u.1)
+            .reduce(f64::max)
+            .map(|n| format!("noise {n:.1}% of time"))
+            .unwrap_or_else(|| "noise unknown (one measurement a side)".into());
         let sizes: Vec<String> = unsure
             .iter()
             .map(|u| format!("{} B", u.0.size_bytes))
@@ -107,7 +115,7 @@ pub(super) fn doubts(rows: &[Row], between_pct: Option<f64>) -> Vec<String> {
             }
         };
         out.push(format!(
-            "{pattern}: cannot tell at {}: noise {noise:.1}% of time; {settle}",
+            "{pattern}: cannot tell at {}: {noise}; {settle}",
             sizes.join(", ")
         ));
     }
@@ -288,6 +296,12 @@ mod tests {
         let c = compare(&before, &slower, &OPTS).unwrap();
         assert_eq!(c.verdict(), Verdict::Inconclusive);
         assert!(c.doubts[0].contains("--repeat 5"), "{:?}", c.doubts);
+        // One measurement a side has no noise figure: never "noise 0.0%".
+        assert!(
+            c.doubts[0].contains("noise unknown (one measurement a side)"),
+            "{:?}",
+            c.doubts
+        );
         assert!(c.notes[0].starts_with("1 and 1 repeat(s) per size"));
         let c = compare(&before, &before, &OPTS).unwrap();
         assert_eq!(c.verdict(), Verdict::NoRegression);

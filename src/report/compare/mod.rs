@@ -251,6 +251,20 @@ mod tests {
     }
 
     #[test]
+    fn a_verdict_on_a_few_of_the_sizes_says_how_few() {
+        let big = |p: &str, s: usize| measured(p, s, &STEADY, 0);
+        // One size in common of the four bandwidth-bound sizes the runs hold together.
+        let before = side(vec![big("all_reduce", 1 << 20), big("all_reduce", 1 << 21)]);
+        let after = side(vec![big("all_reduce", 1 << 20), big("all_to_all", 1 << 22)]);
+        let c = compare(&before, &after, &OPTS).unwrap();
+        assert_eq!(c.verdict(), Verdict::NoRegression);
+        assert_eq!(render::coverage(&c, OPTS.min_bytes), Some((1, 3)));
+        // Everything in common: nothing to say.
+        let c = compare(&before, &before, &OPTS).unwrap();
+        assert_eq!(render::coverage(&c, OPTS.min_bytes), None);
+    }
+
+    #[test]
     fn a_repeated_nccl_tests_log_becomes_repeats_and_runs_of_one_kind_only_match() {
         let mut rows = Vec::new();
         add_measurement(&mut rows, measured("all_reduce", 8, &[1.0], 0));

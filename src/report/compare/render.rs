@@ -120,13 +120,22 @@ fn verdict(c: &Comparison, opts: &Options, plot_failed: bool) -> u8 {
         println!("# note: {n}");
     }
     let judged = c.rows.iter().filter(|r| r.call != Call::NotJudged).count();
+    let partial = coverage(c, opts.min_bytes)
+        .map(|(j, of)| {
+            format!(
+                " (only {j} of the {of} sizes at {} B or more that either run holds were \
+                 judged: the others are in one run only)",
+                opts.min_bytes
+            )
+        })
+        .unwrap_or_default();
     match c.verdict() {
         Verdict::Regressed => {
-            println!("REGRESSED — {}", c.reasons.join("; "));
+            println!("REGRESSED — {}{partial}", c.reasons.join("; "));
             exit::REGRESSED
         }
         Verdict::Inconclusive => {
-            println!("INCONCLUSIVE — {}", c.doubts.join("; "));
+            println!("INCONCLUSIVE — {}{partial}", c.doubts.join("; "));
             exit::INCONCLUSIVE
         }
         Verdict::NothingCompared => {
@@ -136,7 +145,7 @@ fn verdict(c: &Comparison, opts: &Options, plot_failed: bool) -> u8 {
         Verdict::NoRegression => {
             println!(
                 "NO REGRESSION — {judged} size(s) of {} pattern(s) judged at {} B or more, none \
-                 below -{}% beyond the noise",
+                 below -{}% beyond the noise{partial}",
                 patterns(&c.rows).len(),
                 opts.min_bytes,
                 opts.threshold_pct,
@@ -148,6 +157,17 @@ fn verdict(c: &Comparison, opts: &Options, plot_failed: bool) -> u8 {
             }
         }
     }
+}
+
+/// `(judged, bandwidth-bound)` when fewer than half of the (pattern, size) pairs at or above
+/// `min_bytes` that either run holds were judged; `None` otherwise.
+pub(super) fn coverage(c: &Comparison, min_bytes: usize) -> Option<(usize, usize)> {
+    let judged = c.rows.iter().filter(|r| r.call != Call::NotJudged).count();
+    let bound = |s: usize| s >= min_bytes;
+    let of = c.rows.iter().filter(|r| bound(r.size_bytes)).count()
+        + c.only_before.iter().filter(|(_, s)| bound(*s)).count()
+        + c.only_after.iter().filter(|(_, s)| bound(*s)).count();
+    (judged > 0 && judged * 2 < of).then_some((judged, of))
 }
 
 /// Why no size was judged: what each run holds, so the operator sees the mismatch.
@@ -223,6 +243,10 @@ fn print_rows(c: &Comparison, level: f64) {
             } else {
                 match r.call {
                     Call::Regressed => "  REGRESSED".into(),
+                    // Without repeats there is no noise figure, only the one measurement.
+                    Call::Inconclusive { .. } if r.interval_pct.is_none() => {
+                        "  INCONCLUSIVE (one measurement a side: noise unknown)".into()
+                    }
                     Call::Inconclusive { noise_pct, .. } => {
                         format!("  INCONCLUSIVE (noise {noise_pct:.1}%)")
                     }
