@@ -301,3 +301,47 @@ fn a_kernel_that_never_finishes_is_named_on_its_rank_with_ras() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// A CUDA runtime newer than the stand-in (acted out by hiding a table it has): the table the
+/// runtime asked for and did not get is the cause, named by UUID and name, not NCCL's
+/// "unhandled cuda error" alone. A table the runtime can do without is only evidence.
+#[test]
+fn a_driver_table_the_runtime_needs_and_the_stand_in_lacks_is_named() {
+    for version in ["2.19.3", "2.32.3"] {
+        check(&Case {
+            version,
+            env: &[(
+                "NCCL_SMOKE_SIM_CUDA_HIDE_TABLES",
+                "TOOLS_RUNTIME_CALLBACK_HOOKS",
+            )],
+            extra: Extra::default(),
+            args: &["--timeout", "20"],
+            code: 16,
+            verdict: "FAIL at init on rank".into(),
+            cause: "likely cause: NCCL's CUDA runtime asked nccl-smoke's stand-in CUDA driver \
+                    for export table(s) it lacks: {A094798C-2E74-2E74-93F2-0800200C0A66} \
+                    (TOOLS_RUNTIME_CALLBACK_HOOKS)",
+            warn: Some("NCCL WARN Cuda failure 'invalid argument'"),
+        });
+    }
+    // 2.19.3's runtime goes on without CONTEXT_CHECKS: the run ends as every run on the
+    // stand-in does (no kernel ran), and the missing table is evidence, not the cause.
+    let t = check(&Case {
+        version: "2.19.3",
+        env: &[("NCCL_SMOKE_SIM_CUDA_HIDE_TABLES", "CONTEXT_CHECKS")],
+        extra: Extra::default(),
+        args: &["--timeout", "20"],
+        code: 23,
+        verdict: "FAIL at verify on rank 0 (host ".into(),
+        cause: "the collective wrote nothing into the receive buffer",
+        warn: None,
+    });
+    assert!(!verdict(&t).contains("export table"), "{t}");
+    assert!(
+        t.contains(
+            "(CONTEXT_CHECKS) and answered CUDA_ERROR_INVALID_VALUE; NCCL's CUDA runtime went on \
+             without it"
+        ),
+        "{t}"
+    );
+}

@@ -44,7 +44,10 @@ impl Run<'_> {
     }
 
     /// Reports a failure of this rank: verdict line, results file, supervisor.
-    pub(super) fn fail(&mut self, f: Failure) -> u8 {
+    pub(super) fn fail(&mut self, mut f: Failure) -> u8 {
+        if let Some(tables) = crate::ffi::cuda::sim_driver_lacking() {
+            f = crate::diagnose::causes::lacking_tables(f, &tables);
+        }
         if crate::diagnose::causes::peer_first(&f) {
             std::thread::sleep(super::worker::PEER_FIRST);
         }

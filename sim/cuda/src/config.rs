@@ -5,6 +5,9 @@ pub const GPUS_ENV: &str = "NCCL_SMOKE_SIM_GPUS";
 pub const MEM_ENV: &str = "NCCL_SMOKE_SIM_MEM_GIB";
 pub const VERSION_ENV: &str = "NCCL_SMOKE_SIM_DRIVER_VERSION";
 pub const VISIBLE_ENV: &str = "CUDA_VISIBLE_DEVICES";
+/// Export tables to answer as if this driver lacked them (by name, comma-separated): how the
+/// tests act out a CUDA runtime newer than the simulation.
+pub const HIDE_TABLES_ENV: &str = "NCCL_SMOKE_SIM_CUDA_HIDE_TABLES";
 
 pub const DEFAULT_GPUS: u32 = 8;
 pub const DEFAULT_MEM_GIB: f64 = 80.0;
@@ -175,6 +178,15 @@ impl Config {
             hostname: hostname(),
         }
     }
+}
+
+/// `NCCL_SMOKE_SIM_CUDA_HIDE_TABLES`: the table names listed (empty entries ignored).
+pub fn parse_hidden_tables(v: Option<&str>) -> Vec<String> {
+    v.unwrap_or_default()
+        .split(',')
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .collect()
 }
 
 #[cfg(test)]

@@ -134,9 +134,50 @@ pub fn format_table_uuid(b: &[u8; 16]) -> String {
     )
 }
 
+/// The table cudart 12.9 asks for that no driver documentation names; `CUDA_ERROR_INVALID_VALUE`
+/// for it is tolerated (FACTS.md).
+const UUID_TOLERATED_UNKNOWN: [u8; 16] = [
+    0xF8, 0xCF, 0xF9, 0x51, 0x21, 0x46, 0x8B, 0x4E, 0xB9, 0xE2, 0xFB, 0x46, 0x9E, 0x7C, 0x0D, 0xD9,
+];
+
+/// Tables asked for and not answered (other than the tolerated one), in the order first asked.
+static LACKING: Mutex<Vec<[u8; 16]>> = Mutex::new(Vec::new());
+
+/// The tables `NCCL_SMOKE_SIM_CUDA_HIDE_TABLES` names, read once.
+static HIDDEN: LazyLock<Vec<String>> = LazyLock::new(|| {
+    crate::config::parse_hidden_tables(
+        crate::config::var(crate::config::HIDE_TABLES_ENV).as_deref(),
+    )
+});
+
+/// Whether `uuid` is a table this driver answers, `NCCL_SMOKE_SIM_CUDA_HIDE_TABLES` aside.
+fn hidden(uuid: &[u8; 16]) -> bool {
+    table_name(uuid)
+        .and_then(|n| n.to_str().ok())
+        .is_some_and(|n| HIDDEN.iter().any(|h| h == n))
+}
+
+/// The tables the runtime asked for that this driver lacks, as `{UUID}` or `{UUID} (NAME)`,
+/// comma-separated; `None` when it lacked none (the tolerated table aside).
+pub fn lacking() -> Option<String> {
+    let l = LACKING.lock().unwrap_or_else(|e| e.into_inner());
+    if l.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = l
+        .iter()
+        .map(|id| match table_name(id) {
+            Some(n) => format!("{} ({})", format_table_uuid(id), n.to_string_lossy()),
+            None => format_table_uuid(id),
+        })
+        .collect();
+    Some(names.join(", "))
+}
+
 /// `CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)`.
 /// An unknown table answers `CUDA_ERROR_INVALID_VALUE` (tolerated by cudart 12.9 for the one
-/// extra table it asks, FACTS.md) and is logged by UUID when tracing.
+/// extra table it asks, FACTS.md), is logged by UUID when tracing, and is kept for
+/// [`lacking`], which the harness asks when a run fails.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuGetExportTable(
     pp_export_table: *mut *const c_void,
@@ -147,7 +188,7 @@ pub unsafe extern "C" fn cuGetExportTable(
         non_null(p_export_table_id)?;
         // SAFETY: checked non-null; a CUuuid is 16 bytes.
         let id: [u8; 16] = unsafe { (*p_export_table_id).bytes }.map(|b| b as u8);
-        match table_for(&id) {
+        match table_for(&id).filter(|_| !hidden(&id)) {
             Some(t) => {
                 trace::log(|| {
                     let name = table_name(&id)
@@ -165,6 +206,12 @@ pub unsafe extern "C" fn cuGetExportTable(
                         format_table_uuid(&id)
                     )
                 });
+                if id != UUID_TOLERATED_UNKNOWN {
+                    let mut l = LACKING.lock().unwrap_or_else(|e| e.into_inner());
+                    if !l.contains(&id) {
+                        l.push(id);
+                    }
+                }
                 Err(CUDA_ERROR_INVALID_VALUE)
             }
         }
@@ -530,5 +577,31 @@ mod tests {
         // Slot 0 of a sized table is its size in bytes.
         assert_eq!(INTEGRITY_CHECK.0[0] as usize, 3 * 8);
         assert_eq!(CUDART_INTERFACE.0[0] as usize, 13 * 8);
+    }
+
+    #[test]
+    fn tables_asked_for_and_lacked_are_kept_but_the_tolerated_one() {
+        let ask = |bytes: [u8; 16]| {
+            let id = CUuuid {
+                bytes: bytes.map(|b| b as std::ffi::c_char),
+            };
+            let mut p: *const c_void = NULL;
+            // SAFETY: valid pointers.
+            unsafe { cuGetExportTable(&mut p, &id) }
+        };
+        assert_eq!(ask(UUID_TOLERATED_UNKNOWN), CUDA_ERROR_INVALID_VALUE);
+        let tolerated = format_table_uuid(&UUID_TOLERATED_UNKNOWN);
+        assert!(!lacking().unwrap_or_default().contains(&tolerated));
+        let newer = [0x42; 16];
+        assert_eq!(ask(newer), CUDA_ERROR_INVALID_VALUE);
+        assert_eq!(ask(newer), CUDA_ERROR_INVALID_VALUE);
+        let l = lacking().unwrap();
+        assert_eq!(l.matches(&format_table_uuid(&newer)).count(), 1, "{l}");
+        assert!(!l.contains(&tolerated), "{l}");
+        assert_eq!(
+            crate::config::parse_hidden_tables(Some(" CONTEXT_CHECKS,,TOOLS_TLS ")),
+            vec!["CONTEXT_CHECKS".to_string(), "TOOLS_TLS".to_string()]
+        );
+        assert!(crate::config::parse_hidden_tables(None).is_empty());
     }
 }

@@ -45,6 +45,17 @@ pub extern "C" fn ncclSmokeSimDriver() -> *const c_char {
     MARKER.as_ptr().cast()
 }
 
+/// `const char *ncclSmokeSimDriverLacking(void)`: the export tables the CUDA runtime asked
+/// for that this driver lacks (see `export::lacking`), or NULL when none. The string stays
+/// valid until the next call.
+#[unsafe(no_mangle)]
+pub extern "C" fn ncclSmokeSimDriverLacking() -> *const c_char {
+    static LAST: std::sync::Mutex<Option<std::ffi::CString>> = std::sync::Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    *last = export::lacking().and_then(|s| std::ffi::CString::new(s).ok());
+    last.as_ref().map_or(std::ptr::null(), |c| c.as_ptr())
+}
+
 /// A fresh opaque handle (context, stream, event, allocation): never 0, 1 or 2 (reserved stream
 /// handles), never reused, and never dereferenced.
 pub(crate) fn next_handle() -> usize {

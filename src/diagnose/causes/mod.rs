@@ -77,6 +77,43 @@ pub fn driver_failure(who: &Who, e: &CudaError) -> Failure {
     }
 }
 
+/// NCCL's CUDA runtime asked nccl-smoke's stand-in driver for export tables (`tables`, as
+/// `sim_driver_lacking` names them) that it lacks. When NCCL then failed with a CUDA error
+/// (`ncclUnhandledCudaError`, a `Cuda failure` WARN), that follows from the missing table, so
+/// it is the cause whatever the step (cudart asks for the tables when it first initialises,
+/// FACTS.md); NCCL's own error stays the failure's error. Any other failure only gets the
+/// fact as evidence: the runtime went on without the table (the 2.19.3 wheel's cudart goes on
+/// without CONTEXT_CHECKS, and the run then fails at verify as every run on the stand-in does).
+pub fn lacking_tables(f: Failure, tables: &str) -> Failure {
+    let cuda_failed = std::iter::once(&f.error)
+        .chain(&f.evidence)
+        .any(|l| l.contains("UnhandledCudaError") || l.contains("Cuda failure"));
+    let mut f = if cuda_failed {
+        f.cause(format!(
+            "NCCL's CUDA runtime asked nccl-smoke's stand-in CUDA driver for export table(s) it \
+             lacks: {tables}; this libnccl's runtime is newer than the stand-in knows, so the \
+             failure says nothing about NCCL"
+        ))
+        .hint(
+            "run a release the stand-in was checked with (the nvidia-nccl-cu12 wheels 2.19.3 to \
+             2.32.3), or teach sim/cuda the table: its slots as ZLUDA's dark_api documents them, \
+             found with NCCL_SMOKE_SIM_CUDA_TRACE=1",
+        )
+    } else {
+        f
+    };
+    f.evidence.push(format!(
+        "simulated CUDA driver: cuGetExportTable was asked for {tables} and answered \
+         CUDA_ERROR_INVALID_VALUE{}",
+        if cuda_failed {
+            ""
+        } else {
+            "; NCCL's CUDA runtime went on without it"
+        }
+    ));
+    f
+}
+
 /// `ncclGetUniqueId` failed (rank 0): `log` is this process's NCCL WARN lines, whose words
 /// name the cause when a signature knows them (NCCL's "Bootstrap : no socket interface
 /// found", `bootstrapNetInit` in `src/bootstrap.cc` v2.19.3-1 and v2.28.3-1, is the usual

@@ -121,6 +121,11 @@ impl Driver {
         }
         same_driver_as_cudarc(&lib, &resolved)?;
         let simulated = lib.marker("ncclSmokeSimDriver");
+        if simulated.is_some()
+            && let Ok(again) = os::Library::open_global(&resolved)
+        {
+            let _ = SIM_DRIVER.set(again);
+        }
         let mut version = 0;
         // SAFETY: valid out-pointer.
         check("cuDriverGetVersion", unsafe {
@@ -140,6 +145,18 @@ impl Driver {
     pub fn device_count(&self) -> Result<i32> {
         result::device::get_count().map_err(|e| CudaError::call("cuDeviceGetCount", e))
     }
+}
+
+/// nccl-smoke's stand-in driver, once one is loaded: asked, when a run fails, which export
+/// tables NCCL's CUDA runtime wanted that it lacks. The library is never unloaded
+/// (`RTLD_NODELETE`), so its functions stay callable.
+static SIM_DRIVER: std::sync::OnceLock<os::Library> = std::sync::OnceLock::new();
+
+/// The export tables NCCL's CUDA runtime asked nccl-smoke's stand-in driver for that it lacks
+/// (`{UUID}` or `{UUID} (NAME)`, comma-separated), when that driver is the one loaded and it
+/// lacked any; `None` on a real driver.
+pub fn sim_driver_lacking() -> Option<String> {
+    SIM_DRIVER.get()?.marker("ncclSmokeSimDriverLacking")
 }
 
 /// Formats a driver version code as `major.minor` (12080 → "12.8").

@@ -17,7 +17,7 @@ mod stream;
 
 pub use buffer::{DevPtr, DeviceBuffer};
 pub use device::{Device, DeviceInfo};
-pub use driver::{DRIVER_SONAME, Driver, version_string};
+pub use driver::{DRIVER_SONAME, Driver, sim_driver_lacking, version_string};
 pub use error::CudaError;
 pub use shared::SharedMem;
 pub use stream::{Event, Stream};
