@@ -46,7 +46,7 @@ fn each_fault_is_named_on_its_rank_from_the_logs() {
         (
             "oom",
             &["2.19.3", "2.32.3"],
-            "VERDICT FAIL at alloc [oom]",
+            "VERDICT FAIL at init [oom]",
             "root cause on: rank 1 (host vm, ",
             "Cuda failure 2 'out of memory'",
         ),

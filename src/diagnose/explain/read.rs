@@ -4,6 +4,7 @@
 use super::prefix::{nccl_version, number_after, parse_prefix, word_after, wrapper_rank};
 use super::summary::{LastOp, Limits, Located, LogSummary, Who, clean};
 use crate::diagnose::classify::{self, Category, Finding, LineKind};
+use crate::stage::Stage;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::time::Instant;
@@ -111,6 +112,24 @@ struct State {
     after_last_error: bool,
     /// (category, host, pid, rank) already reported.
     seen: std::collections::HashSet<(Category, ProcKey)>,
+    /// Processes (host, pid) whose communicator init completed ("Init COMPLETE").
+    init_done: std::collections::HashSet<(Option<String>, u32)>,
+}
+
+/// The stage of a finding: an allocation that NCCL itself reports (an `NCCL WARN` line) failed
+/// inside NCCL, not in nccl-smoke's own buffer allocation, so it is at init before this
+/// process's "Init COMPLETE", and at connect after it (buffers per peer are made on the first
+/// operation through it); `run` names it the same way (a failed `ncclCommInitRank` is init).
+/// Other findings keep their signature's stage.
+fn own_allocation_stage(stage: Stage, line: &str, init_done: impl FnOnce() -> bool) -> Stage {
+    if stage != Stage::Alloc || !line.contains("NCCL WARN") {
+        return stage;
+    }
+    if init_done() {
+        Stage::Connect
+    } else {
+        Stage::Init
+    }
 }
 
 impl State {
@@ -170,6 +189,11 @@ impl State {
             && (has!(line, "Init COMPLETE") || has!(line, "Init START"))
         {
             let (host, pid, _) = parse_prefix(line);
+            if let Some(pid) = pid
+                && has!(line, "Init COMPLETE")
+            {
+                self.init_done.insert((host.clone(), pid));
+            }
             if let (Some(pid), Some(rank)) = (pid, number_after(line, " rank ")) {
                 let rank = rank as u32;
                 self.ranks.entry((host.clone(), pid)).or_insert(rank);
@@ -267,6 +291,9 @@ impl State {
             return;
         }
         let line_no = self.summary.lines;
+        let stage = own_allocation_stage(f.stage, line, || {
+            pid.is_some_and(|p| self.init_done.contains(&(host.clone(), p)))
+        });
         self.summary.findings.push(Located {
             file: self.summary.file.clone(),
             line: line_no,
@@ -274,14 +301,14 @@ impl State {
             pid,
             device,
             rank,
-            stage: f.stage.name().to_string(),
+            stage: stage.name().to_string(),
             category: f.category,
             severity: f.severity,
             signature: f.signature.to_string(),
             cause: f.cause.to_string(),
             hint: f.hint.to_string(),
             evidence: clean(&f.evidence),
-            exit_code: f.stage.exit_code(),
+            exit_code: stage.exit_code(),
         });
     }
 
