@@ -86,6 +86,8 @@ fn a_hang_after_init_gets_the_ras_report_in_its_evidence() {
             "has status RUNNING (unlike the other ranks)",
             "reported Remote process error",
             "considered dead (unreachable over the RAS network)",
+            // A text report's head line above such a job-level process.
+            "no communicator is named (a text report names one only when its ranks disagree), but at the job level:",
         ];
         for l in evidence.iter().flat_map(|e| ras_lines(e)) {
             assert!(

@@ -209,9 +209,14 @@ impl Report {
     /// The evidence lines about communicator `hash` (empty when the report does not know it).
     pub fn evidence(&self, hash: u64) -> Vec<String> {
         if self.text && self.comms.is_empty() {
-            let mut lines = vec![
-                "NCCL RAS: no communicator has missing, dead, failed or mismatched ranks (a text report, which names a communicator only when it has)".to_string(),
-            ];
+            // The job-level process list is the report's own finding then: never say "none
+            // missing" above a line that names a missing or dead process.
+            let first = if self.processes.is_empty() {
+                "NCCL RAS: no communicator has missing, dead, failed or mismatched ranks (a text report, which names a communicator only when it has)"
+            } else {
+                "NCCL RAS: no communicator is named (a text report names one only when its ranks disagree), but at the job level:"
+            };
+            let mut lines = vec![first.to_string()];
             lines.extend(
                 self.processes
                     .iter()

@@ -496,6 +496,44 @@ Warnings
 }
 
 #[test]
+fn a_text_report_naming_no_communicator_but_a_dead_process_never_says_none_missing() {
+    // The asking rank's communicator is fine in RAS's eyes (no section names it), while the job
+    // level lists a process RAS cannot reach: the first line must not contradict the second.
+    let t = "Job summary
+===========
+
+Communicators... (0.002s)
+=============
+
+Errors
+======
+
+DEAD
+  1 job process is considered dead (unreachable via the RAS network)
+  Process 4250 on node 10.0.0.9 managing GPU 0
+
+Warnings
+========
+
+";
+    let r = parse::text(t).unwrap();
+    assert!(r.knows(HASH));
+    let lines = r.evidence(HASH);
+    assert_eq!(
+        lines,
+        [
+            "NCCL RAS: no communicator is named (a text report names one only when its ranks disagree), but at the job level:",
+            "NCCL RAS: process (host 10.0.0.9, pid 4250) considered dead (unreachable over the RAS network)",
+        ]
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("no communicator has missing"))
+    );
+}
+
+#[test]
 fn text_count_groups_name_only_the_outliers() {
     // `rasClientRunComms`: groups most frequent first; a group of more than one rank gets a
     // header, and its ranks are listed only when it is an outlier (here the 2 of 10 at 40).
