@@ -19,6 +19,18 @@ use crate::stage::{Stage, exit};
 /// `nvidia-nccl-cu12` wheels 2.19.3 to 2.32.3 (CUDA runtimes 12.2 to 12.9).
 pub const OLDEST: (i32, &str) = (21900, "2.19");
 
+/// Why a libnccl of `version_code` is refused by this backend, naming the versions it serves;
+/// `None` when it is served.
+fn too_old(version_code: i32, version: &str, path: &str) -> Option<String> {
+    (version_code < OLDEST.0).then(|| {
+        format!(
+            "--backend control-plane supports NCCL {} and later (shown with 2.19.3, 2.23.4, \
+             2.28.9 and 2.32.3); {path} is NCCL {version}",
+            OLDEST.1
+        )
+    })
+}
+
 impl Run<'_> {
     /// At nccl-load: the library must be the real libnccl, 2.19 or later.
     pub(super) fn control_plane_nccl(&self, nccl: &Nccl) -> Result<(), Failure> {
@@ -37,18 +49,9 @@ impl Run<'_> {
                  nvidia/nccl/lib/libnccl.so.2), or use --backend sim",
             ));
         }
-        if nccl.version_code < OLDEST.0 {
-            return Err(Failure::new(
-                Stage::NcclLoad,
-                &self.who,
-                format!(
-                    "--backend control-plane supports NCCL {} and later (shown with 2.19.3, \
-                     2.23.4, 2.28.9 and 2.32.3); {path} is NCCL {}",
-                    OLDEST.1,
-                    nccl.version()
-                ),
-            )
-            .hint("use a newer libnccl (pip install nvidia-nccl-cu12) with --nccl-lib"));
+        if let Some(why) = too_old(nccl.version_code, &nccl.version(), &path) {
+            return Err(Failure::new(Stage::NcclLoad, &self.who, why)
+                .hint("use a newer libnccl (pip install nvidia-nccl-cu12) with --nccl-lib"));
         }
         Ok(())
     }
@@ -101,5 +104,22 @@ impl Run<'_> {
             return Ok(exit::WRITE_FAILED);
         }
         Ok(exit::CONTROL_PLANE_OK)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nccl_older_than_2_19_is_refused_naming_the_versions_served() {
+        let why = too_old(21805, "2.18.5", "/x/libnccl.so.2").unwrap();
+        assert_eq!(
+            why,
+            "--backend control-plane supports NCCL 2.19 and later (shown with 2.19.3, 2.23.4, \
+             2.28.9 and 2.32.3); /x/libnccl.so.2 is NCCL 2.18.5"
+        );
+        assert!(too_old(21903, "2.19.3", "p").is_none());
+        assert!(too_old(23203, "2.32.3", "p").is_none());
     }
 }
