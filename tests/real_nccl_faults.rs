@@ -345,3 +345,41 @@ fn a_driver_table_the_runtime_needs_and_the_stand_in_lacks_is_named() {
         "{t}"
     );
 }
+
+/// Two ranks on one GPU: named before init, with the ranks and the host, where this NCCL would
+/// refuse them ("Duplicate GPU detected" inside init); NCCL 2.30.3 and later with
+/// NCCL_MULTI_RANK_GPU_ENABLE=1 accept them, and the real 2.32.3 then gets through init and
+/// connect (the run ends at verify, as every run on the stand-in does).
+#[test]
+fn two_ranks_on_one_gpu_are_named_before_init_unless_nccl_allows_them() {
+    let t = check(&Case {
+        version: "2.19.3",
+        env: &[("NCCL_SMOKE_SIM_GPUS", "1")],
+        extra: Extra::default(),
+        args: &["--timeout", "20"],
+        code: 13,
+        verdict: "FAIL at device on rank 0 (host ".into(),
+        cause: "likely cause: more than one rank on a GPU: NCCL 2.19.3 refuses that at init \
+                (\"Duplicate GPU detected\", src/init.cc); only NCCL 2.30.3 and later allow it, \
+                with NCCL_MULTI_RANK_GPU_ENABLE=1",
+        warn: None,
+    });
+    let v = verdict(&t);
+    assert!(
+        v.contains("ranks 0, 1 on ") && v.contains(" share GPU 0 (GPU-"),
+        "{v}"
+    );
+    check(&Case {
+        version: "2.32.3",
+        env: &[
+            ("NCCL_SMOKE_SIM_GPUS", "1"),
+            ("NCCL_MULTI_RANK_GPU_ENABLE", "1"),
+        ],
+        extra: Extra::default(),
+        args: &["--timeout", "20"],
+        code: 23,
+        verdict: "FAIL at verify on rank".into(),
+        cause: "the collective wrote nothing into the receive buffer",
+        warn: None,
+    });
+}

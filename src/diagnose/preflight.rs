@@ -129,9 +129,100 @@ fn cgroup_left(cgroup: &str, read: impl Fn(&str) -> Option<String>) -> Option<(u
     None
 }
 
+/// The first NCCL that lets ranks of one communicator share a GPU, and only with
+/// `NCCL_MULTI_RANK_GPU_ENABLE=1` (`NCCL_PARAM(MultiRankGpuEnable, "MULTI_RANK_GPU_ENABLE", 0)`,
+/// NVIDIA/nccl `src/init.cc` from v2.30.3-1); every earlier one fails init with "Duplicate GPU
+/// detected : rank %d and rank %d both on CUDA device %lx" (`src/init.cc`, v2.19.3-1 to
+/// v2.28.9-1; seen on an H200 with 2.28.9, `init.cc:904`).
+pub const SHARED_GPU_FROM: (i32, &str) = (23003, "2.30.3");
+
+/// One GPU that several ranks of the job share: its host, ordinal (as the first rank sees
+/// it), UUID, and the ranks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedGpu {
+    pub host: String,
+    pub ordinal: i32,
+    pub uuid: String,
+    pub ranks: Vec<u32>,
+}
+
+/// The GPUs more than one rank is on, by host and UUID, in rank order.
+pub fn shared_gpus(ranks: &[crate::report::fingerprint::RankInfo]) -> Vec<SharedGpu> {
+    let mut out: Vec<SharedGpu> = Vec::new();
+    for r in ranks {
+        match out
+            .iter_mut()
+            .find(|g| g.host == r.host && g.uuid == r.device.uuid)
+        {
+            Some(g) => g.ranks.push(r.rank),
+            None => out.push(SharedGpu {
+                host: r.host.clone(),
+                ordinal: r.device.ordinal,
+                uuid: r.device.uuid.clone(),
+                ranks: vec![r.rank],
+            }),
+        }
+    }
+    out.retain(|g| g.ranks.len() > 1);
+    out
+}
+
+/// Whether this NCCL lets ranks share a GPU: from [`SHARED_GPU_FROM`], with
+/// `NCCL_MULTI_RANK_GPU_ENABLE` set to a non-zero number.
+pub fn sharing_allowed(nccl_version_code: i32, multi_rank_env: Option<&str>) -> bool {
+    nccl_version_code >= SHARED_GPU_FROM.0
+        && multi_rank_env
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .is_some_and(|v| v != 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn on(rank: u32, host: &str, uuid: &str) -> crate::report::fingerprint::RankInfo {
+        crate::report::fingerprint::RankInfo {
+            rank,
+            host: host.into(),
+            local_rank: 0,
+            pid: 1,
+            device: crate::ffi::cuda::DeviceInfo {
+                ordinal: 0,
+                name: "GPU".into(),
+                uuid: uuid.into(),
+                bus_id: "0000:00:06.0".into(),
+                total_mem: 0,
+            },
+        }
+    }
+
+    #[test]
+    fn ranks_sharing_a_gpu_are_grouped_per_host() {
+        let ranks = [
+            on(0, "a", "GPU-1"),
+            on(1, "a", "GPU-1"),
+            on(2, "b", "GPU-1"),
+            on(3, "a", "GPU-2"),
+            on(4, "a", "GPU-1"),
+        ];
+        let shared = shared_gpus(&ranks);
+        assert_eq!(shared.len(), 1, "{shared:?}");
+        assert_eq!(
+            (shared[0].host.as_str(), shared[0].ranks.clone()),
+            ("a", vec![0, 1, 4])
+        );
+        assert!(shared_gpus(&ranks[2..4]).is_empty());
+    }
+
+    #[test]
+    fn only_nccl_2_30_3_with_the_switch_lets_ranks_share_a_gpu() {
+        assert!(!sharing_allowed(22809, Some("1")));
+        assert!(!sharing_allowed(23003, None));
+        assert!(!sharing_allowed(23003, Some("0")));
+        assert!(!sharing_allowed(23203, Some("yes")));
+        assert!(sharing_allowed(23003, Some("1")));
+        assert!(sharing_allowed(23203, Some(" 1 ")));
+    }
 
     const GIB: u64 = 1 << 30;
 

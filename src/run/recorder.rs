@@ -301,17 +301,16 @@ impl bench::sweep::Observer for Run<'_> {
 }
 
 pub(super) fn warn_shared_gpus(fp: &Fingerprint) {
-    for (i, a) in fp.ranks.iter().enumerate() {
-        if let Some(b) = fp.ranks[..i]
-            .iter()
-            .find(|b| b.host == a.host && b.device.uuid == a.device.uuid)
-        {
-            println!(
-                "# WARNING: ranks {} and {} on {} share GPU {} ({}): bind one GPU per local rank \
-                 (CUDA_VISIBLE_DEVICES or --device)",
-                b.rank, a.rank, a.host, a.device.ordinal, a.device.uuid
-            );
-        }
+    for g in crate::diagnose::preflight::shared_gpus(&fp.ranks) {
+        let ranks: Vec<String> = g.ranks.iter().map(u32::to_string).collect();
+        println!(
+            "# WARNING: ranks {} on {} share GPU {} ({}): bind one GPU per local rank \
+             (CUDA_VISIBLE_DEVICES or --device)",
+            ranks.join(", "),
+            g.host,
+            g.ordinal,
+            g.uuid
+        );
     }
 }
 

@@ -186,7 +186,20 @@ impl Run<'_> {
         let infos = bootstrap::gather_json(boot, &me)
             .map_err(|e| self.gather_failure(Stage::Device, e.rank, e.to_string()))?;
         if let Some(infos) = infos {
+            let shared = crate::diagnose::preflight::shared_gpus(&infos);
             self.record_fingerprint(boot, &nccl, &driver, infos);
+            // nccl-smoke's simulated NCCL lets ranks share a simulated GPU; the real one not.
+            let allowed = crate::diagnose::preflight::sharing_allowed(
+                nccl.version_code,
+                std::env::var("NCCL_MULTI_RANK_GPU_ENABLE").ok().as_deref(),
+            );
+            if !shared.is_empty() && nccl.simulated.is_none() && !allowed {
+                return Err(causes::shared_gpu_failure(
+                    &self.who,
+                    &shared,
+                    &nccl.version(),
+                ));
+            }
         }
 
         let selected = patterns::select(&self.plan.patterns).at(Stage::Launch, &self.who)?;

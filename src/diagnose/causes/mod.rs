@@ -114,6 +114,41 @@ pub fn lacking_tables(f: Failure, tables: &str) -> Failure {
     f
 }
 
+/// Ranks of the job share a GPU where this NCCL does not allow it: named before init, with the
+/// ranks and hosts, instead of NCCL's "Duplicate GPU detected" from inside init (rank 0, which
+/// has every rank's device).
+pub fn shared_gpu_failure(
+    who: &Who,
+    shared: &[crate::diagnose::preflight::SharedGpu],
+    nccl_version: &str,
+) -> Failure {
+    let list: Vec<String> = shared
+        .iter()
+        .map(|g| {
+            let ranks: Vec<String> = g.ranks.iter().map(u32::to_string).collect();
+            format!(
+                "ranks {} on {} share GPU {} ({})",
+                ranks.join(", "),
+                g.host,
+                g.ordinal,
+                g.uuid
+            )
+        })
+        .collect();
+    let from = crate::diagnose::preflight::SHARED_GPU_FROM.1;
+    Failure::new(Stage::Device, who, list.join("; "))
+        .cause(format!(
+            "more than one rank on a GPU: NCCL {nccl_version} refuses that at init (\"Duplicate \
+             GPU detected\", src/init.cc); only NCCL {from} and later allow it, with \
+             NCCL_MULTI_RANK_GPU_ENABLE=1"
+        ))
+        .hint(
+            "start one rank per GPU (mpirun -np / srun --ntasks-per-node = GPUs per node, \
+             --gpus-per-task=1), or bind each local rank to its own GPU (CUDA_VISIBLE_DEVICES from \
+             the local rank, or --device)",
+        )
+}
+
 /// `ncclGetUniqueId` failed (rank 0): `log` is this process's NCCL WARN lines, whose words
 /// name the cause when a signature knows them (NCCL's "Bootstrap : no socket interface
 /// found", `bootstrapNetInit` in `src/bootstrap.cc` v2.19.3-1 and v2.28.3-1, is the usual
