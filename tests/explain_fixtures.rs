@@ -240,3 +240,37 @@ fn one_verdict_for_a_job_names_the_culprit_not_the_victims() {
     assert_eq!(j["verdict"]["version_mismatch"], true, "{j}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Two ranks on one GPU, as the real NCCL 2.28.9 said it on an H200: named for what it is,
+/// on both ranks, at init, with the fix (one rank per GPU).
+#[test]
+fn duplicate_gpu_from_a_real_gpu_is_named_with_its_fix() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gpu-logs");
+    let logs: Vec<String> = ["rank0", "rank1"]
+        .iter()
+        .map(|r| {
+            dir.join(format!("duplicate-gpu_2.28.9.{r}.log"))
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    let mut args = vec!["explain"];
+    args.extend(logs.iter().map(String::as_str));
+    let o = run1(&args, &[]);
+    let t = text(&o);
+    assert_eq!(code(&o), 16, "{t}");
+    assert!(t.contains("VERDICT FAIL at init [init]"), "{t}");
+    assert!(
+        t.contains("root cause on: rank 0 (host vm, pid 510); rank 1 (host vm, pid 513)"),
+        "{t}"
+    );
+    assert!(
+        t.contains("likely cause: two ranks of one communicator are on the same GPU"),
+        "{t}"
+    );
+    assert!(t.contains("start one rank per GPU"), "{t}");
+    assert!(
+        t.contains("init.cc:904 NCCL WARN Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 60"),
+        "{t}"
+    );
+}

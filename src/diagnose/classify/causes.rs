@@ -397,7 +397,7 @@ pub(super) const SIGNATURES: &[Signature] = &[
     },
     // ---------------------------------------------------------------- init / usage
     Signature {
-        id: "init-usage",
+        id: "duplicate-gpu",
         category: Category::Init,
         stage: Stage::Init,
         severity: Severity::Fail,
@@ -405,6 +405,24 @@ pub(super) const SIGNATURES: &[Signature] = &[
         what: Match::Phrases(&[
             "Duplicate GPU detected",
             "Multiple Ranks are using the same GPU",
+        ]),
+        source: "NVIDIA/nccl v2.19.3-1 to v2.28.9-1 src/init.cc (\"Duplicate GPU detected : rank %d and rank %d both \
+                 on CUDA device %lx\"; seen on an H200 with 2.28.9 as init.cc:904); v2.30.7-1 src/init.cc (\"Multiple \
+                 Ranks are using the same GPU/Partition\", NCCL_PARAM MultiRankGpuEnable, default 0)",
+        releases: "2.16-2.30",
+        cause: "two ranks of one communicator are on the same GPU (the device number in the line is its PCI bus id): \
+                NCCL refuses that, and from 2.30.3 allows it only with NCCL_MULTI_RANK_GPU_ENABLE=1; usually more \
+                local ranks (or ranks x -g) than GPUs on that host, or every rank left on device 0",
+        hint: "start one rank per GPU (mpirun -np / srun --ntasks-per-node = GPUs per node), and set each rank's \
+               device from its local rank (CUDA_VISIBLE_DEVICES or torch.cuda.set_device(LOCAL_RANK)) before init",
+    },
+    Signature {
+        id: "init-usage",
+        category: Category::Init,
+        stage: Stage::Init,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
             "Invalid rank requested",
             "Invalid device count requested",
             "Attempt to use communicator before the previous operation returned ncclSuccess",
@@ -414,12 +432,12 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "Trying to send to self without a matching recv",
             "Trying to recv to self without a matching send",
         ]),
-        source: "NVIDIA/nccl v2.19.3-1 src/init.cc (\"Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx\", \
-                 \"Invalid rank requested : %d/%d\"); v2.30.7-1 src/init.cc (\"Multiple Ranks are using the same GPU/Partition\")",
-        releases: "2.16-2.30 (\"Multiple Ranks are using the same GPU\" 2.28-2.30)",
-        cause: "the application used NCCL in a way it does not allow: two ranks on one GPU, a rank or device number out of \
-                range, or a communicator used after an earlier error",
-        hint: "give each rank its own GPU (set the device from LOCAL_RANK before init); check world size and ranks",
+        source: "NVIDIA/nccl v2.19.3-1 src/init.cc (\"Invalid rank requested : %d/%d\")",
+        releases: "2.16-2.30",
+        cause: "the application used NCCL in a way it does not allow: a rank or device number out of range, a bad \
+                config, a send to itself without its receive, or a communicator used after an earlier error",
+        hint: "check the world size and each rank's number and device; after an error, abort the communicator and \
+               make a new one",
     },
     // ---------------------------------------------------------------- Open MPI / HCOLL (seed 001)
     Signature {
