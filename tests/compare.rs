@@ -186,10 +186,20 @@ fn malformed_and_truncated_logs_are_refused_with_file_and_line() {
     };
     let cut: String = good.lines().take(30).map(|l| format!("{l}\n")).collect();
     let cut = write("all_reduce_perf.cut.txt", &cut);
+    // A log cut short (a job's time limit): its complete rows are read, and the verdict says
+    // where it was cut.
+    // (Its 7 rows are all below 1 MiB: nothing judged, which is never a pass.)
     let (rc, t) = compare(&[&cut, &cut]);
-    assert_eq!(rc, 34, "{t}");
+    assert_eq!(rc, 35, "{t}");
     assert!(
-        t.contains("all_reduce_perf.cut.txt:30: the log ends inside a results table"),
+        t.contains(
+            "#   first run: the log is cut short: it ends inside a results table at line 30"
+        ),
+        "{t}"
+    );
+    assert!(
+        t.lines().any(|l| l.starts_with("NOTHING COMPARED — ")
+            && l.ends_with("(the first run's log was cut short at line 30; the second run's log was cut short at line 30)")),
         "{t}"
     );
     let torn = write(
@@ -199,10 +209,29 @@ fn malformed_and_truncated_logs_are_refused_with_file_and_line() {
             "    85.58   12",
         ),
     );
+    // A torn row: skipped and named; the rows around it are read.
     let (rc, t) = compare(&[&torn, &torn]);
+    assert_eq!(rc, 0, "{t}");
+    assert!(
+        t.contains("1 row(s) could not be read and were skipped: line 41: row cut short"),
+        "{t}"
+    );
+    // Every row torn: refused, naming the first.
+    let shreds: String = good
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with(|c: char| c.is_ascii_digit()) {
+                format!("{}\n", &l[..l.len().min(40)])
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    let shreds = write("all_reduce_perf.shreds.txt", &shreds);
+    let (rc, t) = compare(&[&shreds, &shreds]);
     assert_eq!(rc, 34, "{t}");
     assert!(
-        t.contains("all_reduce_perf.torn.txt:41: row cut short"),
+        t.contains("all_reduce_perf.shreds.txt:") && t.contains(": row cut short"),
         "{t}"
     );
     let json = std::fs::read_to_string(fixture(
@@ -218,7 +247,7 @@ fn malformed_and_truncated_logs_are_refused_with_file_and_line() {
     let (rc, t) = compare(&[&abci, &abci]);
     assert_eq!(rc, 34, "{t}");
     assert!(
-        t.contains("abci-a100-16rank-sharp.log:27: this log does not say which"),
+        t.contains("abci-a100-16rank-sharp.log:25: this log does not say which"),
         "{t}"
     );
     let (rc, t) = compare(&[&abci, &abci, "--nccl-tests-pattern", "all_reduce_perf"]);

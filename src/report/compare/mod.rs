@@ -186,17 +186,31 @@ pub fn compare(before: &Side, after: &Side, opts: &Options) -> Result<Comparison
 }
 
 fn changes(before: &Side, after: &Side) -> Vec<Change> {
-    match (&before.fingerprint, &after.fingerprint) {
-        (Some(b), Some(a)) => fingerprint::diff(b, a),
-        _ => match (&before.nccl_version, &after.nccl_version) {
-            (Some(b), Some(a)) if b != a => vec![Change {
-                field: "nccl.version".into(),
-                before: b.clone(),
-                after: a.clone(),
-            }],
-            _ => Vec::new(),
-        },
+    if let (Some(b), Some(a)) = (&before.fingerprint, &after.fingerprint) {
+        return fingerprint::diff(b, a);
     }
+    // What every kind of file can say (a nccl-tests log: its NCCL version line, its device
+    // lines): each compared where both sides say it.
+    let hosts = |s: &Side| (!s.hosts.is_empty()).then(|| s.hosts.len().to_string());
+    [
+        (
+            "nccl.version",
+            before.nccl_version.clone(),
+            after.nccl_version.clone(),
+        ),
+        ("gpus", before.gpu_models(), after.gpu_models()),
+        ("hosts", hosts(before), hosts(after)),
+    ]
+    .into_iter()
+    .filter_map(|(field, b, a)| match (b, a) {
+        (Some(b), Some(a)) if b != a => Some(Change {
+            field: field.into(),
+            before: b,
+            after: a,
+        }),
+        _ => None,
+    })
+    .collect()
 }
 
 /// The patterns of `rows`, in first-seen order.
@@ -235,6 +249,9 @@ mod tests {
             nccl_version: None,
             failed: None,
             rows,
+            gpus: Vec::new(),
+            hosts: Vec::new(),
+            notes: Vec::new(),
         }
     }
 

@@ -76,7 +76,24 @@ pub fn run(inputs: &Inputs, opts: &Options) -> u8 {
             }
         }
     });
-    verdict(&c, opts, plot_failed)
+    // A log cut short is said beside the verdict too: its sizes after the cut were not judged.
+    let cut: Vec<String> = [("first", &before), ("second", &after)]
+        .iter()
+        .filter_map(|(which, side)| {
+            side.notes
+                .iter()
+                .find(|n| n.starts_with("the log is cut short"))
+                .and_then(|n| n.split_once(" at line "))
+                .and_then(|(_, rest)| rest.split(',').next())
+                .map(|line| format!("the {which} run's log was cut short at line {line}"))
+        })
+        .collect();
+    let cut = if cut.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", cut.join("; "))
+    };
+    verdict(&c, opts, plot_failed, &cut)
 }
 
 fn print_header(inputs: &Inputs, before: &Side, after: &Side) {
@@ -95,7 +112,21 @@ fn print_header(inputs: &Inputs, before: &Side, after: &Side) {
         )
     };
     println!("# first run : {}", label(before, inputs.before));
+    for n in &before.notes {
+        println!("#   first run: {n}");
+    }
     println!("# second run: {}", label(after, inputs.after));
+    for n in &after.notes {
+        println!("#   second run: {n}");
+    }
+    if let (Some(b), Some(a)) = (before.gpu_models(), after.gpu_models())
+        && b != a
+    {
+        println!(
+            "# warning: the runs had different GPUs ({b} against {a}): a change in bus \
+             bandwidth is the hardware's as much as the software's"
+        );
+    }
     if before.simulated != after.simulated {
         println!("# warning: one run is SIMULATED: its figures are CPU figures (--mixed-backends)");
     }
@@ -108,7 +139,7 @@ fn print_header(inputs: &Inputs, before: &Side, after: &Side) {
     }
 }
 
-fn verdict(c: &Comparison, opts: &Options, plot_failed: bool) -> u8 {
+fn verdict(c: &Comparison, opts: &Options, plot_failed: bool, cut: &str) -> u8 {
     if let Some(b) = c.between_runs_pct {
         println!(
             "# between-run noise: {b:.1}% of time (how much the sizes from {} B up disagree \
@@ -131,21 +162,21 @@ fn verdict(c: &Comparison, opts: &Options, plot_failed: bool) -> u8 {
         .unwrap_or_default();
     match c.verdict() {
         Verdict::Regressed => {
-            println!("REGRESSED — {}{partial}", c.reasons.join("; "));
+            println!("REGRESSED — {}{partial}{cut}", c.reasons.join("; "));
             exit::REGRESSED
         }
         Verdict::Inconclusive => {
-            println!("INCONCLUSIVE — {}{partial}", c.doubts.join("; "));
+            println!("INCONCLUSIVE — {}{partial}{cut}", c.doubts.join("; "));
             exit::INCONCLUSIVE
         }
         Verdict::NothingCompared => {
-            println!("NOTHING COMPARED — {}", nothing_compared(c, opts));
+            println!("NOTHING COMPARED — {}{cut}", nothing_compared(c, opts));
             exit::NOTHING_COMPARED
         }
         Verdict::NoRegression => {
             println!(
                 "NO REGRESSION — {judged} size(s) of {} pattern(s) judged at {} B or more, none \
-                 below -{}% beyond the noise{partial}",
+                 below -{}% beyond the noise{partial}{cut}",
                 patterns(&c.rows).len(),
                 opts.min_bytes,
                 opts.threshold_pct,

@@ -36,6 +36,13 @@ pub struct Side {
     /// The run's own failure line, when it failed.
     pub failed: Option<String>,
     pub rows: Vec<Measured>,
+    /// The GPU model of each rank, in rank order, where the file names them.
+    pub gpus: Vec<String>,
+    /// The hosts the ranks ran on, where the file names them.
+    pub hosts: Vec<String>,
+    /// What reading the file found worth saying: where the program name came from, a log cut
+    /// short, rows that could not be read.
+    pub notes: Vec<String>,
 }
 
 /// The element type and reduction key of a row.
@@ -96,7 +103,33 @@ impl Side {
             nccl_version: doc.fingerprint.nccl.as_ref().map(|n| n.version.clone()),
             failed: (doc.verdict.status == Status::Fail).then(|| doc.verdict.line.clone()),
             rows,
+            gpus: doc
+                .fingerprint
+                .ranks
+                .iter()
+                .map(|r| r.device.name.clone())
+                .collect(),
+            hosts: doc.fingerprint.hosts.clone(),
+            notes: Vec::new(),
         }
+    }
+
+    /// The GPU models, counted: `8 × NVIDIA H100 80GB HBM3`, models in first-seen order.
+    pub fn gpu_models(&self) -> Option<String> {
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        for g in &self.gpus {
+            match counts.iter_mut().find(|(m, _)| *m == g.as_str()) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((g.as_str(), 1)),
+            }
+        }
+        (!counts.is_empty()).then(|| {
+            counts
+                .iter()
+                .map(|(m, n)| format!("{n} × {m}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
     }
 
     /// The fewest repeats any of its rows has.

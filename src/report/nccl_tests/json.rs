@@ -112,6 +112,9 @@ pub fn parse(path: &Path, text: &str) -> Result<Side, InputError> {
             .map(version_of_code),
         failed: None,
         rows,
+        gpus: Vec::new(),
+        hosts: Vec::new(),
+        notes: Vec::new(),
     })
 }
 

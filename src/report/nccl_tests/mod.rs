@@ -138,10 +138,9 @@ pub fn read_side(path: &Path, pattern: Option<&str>) -> Result<Side, InputError>
         }
         return json::parse(path, &text);
     }
-    let hint = pattern
-        .map(str::to_string)
-        .or_else(|| program_in(&path.display().to_string()).map(pattern_of));
-    text::parse(path, &text, hint.as_deref())
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let from_name = name.as_deref().and_then(program_in);
+    text::parse(path, &text, pattern, from_name)
 }
 
 #[cfg(test)]
