@@ -55,6 +55,7 @@ fn results(c: &mut Criterion) {
         dtype: DataType::Float,
         op: RedOp::Sum,
         deadline: Duration::from_secs(60),
+        latency_floor: 0,
     };
     let mut g = c.benchmark_group("aggregate one size");
     for n in RANKS {

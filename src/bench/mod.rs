@@ -29,6 +29,10 @@ pub struct Timing {
     pub op: RedOp,
     /// Longest wait for one batch of queued operations.
     pub deadline: Duration,
+    /// The latency pass runs at least this many iterations on small sizes (see
+    /// [`latency_iters`]): [`LATENCY_MIN_SAMPLES`] on a GPU, 0 on the simulation, whose
+    /// iterations cost CPU time and whose latency is no GPU figure.
+    pub latency_floor: u32,
 }
 
 /// Host staging per direction: data is filled and checked through it a chunk at a time, so
@@ -104,11 +108,12 @@ pub fn event_count(iters: u32) -> u32 {
     iters.max(LATENCY_MIN_SAMPLES) + 1
 }
 
-/// Iterations of the latency pass for a message of `bytes` when the timed loop runs `iters`.
-/// It depends on the flags and the size alone, so every rank runs the same count.
-pub fn latency_iters(iters: u32, bytes: usize) -> u32 {
+/// Iterations of the latency pass for a message of `bytes` when the timed loop runs `iters`:
+/// at least `floor` up to [`LATENCY_SMALL_BYTES`], else `iters`. It depends on the flags, the
+/// backend and the size alone, so every rank runs the same count.
+pub fn latency_iters(iters: u32, floor: u32, bytes: usize) -> u32 {
     if iters > 0 && bytes <= LATENCY_SMALL_BYTES {
-        iters.max(LATENCY_MIN_SAMPLES)
+        iters.max(floor.min(LATENCY_MIN_SAMPLES))
     } else {
         iters
     }
@@ -286,7 +291,7 @@ pub fn measure(
     let wall = start.elapsed();
 
     // The latency pass: an event between each two iterations, one wait at the end.
-    let lat = latency_iters(t.iters, layout.bytes(t.dtype)) as usize;
+    let lat = latency_iters(t.iters, t.latency_floor, layout.bytes(t.dtype)) as usize;
     bufs.events[0].record(&comm.stream)?;
     for i in 0..lat {
         launch(comm, &bufs.send, &bufs.recv)?;
@@ -606,14 +611,17 @@ mod tests {
 
     #[test]
     fn the_latency_pass_has_enough_samples_for_a_p99_where_they_are_cheap() {
-        assert_eq!(latency_iters(20, 8), 100);
-        assert_eq!(latency_iters(20, LATENCY_SMALL_BYTES), 100);
-        assert_eq!(latency_iters(20, LATENCY_SMALL_BYTES + 1), 20);
-        assert_eq!(latency_iters(500, 8), 500);
-        assert_eq!(latency_iters(0, 8), 0);
-        // Enough events for the most iterations any size runs.
+        let gpu = LATENCY_MIN_SAMPLES;
+        assert_eq!(latency_iters(20, gpu, 8), 100);
+        assert_eq!(latency_iters(20, gpu, LATENCY_SMALL_BYTES), 100);
+        assert_eq!(latency_iters(20, gpu, LATENCY_SMALL_BYTES + 1), 20);
+        assert_eq!(latency_iters(500, gpu, 8), 500);
+        assert_eq!(latency_iters(0, gpu, 8), 0);
+        // The simulation: as many as the timed loop.
+        assert_eq!(latency_iters(3, 0, 8), 3);
+        // Enough events for the most iterations any size runs, whatever the floor.
         for iters in [0, 1, 20, 100, 500] {
-            assert!(event_count(iters) > latency_iters(iters, 0));
+            assert!(event_count(iters) > latency_iters(iters, u32::MAX, 0));
         }
     }
 
@@ -642,6 +650,7 @@ mod tests {
             dtype: DataType::Float,
             op: RedOp::Sum,
             deadline: Duration::from_secs(1),
+            latency_floor: 0,
         };
         let layout = p.layout(1 << 20, 4, 8);
         let r = combine(

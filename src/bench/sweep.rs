@@ -89,7 +89,7 @@ pub fn size_budget(
         let s = (per_iter_s * iters as f64 * BUDGET_MARGIN).clamp(0.0, 86_400.0);
         std::time::Duration::try_from_secs_f64(s).unwrap_or_default()
     };
-    let lat = super::latency_iters(t.iters, bytes);
+    let lat = super::latency_iters(t.iters, t.latency_floor, bytes);
     (
         secs(t.warmup.max(t.iters).max(lat)),
         secs(t.warmup.saturating_add(t.iters).saturating_add(lat)),

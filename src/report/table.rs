@@ -191,6 +191,7 @@ mod tests {
             dtype: DataType::Float,
             op: RedOp::Sum,
             deadline: std::time::Duration::from_secs(1),
+            latency_floor: 0,
         };
         // (pattern, size asked, time in µs, size, count, algbw, busbw) as printed.
         let published = [
@@ -338,6 +339,7 @@ mod tests {
             dtype: DataType::Float,
             op: RedOp::Sum,
             deadline: std::time::Duration::from_secs(1),
+            latency_floor: 0,
         };
         let s = |rank, avg_us| RankSample {
             rank,

@@ -231,12 +231,17 @@ impl Plan {
             "# timing: {} warm-up and {} timed iterations per size, queued back to back: time, \
              algbw and busbw are the host's wall time over them, as nccl-tests times them; \
              p50 and p99 come from a separate pass with an event between each two iterations \
-             ({} iterations up to {} KiB, {} above)",
+             ({})",
             self.warmup_iters,
             self.iters,
-            crate::bench::latency_iters(self.iters, 0),
-            crate::bench::LATENCY_SMALL_BYTES >> 10,
-            self.iters
+            match crate::bench::latency_iters(self.iters, self.latency_floor(), 0) {
+                n if n == self.iters => format!("{n} iterations per size"),
+                n => format!(
+                    "{n} iterations up to {} KiB, {} above",
+                    crate::bench::LATENCY_SMALL_BYTES >> 10,
+                    self.iters
+                ),
+            }
         )
     }
 
@@ -249,6 +254,18 @@ impl Plan {
             dtype: self.datatype,
             op: self.op,
             deadline,
+            latency_floor: self.latency_floor(),
+        }
+    }
+
+    /// The latency pass's floor: [`crate::bench::LATENCY_MIN_SAMPLES`] where a GPU times the
+    /// iterations, none on the simulation (its iterations cost CPU time, its latency is no GPU
+    /// figure).
+    fn latency_floor(&self) -> u32 {
+        if self.libs.sim {
+            0
+        } else {
+            crate::bench::LATENCY_MIN_SAMPLES
         }
     }
 }
