@@ -255,8 +255,8 @@ pub mod exit {
     /// `compare`: too noisy to tell at the threshold (the report gives the noise and the
     /// repeats that would settle it).
     pub const INCONCLUSIVE: u8 = 33;
-    /// `compare`: an input file (a nccl-tests log, a `-J` JSON file) is malformed or cut
-    /// short; the message names the file and line.
+    /// `compare`: an input file holds nothing to compare (a nccl-tests log without a readable
+    /// results table, a malformed or cut `-J` JSON file); the message names the file and line.
     pub const MALFORMED_INPUT: u8 = 34;
     /// `run --expect`: every stage passed, but bus bandwidth fell below a floor of the
     /// expectations file.
@@ -353,8 +353,8 @@ pub mod exit {
         fixed(
             MALFORMED_INPUT,
             "compare: malformed input",
-            "a nccl-tests log or `-J` file is malformed or cut short; the message names the file \
-             and line",
+            "a nccl-tests log holds no readable results table, or a `-J` file is malformed or cut \
+             short; the message names the file and line",
         ),
         fixed(
             NOTHING_COMPARED,

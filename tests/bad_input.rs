@@ -203,3 +203,36 @@ fn compare_help_lists_every_exit_code_compare_returns() {
         assert!(t.contains(want), "compare --help lacks '{want}':\n{t}");
     }
 }
+
+#[test]
+fn compare_refuses_empty_binary_and_huge_files_at_once() {
+    let dir = scratch("compare-odd-files");
+    let empty = dir.join("all_reduce_perf.empty.log");
+    std::fs::write(&empty, b"").unwrap();
+    let binary = dir.join("all_reduce_perf.bin.log");
+    let bytes: Vec<u8> = (0..65536u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(&binary, &bytes).unwrap();
+    // 1 GiB, sparse: refused by its size before a byte is read.
+    let huge = dir.join("all_reduce_perf.huge.log");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    for (file, code_wanted, says) in [
+        (&empty, 2, "it is empty"),
+        (&binary, 34, "no nccl-tests results table in this file"),
+        (&huge, 2, "more than the 256 MiB"),
+    ] {
+        let start = std::time::Instant::now();
+        let f = file.to_str().unwrap();
+        let o = run1(&["compare", f, f], &[]);
+        let t = text(&o);
+        assert_eq!(code(&o), code_wanted, "{f}: {t}");
+        assert!(t.contains(says), "{f}: {t}");
+        assert!(!t.contains("panicked"), "{t}");
+        assert!(start.elapsed().as_secs() < 10, "{f}: took too long");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
