@@ -146,6 +146,21 @@ pub struct SharedGpu {
     pub ranks: Vec<u32>,
 }
 
+impl std::fmt::Display for SharedGpu {
+    /// `ranks 0, 1 on HOST share GPU 0 (GPU-…)`, as the warning and the failure say it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ranks: Vec<String> = self.ranks.iter().map(u32::to_string).collect();
+        write!(
+            f,
+            "ranks {} on {} share GPU {} ({})",
+            ranks.join(", "),
+            self.host,
+            self.ordinal,
+            self.uuid
+        )
+    }
+}
+
 /// The GPUs more than one rank is on, by host and UUID, in rank order.
 pub fn shared_gpus(ranks: &[crate::report::fingerprint::RankInfo]) -> Vec<SharedGpu> {
     let mut out: Vec<SharedGpu> = Vec::new();

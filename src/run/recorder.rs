@@ -302,15 +302,7 @@ impl bench::sweep::Observer for Run<'_> {
 
 pub(super) fn warn_shared_gpus(fp: &Fingerprint) {
     for g in crate::diagnose::preflight::shared_gpus(&fp.ranks) {
-        let ranks: Vec<String> = g.ranks.iter().map(u32::to_string).collect();
-        println!(
-            "# WARNING: ranks {} on {} share GPU {} ({}): bind one GPU per local rank \
-             (CUDA_VISIBLE_DEVICES or --device)",
-            ranks.join(", "),
-            g.host,
-            g.ordinal,
-            g.uuid
-        );
+        println!("# WARNING: {g}: bind one GPU per local rank (CUDA_VISIBLE_DEVICES or --device)");
     }
 }
 

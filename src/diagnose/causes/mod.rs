@@ -122,19 +122,7 @@ pub fn shared_gpu_failure(
     shared: &[crate::diagnose::preflight::SharedGpu],
     nccl_version: &str,
 ) -> Failure {
-    let list: Vec<String> = shared
-        .iter()
-        .map(|g| {
-            let ranks: Vec<String> = g.ranks.iter().map(u32::to_string).collect();
-            format!(
-                "ranks {} on {} share GPU {} ({})",
-                ranks.join(", "),
-                g.host,
-                g.ordinal,
-                g.uuid
-            )
-        })
-        .collect();
+    let list: Vec<String> = shared.iter().map(ToString::to_string).collect();
     let from = crate::diagnose::preflight::SHARED_GPU_FROM.1;
     Failure::new(Stage::Device, who, list.join("; "))
         .cause(format!(
