@@ -271,6 +271,12 @@ pub mod exit {
     /// `compare`: nothing could be compared (no pattern, size and data type in common, or
     /// no size at or above `--min-bytes`); the report says why.
     pub const NOTHING_COMPARED: u8 = 35;
+    /// `explain`: error lines that no signature names (quoted in the report): not a pass,
+    /// and no cause to name.
+    pub const UNKNOWN: u8 = 36;
+    /// `explain`: no failure in the logs, but nothing in them shows the run finished (no
+    /// nccl-tests footer, no communicator destroyed): a rank killed or a cut log looks the same.
+    pub const NO_FAILURE_SEEN: u8 = 37;
     /// `doctor`: at least one warning, no failure.
     pub const DOCTOR_WARN: u8 = 31;
     /// `doctor`: at least one failed check.
@@ -316,7 +322,7 @@ pub mod exit {
             "everything ran, but an output file (`--json`, `--plot`) could not be written",
         ),
     ];
-    const ABOVE: [Code; 10] = [
+    const ABOVE: [Code; 12] = [
         fixed(
             BELOW_EXPECTED,
             "run --expect: below a floor",
@@ -361,6 +367,18 @@ pub mod exit {
             "compare: nothing compared",
             "no pattern, size and data type in common between the two runs (or none at or above \
              `--min-bytes`): no verdict; the report says what each run holds",
+        ),
+        fixed(
+            UNKNOWN,
+            "explain: unknown",
+            "the logs hold error lines that no known signature names; they are quoted: not a \
+             pass, and no cause named",
+        ),
+        fixed(
+            NO_FAILURE_SEEN,
+            "explain: no failure seen",
+            "no failure in the logs, but nothing in them shows the run finished (a nccl-tests \
+             footer, a communicator destroyed): not a pass",
         ),
         fixed(
             CANCELLED,
@@ -454,7 +472,8 @@ mod tests {
 14 alloc · 15 unique-id · 16 init · 17 connect · 18 connect:buffer-import · 19 connect:proxy · \
 20 connect:shm · 21 connect:net · 22 run · 23 verify · 24 finalize · 25 run --expect: below a floor · \
 26 run -c 0: not verified · 27 run --backend control-plane: control plane ok · 30 compare: regressed · 31 doctor: warnings · 32 doctor: failures · \
-33 compare: inconclusive · 34 compare: malformed input · 35 compare: nothing compared · 130 cancelled"
+33 compare: inconclusive · 34 compare: malformed input · 35 compare: nothing compared · 36 explain: unknown · \
+37 explain: no failure seen · 130 cancelled"
         );
     }
 

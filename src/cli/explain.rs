@@ -86,7 +86,7 @@ pub fn explain(args: &ExplainArgs) -> u8 {
     let judged = !summaries.is_empty();
     if args.json {
         let report = Report {
-            schema: "nccl-smoke/explain/2",
+            schema: "nccl-smoke/explain/3",
             files: &summaries,
             errors: &errors,
             verdict: judged.then_some(&verdict),
@@ -196,6 +196,9 @@ fn print_text(summaries: &[LogSummary], v: &JobVerdict) {
                 f.category.name()
             );
             println!("  evidence: {}", f.evidence);
+            if let Some(c) = &f.code {
+                println!("  code: {c}");
+            }
             if f.severity != Severity::Note {
                 println!("  likely cause: {}", f.cause);
                 println!("  try: {}", f.hint);
@@ -246,7 +249,25 @@ fn print_verdict(v: &JobVerdict) {
         }
         (None, "hang") => {
             println!("VERDICT HANG at run [hang]");
-            println!("  fell silent first: {}", names(&v.culprits));
+            if !v.culprits.is_empty() {
+                println!("  fell silent first: {}", names(&v.culprits));
+            }
+        }
+        (None, "unknown") => {
+            println!(
+                "VERDICT UNKNOWN: {} error line(s) that no known signature names; not a PASS. \
+                 Quoted (read them, and the lines before them):",
+                v.unexplained_total
+            );
+            for q in &v.unexplained {
+                println!("  {}:{}: {}", q.file, q.line, q.text);
+            }
+        }
+        (None, "pass") => {
+            println!("VERDICT PASS: the log shows a finished run and no failure");
+            if let Some(q) = &v.completed {
+                println!("  evidence: {}:{}: {}", q.file, q.line, q.text);
+            }
         }
         // Logs alone never prove a pass: a rank killed, or hung without a WARN, leaves none.
         (None, "advice") => println!(
@@ -254,9 +275,20 @@ fn print_verdict(v: &JobVerdict) {
              signature found; not a PASS: a rank killed or hung leaves no WARN line"
         ),
         _ => println!(
-            "VERDICT NO FAILURE FOUND: no known failure signature found; not a PASS: a rank \
-             killed or hung leaves no WARN line"
+            "VERDICT NO FAILURE FOUND: no error line, but nothing shows the run finished (a \
+             nccl-tests footer, NCCL's 'Destroy COMPLETE'); not a PASS: a rank killed or hung \
+             leaves no WARN line"
         ),
+    }
+    if v.root_cause.is_some() && v.unexplained_total > 0 {
+        const SHOWN: usize = 5;
+        println!(
+            "  unexplained: {} other error line(s) no signature names:",
+            v.unexplained_total
+        );
+        for q in v.unexplained.iter().take(SHOWN) {
+            println!("    {}:{}: {}", q.file, q.line, q.text);
+        }
     }
     if let Some(h) = &v.hang {
         println!("  hang: {}", h.summary);

@@ -50,8 +50,10 @@ pub enum Command {
     /// host or link, 25 when hosts are only slow.
     Isolate(IsolateArgs),
     /// Diagnose NCCL logs from any job (PyTorch, nccl-tests, …) offline: which step failed,
-    /// on which host and process, the likely cause, and what to try. Exit code: 0 when nothing
-    /// known was found, else the stage code of the first finding; 2 when a file is unreadable.
+    /// on which host and process, the likely cause, and what to try. Exit code: the verdict's:
+    /// 0 PASS (the log shows a finished run, no failure), the root cause's stage code (FAIL,
+    /// HANG), 36 UNKNOWN (error lines no signature names, quoted), 37 no failure seen but
+    /// nothing shows the run finished; 2 when a file is unreadable.
     Explain(explain::ExplainArgs),
     /// Check this node before any GPU work: driver, GPUs, libnccl and its capabilities,
     /// GPUDirect RDMA, InfiniBand, NCCL_SOCKET_IFNAME, /dev/shm, limits, MPI (HCOLL), container

@@ -102,6 +102,54 @@ pub(super) const SIGNATURES: &[Signature] = &[
                before the model fills the GPU, lower NCCL_BUFFSIZE or NCCL_NCHANNELS_PER_NET_PEER, or use fewer \
                communicators; check nvidia-smi for other processes on the GPU",
     },
+    // ---------------------------------------------------------------- SHM over cuMem host memory
+    // CUDA 217 in the SHM transport is not a P2P import: 2.23+ shares host memory between local
+    // ranks through cuMem host allocations, which a driver or container can refuse.
+    Signature {
+        id: "shm-cumem-host",
+        category: Category::Shm,
+        stage: Stage::ConnectShm,
+        severity: Severity::Fail,
+        scope: Scope::Warn,
+        what: Match::PhrasesIn {
+            files: &["transport/shm.c", "shmutils.c"],
+            phrases: &[
+                "peer access is not supported",
+                "Cuda failure",
+                "CUDA failure",
+            ],
+        },
+        source: "NVIDIA/nccl v2.23.4-1 … v2.30.7-1 src/transport/shm.cc (cuMem host allocations shared with \
+                 CUCHECK(cuMemCreate/cuMemExportToShareableHandle/cuMemImportFromShareableHandle) when \
+                 NCCL_CUMEM_HOST_ENABLE is on, its default from 2.23)",
+        releases: "2.23-2.30",
+        cause: "NCCL's shared-memory transport could not share cuMem host memory between the ranks of one host \
+                (CUDA refused the host allocation's export or import: an older driver, a container without the \
+                capability, or ranks in different IPC/PID namespaces)",
+        hint: "NCCL_CUMEM_HOST_ENABLE=0 returns to /dev/shm segments; or upgrade the driver; run the ranks of one \
+               host in one container (or with --ipc=host --pid=host)",
+    },
+    // Ranks that disagree on how host memory is shared: one opens a /dev/shm segment the other
+    // never sized (it shares through cuMem), or a different NCCL.
+    Signature {
+        id: "shm-size-zero",
+        category: Category::Shm,
+        stage: Stage::ConnectShm,
+        severity: Severity::Fail,
+        scope: Scope::Warn,
+        what: Match::PhrasesIn {
+            files: &["transport/shm.c", "shmutils.c", "include/shm.h"],
+            phrases: &["(size 0)"],
+        },
+        source: "NVIDIA/nccl v2.19.3-1 src/misc/shmutils.cc (\"Error while %s shared memory segment %s (size %ld)\"); \
+                 size 0 is the opening side's (guess: the cause from a public thread, not from the source)",
+        releases: "2.16-2.30",
+        cause: "a rank tried to open a peer's /dev/shm segment with size 0: the ranks of this host disagree on how \
+                they share host memory (different NCCL versions, or NCCL_CUMEM_HOST_ENABLE set on some ranks only), \
+                or the segment was already removed; a full /dev/shm is not the cause",
+        hint: "run the same NCCL and the same NCCL_CUMEM_HOST_ENABLE on every rank (NCCL_CUMEM_HOST_ENABLE=0 on all \
+               forces /dev/shm)",
+    },
     // ---------------------------------------------------------------- P2P buffer import
     // Seed 000: cuMem handle import across containers, driver 570 UMD.
     Signature {
@@ -244,6 +292,21 @@ pub(super) const SIGNATURES: &[Signature] = &[
         hint: "give every job its own unique id (MASTER_PORT); make sure restarted jobs kill the old ranks first; \
                check that every rank got the same world size and a distinct rank",
     },
+    Signature {
+        id: "bootstrap-accept-closed",
+        category: Category::Bootstrap,
+        stage: Stage::Init,
+        severity: Severity::Fail,
+        scope: Scope::Warn,
+        what: Match::Phrases(&["Accept failed: Bad file descriptor"]),
+        source: "NVIDIA/nccl v2.19.3-1 src/misc/socket.cc socketTryAccept (\"socketTryAccept: Accept failed: %s\"), called \
+                 by the bootstrap's and the proxy's listening sockets; guess: the closed-socket reading is ours",
+        releases: "2.16-2.30",
+        cause: "this process's own listening socket was closed while NCCL still accepted on it (EBADF): the \
+                communicator was being torn down or aborted by another thread, or the process forked after init",
+        hint: "look for the first error of this process before this line; do not fork after NCCL init; with several \
+               communicators, do not destroy one while another thread initialises",
+    },
     // ---------------------------------------------------------------- proxy (seed 003)
     Signature {
         id: "proxy-service-accept",
@@ -267,6 +330,21 @@ pub(super) const SIGNATURES: &[Signature] = &[
                receive on the peer; check NCCL_* settings and open-file limits (ulimit -n)",
     },
     // ---------------------------------------------------------------- InfiniBand / RoCE
+    Signature {
+        id: "dmabuf-unsupported",
+        category: Category::Gdr,
+        stage: Stage::ConnectNet,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&["ibv_reg_dmabuf_mr failed", "ibv_reg_dmabuf_mr"]),
+        source: "NVIDIA/nccl v2.19.3-1 src/misc/ibvwrap.cc (wrap_ibv_reg_dmabuf_mr: \"Call to ibv_reg_dmabuf_mr failed with \
+                 error %s\"), v2.30.7-1 src/misc/ibvwrap.cc",
+        releases: "2.16-2.30",
+        cause: "registering GPU memory with the NIC through dmabuf failed (Operation not supported: the kernel, the \
+                NIC driver or the GPU driver lacks dmabuf support for this path)",
+        hint: "NCCL_DMABUF_ENABLE=0 falls back to nvidia_peermem; or use a kernel (5.12+), OFED/rdma-core and GPU \
+               driver with dmabuf support, or a newer NCCL that checks support before using it",
+    },
     Signature {
         id: "net-ib-completion-error",
         category: Category::NetIb,
@@ -430,6 +508,8 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "ncclConfig_t argument not initialized",
             "Invalid config",
             "Trying to send to self without a matching recv",
+            "invalid root",
+            "root should be in the",
             "Trying to recv to self without a matching send",
         ]),
         source: "NVIDIA/nccl v2.19.3-1 src/init.cc (\"Invalid rank requested : %d/%d\")",
@@ -454,6 +534,14 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "ORTE has lost communication with a remote daemon",
             "mpirun was unable to launch",
             "There are not enough slots available",
+            "pmix_init failed",
+            "PMIX ERROR",
+            "ORTE_ERROR_LOG",
+            "orte_ess_init failed",
+            "An error occurred in MPI_Init",
+            "MPI_Init failed",
+            "It looks like MPI_INIT failed",
+            "It looks like orte_init failed",
         ]),
         source: "Open MPI 4.x help texts (help-orte-runtime, help-mpi-api) and HCOLL (guess: texts seen in public logs, \
                  not NCCL)",

@@ -16,8 +16,10 @@ pub enum Category {
     Oom,
     /// Bootstrap: interfaces, the root's socket, rank check-in.
     Bootstrap,
-    /// Communicator setup: invalid usage, topology, configuration.
+    /// Communicator setup: invalid usage, configuration.
     Init,
+    /// Topology detection and graph search (NCCL's `graph/`): XML, paths, rings and trees.
+    Topology,
     /// Ranks run different NCCL versions.
     VersionMismatch,
     /// P2P transport: importing a peer's buffer (cuMem / CUDA IPC), peer access.
@@ -44,6 +46,8 @@ pub enum Category {
     RemoteError,
     /// An operation that did not complete: watchdog timeout, test timeout.
     Hang,
+    /// An operation failed while it ran: a kernel launch or a CUDA error after init.
+    Run,
 }
 
 impl Category {
@@ -60,6 +64,7 @@ impl Category {
             Category::Oom => "oom",
             Category::Bootstrap => "bootstrap",
             Category::Init => "init",
+            Category::Topology => "topology",
             Category::VersionMismatch => "version-mismatch",
             Category::BufferImport => "buffer-import",
             Category::Shm => "shm",
@@ -73,6 +78,7 @@ impl Category {
             Category::NcclError => "nccl-error",
             Category::RemoteError => "remote-error",
             Category::Hang => "hang",
+            Category::Run => "run",
         }
     }
 }

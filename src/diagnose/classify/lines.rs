@@ -19,20 +19,46 @@ pub enum LineKind {
 
 impl LineKind {
     /// The kind of one line by NCCL's level word.
+    ///
+    /// Every format NCCL has printed since 2.4 (`src/misc/utils.cc` in v2.4.8-1, `src/debug.cc`
+    /// since): `host:pid:tid [dev] NCCL INFO`, `host:pid:tid [dev] file:line NCCL WARN` (2.28+
+    /// with `(function)` before the level), `host:pid:tid [dev] time func:line NCCL TRACE`,
+    /// `host:pid:tid NCCL CALL` (2.19+), and the bare `NCCL version …` line of
+    /// `NCCL_LOG_VERSION` (2.2x+). The level word may follow a launcher's tag with no space
+    /// (`[1,0]<stdout>:NCCL WARN`), a timestamp, or start the line (a prefix cut by the
+    /// program that relayed it).
     pub fn of(line: &str) -> LineKind {
         static NCCL: OnceLock<memchr::memmem::Finder<'static>> = OnceLock::new();
-        let finder = NCCL.get_or_init(|| memchr::memmem::Finder::new(b" NCCL "));
-        let Some(at) = finder.find(line.as_bytes()) else {
-            return LineKind::Other;
-        };
-        let rest = &line.as_bytes()[at + 6..];
-        if rest.starts_with(b"INFO") || rest.starts_with(b"TRACE") || rest.starts_with(b"CALL") {
-            LineKind::Info
-        } else if rest.starts_with(b"WARN") {
-            LineKind::Warn
-        } else {
-            LineKind::Other
+        let finder = NCCL.get_or_init(|| memchr::memmem::Finder::new(b"NCCL "));
+        let bytes = line.as_bytes();
+        for at in finder.find_iter(bytes) {
+            if at > 0 && bytes[at - 1].is_ascii_alphanumeric() {
+                continue;
+            }
+            let rest = &bytes[at + 5..];
+            // ATTN (2.32+, `[dev] file:line NCCL ATTN …` in the 2.32.3 wheel's format strings;
+            // no public source yet): a notice NCCL goes on after ("Failed to initialize NET
+            // plugin IB" on a host without InfiniBand), read like INFO.
+            if rest.starts_with(b"INFO")
+                || rest.starts_with(b"TRACE")
+                || rest.starts_with(b"CALL")
+                || rest.starts_with(b"ATTN")
+            {
+                return LineKind::Info;
+            }
+            if rest.starts_with(b"WARN") {
+                return LineKind::Warn;
+            }
+            // NCCL_LOG_VERSION: the line is the version alone.
+            // NCCL_LOG_VERSION: the line is the version alone (after a launcher's tag at most;
+            // PyTorch's ", NCCL version 2.x" ends an error message and is not one).
+            if rest.starts_with(b"version ")
+                && (at == 0 || (b":>]".contains(&bytes[at - 1]) && !bytes[..at].contains(&b' ')))
+            {
+                return LineKind::Info;
+            }
         }
+        LineKind::Other
     }
 }
 
@@ -132,15 +158,22 @@ pub fn classify_line(line: &str, kind: LineKind) -> Option<Finding> {
     // A WARN line's source file names its transport more precisely than a generic phrase
     // ("Cuda failure" in transport/p2p.cc is a P2P failure), but never overrides a specific
     // phrase, a consequence or a benign note.
-    let weak = best.is_none_or(|b| WEAK.contains(&SIGNATURES[b].id));
+    let weak = best.is_none_or(|b| {
+        WEAK.contains(&SIGNATURES[b].id) || super::codes::WEAK.contains(&SIGNATURES[b].id)
+    });
     if kind == LineKind::Warn
         && weak
         && let Some(loc) = warn_location(line)
     {
-        let loc_hit = SIGNATURES.iter().position(|s| match s.what {
-            Match::Location(paths) => paths.iter().any(|p| loc.contains(p)),
-            Match::Phrases(_) | Match::PhrasesIn { .. } => false,
-        });
+        // NCCL's own files by the generated table; other code (a net plugin, an older layout)
+        // by the signatures' path fragments.
+        let loc_hit = match super::sources::lookup(loc) {
+            Some(row) => SIGNATURES.iter().position(|s| s.id == row.subsystem),
+            None => SIGNATURES.iter().position(|s| match s.what {
+                Match::Location(paths) => paths.iter().any(|p| loc.contains(p)),
+                Match::Phrases(_) | Match::PhrasesIn { .. } => false,
+            }),
+        };
         if let Some(i) = loc_hit
             && (best.is_none() || SIGNATURES[i].category != Category::Init)
         {
@@ -148,6 +181,31 @@ pub fn classify_line(line: &str, kind: LineKind) -> Option<Finding> {
         }
     }
     best.map(|i| finding(SIGNATURES[i], line))
+}
+
+/// The finding for NCCL's first error-return trace of a process (`… NCCL INFO
+/// transport/net_ib.cc:395 -> 2`) when no WARN line of that process names a failure: the
+/// source file places it, as it places an unnamed WARN.
+pub fn trace_finding(line: &str) -> Option<Finding> {
+    let at = line.find(" -> ")?;
+    let printed = line[..at].rsplit(' ').next()?;
+    let i = match super::sources::lookup(printed) {
+        Some(row) => SIGNATURES.iter().position(|s| s.id == row.subsystem)?,
+        None => SIGNATURES.iter().position(|s| match s.what {
+            Match::Location(paths) => paths.iter().any(|p| printed.contains(p)),
+            _ => false,
+        })?,
+    };
+    Some(finding(SIGNATURES[i], line))
+}
+
+/// The finding for connect retries a process's log ends in (`Call to connect returned
+/// Connection refused, retrying`): it never reached its peer.
+pub fn retry_finding(line: &str) -> Option<Finding> {
+    SIGNATURES
+        .iter()
+        .find(|s| s.id == "connect-retries")
+        .map(|s| finding(s, line))
 }
 
 fn finding(sig: &Signature, line: &str) -> Finding {
@@ -274,6 +332,44 @@ mod tests {
             advise(["NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'"]),
             None
         );
+    }
+
+    #[test]
+    fn every_nccl_line_format_since_2_4_is_an_nccl_line() {
+        for (line, kind) in [
+            ("h:1:2 [0] NCCL INFO Bootstrap : Using eth0", LineKind::Info),
+            ("h:1:2 [0] misc/socket.cc:49 NCCL WARN x", LineKind::Warn),
+            (
+                "h:1:2 [0] transport/p2p.cc:243 (p2pMap) NCCL WARN x",
+                LineKind::Warn,
+            ),
+            ("h:1:2 [0] 12.5 ncclSend:3 NCCL TRACE x", LineKind::Info),
+            ("h:1:2 NCCL CALL ncclCommInitRank(…)", LineKind::Info),
+            (
+                "h:1:2 [0] plugin/net.cc:229 (ncclNetPluginInit) NCCL ATTN Failed to initialize NET plugin IB",
+                LineKind::Info,
+            ),
+            ("NCCL version 2.28.9+cuda12.9", LineKind::Info),
+            ("[1,0]<stdout>:NCCL version 2.4.8+cuda10.1", LineKind::Info),
+            ("[1,0]<stderr>:h:1:2 [0] NCCL INFO x", LineKind::Info),
+            (
+                "[1,0]<stderr>:NCCL WARN Cuda failure 'out of memory'",
+                LineKind::Warn,
+            ),
+            ("NCCL WARN Cuda failure 'out of memory'", LineKind::Warn),
+            (
+                "[2025-01-01 10:00:00] h:1:2 [0] NCCL INFO x",
+                LineKind::Info,
+            ),
+            ("h:1:2 [0]NCCL WARN x", LineKind::Warn),
+            (
+                "RuntimeError: NCCL error in: x.cpp:1, unhandled system error, NCCL version 2.14.3",
+                LineKind::Other,
+            ),
+            ("MYNCCL INFO is not NCCL", LineKind::Other),
+        ] {
+            assert_eq!(LineKind::of(line), kind, "{line}");
+        }
     }
 
     #[test]

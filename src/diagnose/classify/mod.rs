@@ -15,12 +15,17 @@
 //! is a diff.
 
 mod causes;
+pub mod codes;
+mod families;
 mod finding;
 mod lines;
 mod locations;
 mod others;
 mod signature;
+pub mod sources;
 
 pub use finding::{Category, Finding, Severity};
-pub use lines::{LineKind, advise, classify, classify_line, rank_key};
+pub use lines::{
+    LineKind, advise, classify, classify_line, rank_key, retry_finding, trace_finding,
+};
 pub use signature::signature_ids;

@@ -44,6 +44,8 @@ pub(super) const SIGNATURES: &[Signature] = &[
         what: Match::Phrases(&[
             "Watchdog caught collective operation timeout",
             "ProcessGroupNCCL's watchdog got stuck",
+            "waiting for remainder of ranks",
+            "Stalled ops:",
             "Test timeout",
             "NCCL timeout",
             "timed out after",
@@ -56,6 +58,24 @@ pub(super) const SIGNATURES: &[Signature] = &[
                 an earlier operation) or a link stopped moving data",
         hint: "the ranks that fell silent first are the suspects: look at their last operation and at their host \
                (GPU errors in dmesg/nvidia-smi, Xid); NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=COLL logs each operation",
+    },
+    // Connect retries a log ends in (read by explain, which builds this finding itself).
+    Signature {
+        id: "connect-retries",
+        category: Category::Bootstrap,
+        stage: Stage::Init,
+        severity: Severity::Fail,
+        scope: Scope::Info,
+        what: Match::Phrases(&[]),
+        source: "NVIDIA/nccl v2.4.8-1 … v2.19.3-1 src/misc/socket.cc / include/socket.h (\"Call to connect returned %s, \
+                 retrying\"), v2.19.3-1 … v2.30.7-1 socketPollConnect (\"socketPollConnect: connect returned %s, retrying \
+                 (%d/%d) after sleep for %d msec\"): INFO lines, so a log can end in them with no WARN",
+        releases: "2.4-2.30",
+        cause: "a rank kept retrying to connect to another rank's address and the log ends there: that address is not \
+                reachable from this host (NCCL_SOCKET_IFNAME=lo or a container-only interface across nodes, a \
+                firewall, the wrong interface picked) or the other rank never started",
+        hint: "check the address in NCCL's 'Bootstrap : Using' line on every host: it must be one the other hosts \
+               reach; set NCCL_SOCKET_IFNAME to that interface; open the ports between the hosts",
     },
     // ---------------------------------------------------------------- consequences
     Signature {
@@ -150,8 +170,11 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "Cannot get incoming CPU",
             "Maximum retry reached for",
             "couldn't load driver",
+            "requires GDRCopy; and GDR Copy is not available",
         ]),
-        source: "NVIDIA/nccl v2.19.3-1 src/misc/ibvwrap.cc (\"Failed to open libibverbs.so[.1]\"), src/transport/net_ib.cc \
+        source: "NVIDIA/nccl 2.32.3 wheel, transport/rma_socket.cc:32 (\"RMA/Socket : rma_socket requires GDRCopy; and GDR \
+                 Copy is not available\", a WARN printed on every healthy 2.32.3 run without GDRCopy, seen in \
+                 tests/fixtures/stand-in-logs); NVIDIA/nccl v2.19.3-1 src/misc/ibvwrap.cc (\"Failed to open libibverbs.so[.1]\"), src/transport/net_ib.cc \
                  (\"NET/IB : No device found.\"), src/nccl_net / plugin loading messages",
         releases: "2.16-2.30",
         cause: "NCCL looked for an optional library or device and did without it (no InfiniBand on this node, no net \

@@ -58,6 +58,8 @@ pub(super) const HINT_DEBUG: &str = "rerun with NCCL_DEBUG=INFO (NCCL_DEBUG_FILE
 pub(super) static SIGNATURES: LazyLock<Vec<&'static Signature>> = LazyLock::new(|| {
     super::causes::SIGNATURES
         .iter()
+        .chain(super::codes::SIGNATURES)
+        .chain(super::families::SIGNATURES)
         .chain(super::locations::SIGNATURES)
         .chain(super::others::SIGNATURES)
         .collect()

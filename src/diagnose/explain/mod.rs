@@ -19,6 +19,7 @@ macro_rules! has {
     }};
 }
 
+mod evidence;
 mod prefix;
 mod read;
 mod summary;
@@ -26,5 +27,5 @@ mod verdict;
 
 pub use prefix::{parse_prefix, wrapper_rank};
 pub use read::{explain_reader, explain_reader_limited};
-pub use summary::{LastOp, Limits, Located, LogSummary, Who, clean};
+pub use summary::{LastOp, Limits, Located, LogSummary, Quoted, Who, clean};
 pub use verdict::{HangReport, JobVerdict, job_verdict};

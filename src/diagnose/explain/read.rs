@@ -1,9 +1,10 @@
 //! Reading one log: bounded line reads, the binary check, and the per-line state that turns
 //! NCCL's lines into findings and last operations.
 
+use super::evidence;
 use super::prefix::{nccl_version, number_after, parse_prefix, word_after, wrapper_rank};
-use super::summary::{LastOp, Limits, Located, LogSummary, Who, clean};
-use crate::diagnose::classify::{self, Category, Finding, LineKind};
+use super::summary::{LastOp, Limits, Located, LogSummary, Quoted, UNEXPLAINED_KEPT, Who, clean};
+use crate::diagnose::classify::{self, Category, Finding, LineKind, Severity};
 use crate::stage::Stage;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
@@ -98,6 +99,9 @@ fn looks_binary(head: &[u8]) -> bool {
 /// A process by what NCCL's prefix and a wrapper's tag say: host, pid, rank.
 type ProcKey = (Option<String>, Option<u32>, Option<u32>);
 
+/// A process by NCCL's prefix alone: host, pid.
+type HostPid = (Option<String>, Option<u32>);
+
 #[derive(Default)]
 struct State {
     summary: LogSummary,
@@ -110,10 +114,19 @@ struct State {
     by_prefix: HashMap<String, usize>,
     /// The previous line ended in "Last error:": this one is NCCL's error text.
     after_last_error: bool,
-    /// (category, host, pid, rank) already reported.
-    seen: std::collections::HashSet<(Category, ProcKey)>,
+    /// (category, severity, host, pid, rank) already reported.
+    seen: std::collections::HashSet<(Category, Severity, ProcKey)>,
     /// Processes (host, pid) whose communicator init completed ("Init COMPLETE").
     init_done: std::collections::HashSet<(Option<String>, u32)>,
+    /// A nccl-tests results header was read and its footer not yet.
+    in_sweep: bool,
+    /// Per process (host, pid): the first of NCCL's error-return traces (`file:line -> N`,
+    /// NCCLCHECK in src/include/checks.h since v2.4) and its line number.
+    traces: Vec<(HostPid, String, u64)>,
+    /// Per process: its last connect retry (`Call to connect returned …, retrying`,
+    /// `socketPollConnect: connect returned …, retrying`), cleared by any later NCCL line of
+    /// that process.
+    retrying: HashMap<HostPid, (String, u64)>,
 }
 
 /// The stage of a finding: an allocation that NCCL itself reports (an `NCCL WARN` line) failed
@@ -176,13 +189,53 @@ impl State {
         if kind != LineKind::Info {
             self.wrapper_progress(line);
         }
-        if let Some(f) = classify::classify_line(line, kind) {
+        let found = classify::classify_line(line, kind);
+        let named = found.is_some();
+        if let Some(f) = found {
             self.add(f, line);
+        }
+        self.evidence(line, kind, named);
+    }
+
+    /// Completion, an open nccl-tests sweep, and error lines no signature named.
+    fn evidence(&mut self, line: &str, kind: LineKind, named: bool) {
+        let quote = |s: &Self| Quoted {
+            file: s.summary.file.clone(),
+            line: s.summary.lines,
+            text: clean(line.trim()),
+        };
+        if self.summary.completed.is_none() && evidence::completion(line) {
+            self.summary.completed = Some(quote(self));
+        }
+        if kind != LineKind::Info {
+            if evidence::sweep_header(line) || evidence::nccl_tests_start(line) {
+                self.in_sweep = true;
+                self.summary.sweep_open = Some(quote(self));
+            } else if evidence::sweep_footer(line) {
+                self.in_sweep = false;
+                self.summary.sweep_open = None;
+            } else if self.in_sweep && evidence::sweep_row(line).is_some() {
+                self.summary.sweep_open = Some(quote(self));
+            }
+        }
+        let error = match kind {
+            LineKind::Warn => true,
+            LineKind::Other => evidence::error_like(line),
+            LineKind::Info => false,
+        };
+        if error && !named {
+            self.summary.unexplained_total += 1;
+            if self.summary.unexplained.len() < UNEXPLAINED_KEPT {
+                self.summary.unexplained.push(quote(self));
+            }
         }
     }
 
     /// INFO lines: version, communicator membership, NCCL's own operation counter.
     fn info(&mut self, line: &str) {
+        if has!(line, " -> ") || has!(line, "retrying") || !self.retrying.is_empty() {
+            self.trace_or_retry(line);
+        }
         if has!(line, "NCCL version ") {
             self.version(line);
         } else if has!(line, " nranks ")
@@ -236,6 +289,57 @@ impl State {
         }
     }
 
+    /// NCCL's error-return traces and connect retries (INFO lines that show a failure in
+    /// progress when no WARN line says it).
+    fn trace_or_retry(&mut self, line: &str) {
+        let (host, pid, _) = parse_prefix(line);
+        let key = (host, pid);
+        let retry = has!(line, "connect returned") && has!(line, "retrying");
+        if retry {
+            self.retrying
+                .insert(key, (clean(line.trim()), self.summary.lines));
+            return;
+        }
+        self.retrying.remove(&key);
+        if let Some(code) = return_trace(line)
+            && code != 0
+            && code != 7
+            && !self.traces.iter().any(|(k, ..)| *k == key)
+        {
+            self.traces
+                .push((key, clean(line.trim()), self.summary.lines));
+        }
+    }
+
+    /// A finding for each process whose log shows NCCL failing without a WARN of its own: the
+    /// first error-return trace, placed by its source file; or connect retries the log ends in.
+    fn silent_failures(&mut self) {
+        let has_failure = |s: &Self, key: &HostPid| {
+            s.summary
+                .findings
+                .iter()
+                .any(|f| f.severity >= Severity::Consequence && (f.host.clone(), f.pid) == *key)
+        };
+        let retrying: Vec<_> = std::mem::take(&mut self.retrying).into_iter().collect();
+        for (key, (line, no)) in retrying {
+            if has_failure(self, &key) {
+                continue;
+            }
+            if let Some(f) = classify::retry_finding(&line) {
+                self.add_at(f, &line, no);
+            }
+        }
+        let traces = std::mem::take(&mut self.traces);
+        for (key, line, no) in traces {
+            if has_failure(self, &key) {
+                continue;
+            }
+            if let Some(f) = classify::trace_finding(&line) {
+                self.add_at(f, &line, no);
+            }
+        }
+    }
+
     fn version(&mut self, line: &str) {
         if let Some(v) = nccl_version(line) {
             let (host, pid, _) = parse_prefix(line);
@@ -285,12 +389,21 @@ impl State {
     }
 
     fn add(&mut self, f: Finding, line: &str) {
+        let no = self.summary.lines;
+        self.add_at(f, line, no);
+    }
+
+    fn add_at(&mut self, f: Finding, line: &str, line_no: u64) {
         let (host, pid, device) = parse_prefix(line);
         let rank = wrapper_rank(line);
-        if !self.seen.insert((f.category, (host.clone(), pid, rank))) {
+        // One finding per family, severity and process: a benign note of a family (no
+        // libibverbs) must not hide a failure of the same family on the same process.
+        if !self
+            .seen
+            .insert((f.category, f.severity, (host.clone(), pid, rank)))
+        {
             return;
         }
-        let line_no = self.summary.lines;
         let stage = own_allocation_stage(f.stage, line, || {
             pid.is_some_and(|p| self.init_done.contains(&(host.clone(), p)))
         });
@@ -308,11 +421,13 @@ impl State {
             cause: f.cause.to_string(),
             hint: f.hint.to_string(),
             evidence: clean(&f.evidence),
+            code: classify::codes::decode(line),
             exit_code: stage.exit_code(),
         });
     }
 
     fn finish(mut self) -> LogSummary {
+        self.silent_failures();
         let rank_of = |host: &Option<String>, pid: Option<u32>| {
             pid.and_then(|p| self.ranks.get(&(host.clone(), p)).copied())
         };
@@ -345,6 +460,21 @@ impl State {
         self.summary.processes = self.procs;
         self.summary
     }
+}
+
+/// The result of NCCL's error-return trace `… NCCL INFO file.cc:123 -> 2` (`-> 2 (errno
+/// text)` from 2.19, `[Async thread]` from group.cc).
+fn return_trace(line: &str) -> Option<u32> {
+    let at = line.find(" -> ")?;
+    let before = line[..at].rsplit(' ').next()?;
+    if !(before.contains(':') && (before.contains(".c") || before.contains(".h"))) {
+        return None;
+    }
+    line[at + 4..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Reads up to a newline; keeps at most [`MAX_LINE`] bytes of it. Returns bytes consumed.

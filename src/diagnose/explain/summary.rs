@@ -89,6 +89,10 @@ pub struct Located {
     pub cause: String,
     pub hint: String,
     pub evidence: String,
+    /// What a code in the evidence means (an ibv_wc_status number, an errno text, an NCCL
+    /// result), when it holds one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
     #[serde(skip)]
     pub exit_code: u8,
 }
@@ -144,6 +148,30 @@ pub struct LogSummary {
     /// Why reading stopped early (size or time cap), if it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,
+    /// The first line that shows the run finished healthy (nccl-tests' `Out of bounds values :
+    /// 0 OK`, NCCL's `Destroy COMPLETE`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completed: Option<Quoted>,
+    /// The last results row of a nccl-tests sweep this log ends inside (no footer after it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep_open: Option<Quoted>,
+    /// Lines that read as errors (or NCCL WARN lines) that no signature names: the first
+    /// [`UNEXPLAINED_KEPT`] of them, quoted; never dropped from the report.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unexplained: Vec<Quoted>,
+    /// How many such lines the log holds.
+    pub unexplained_total: u64,
+}
+
+/// How many unexplained error lines one log keeps.
+pub const UNEXPLAINED_KEPT: usize = 20;
+
+/// One line of a log, quoted with its place.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Quoted {
+    pub file: String,
+    pub line: u64,
+    pub text: String,
 }
 
 /// Replaces control characters (terminal escapes included) with '?', so that what a log

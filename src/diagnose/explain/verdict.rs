@@ -1,7 +1,7 @@
 //! One verdict for a job's logs: the root cause and the ranks that share it, the ranks that only
 //! report consequences, and for hangs the ranks that fell silent first.
 
-use super::summary::{LastOp, Located, LogSummary, Who};
+use super::summary::{LastOp, Located, LogSummary, Quoted, Who};
 use crate::diagnose::classify::{self, Category, LineKind, Severity};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,7 +20,9 @@ pub struct HangReport {
 /// One verdict for a job's logs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct JobVerdict {
-    /// "fail", "hang", "consequences-only", "advice" or "ok".
+    /// "fail", "hang", "consequences-only", "unknown" (error lines no signature names),
+    /// "advice", "pass" (the log shows a finished run and no failure) or "no-failure-seen"
+    /// (nothing failed, and nothing shows the run finished).
     pub status: String,
     /// The finding that names the cause (the most severe, then the table's order).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -38,6 +40,14 @@ pub struct JobVerdict {
     pub version_mismatch: bool,
     /// Benign notes and advice.
     pub notes: Vec<Located>,
+    /// Error lines no signature names (the first of each log), quoted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unexplained: Vec<Quoted>,
+    /// How many error lines no signature names, in all logs.
+    pub unexplained_total: u64,
+    /// The line that shows the run finished, when the verdict is a pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completed: Option<Quoted>,
     /// The exit code `explain` ends with.
     pub exit_code: u8,
 }
@@ -45,7 +55,15 @@ pub struct JobVerdict {
 /// Joins the logs of one job (one per rank, or one for all) into one verdict.
 pub fn job_verdict(summaries: &[LogSummary]) -> JobVerdict {
     let all: Vec<&Located> = summaries.iter().flat_map(|s| &s.findings).collect();
-    let mut v = JobVerdict::default();
+    let mut v = JobVerdict {
+        unexplained: summaries
+            .iter()
+            .flat_map(|s| s.unexplained.iter().cloned())
+            .take(super::summary::UNEXPLAINED_KEPT)
+            .collect(),
+        unexplained_total: summaries.iter().map(|s| s.unexplained_total).sum(),
+        ..JobVerdict::default()
+    };
 
     // Versions across processes.
     for s in summaries {
@@ -136,12 +154,33 @@ pub fn job_verdict(summaries: &[LogSummary]) -> JobVerdict {
                 v.culprits = h.silent_first.clone();
                 v.exit_code = crate::stage::Stage::Run.exit_code();
                 v.hang = Some(h);
+            } else if let Some(open) = summaries.iter().find_map(|s| s.sweep_open.as_ref()) {
+                // The log ends inside an operation: a nccl-tests sweep with no footer.
+                v.status = "hang".into();
+                v.exit_code = crate::stage::Stage::Run.exit_code();
+                v.hang = Some(HangReport {
+                    summary: format!(
+                        "the log ends inside a nccl-tests run, after {}:{} ('{}'), with no footer: \
+                         the next step never finished, or the log was cut",
+                        open.file,
+                        open.line,
+                        open.text.chars().take(80).collect::<String>()
+                    ),
+                    ..HangReport::default()
+                });
+            } else if v.unexplained_total > 0 {
+                v.status = "unknown".into();
+                v.exit_code = crate::stage::exit::UNKNOWN;
             } else if let Some(a) = v.notes.iter().find(|n| n.severity == Severity::Advice) {
                 v.status = "advice".into();
                 v.exit_code = a.exit_code;
-            } else {
-                v.status = "ok".into();
+            } else if let Some(done) = summaries.iter().find_map(|s| s.completed.as_ref()) {
+                v.status = "pass".into();
+                v.completed = Some(done.clone());
                 v.exit_code = crate::stage::exit::PASS;
+            } else {
+                v.status = "no-failure-seen".into();
+                v.exit_code = crate::stage::exit::NO_FAILURE_SEEN;
             }
         }
     }
@@ -194,6 +233,7 @@ fn version_finding(versions: &BTreeMap<String, Vec<Who>>) -> Located {
             "ranks report different NCCL versions: {}",
             listing.join(" | ")
         ),
+        code: None,
         exit_code: f.stage.exit_code(),
     }
 }

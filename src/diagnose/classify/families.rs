@@ -1,0 +1,127 @@
+//! The families around NCCL, each in its own words: net plugins (aws-ofi-nccl), the MPI
+//! layers (UCX, UCC), PyTorch's rendezvous store and torchrun, JAX's coordination service,
+//! Slurm and the kernel's OOM killer. NCCL's own WARN lines are read elsewhere; a line of a
+//! family nothing here knows is still quoted by `explain` as an unexplained error line.
+
+use super::finding::{Category, Severity};
+use super::signature::{Match, Scope, Signature};
+use crate::stage::Stage;
+
+pub(super) const SIGNATURES: &[Signature] = &[
+    // ---------------------------------------------------------------- net plugins
+    Signature {
+        id: "ofi-register",
+        category: Category::NetIb,
+        stage: Stage::ConnectNet,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "NET/OFI Unable to register memory",
+            "Unable to register memory (type",
+        ]),
+        source: "aws/aws-ofi-nccl src/nccl_ofi_rdma.c / nccl_ofi_sendrecv.c (\"Unable to register memory (type = %d) for \
+                 device %d. RC: %d, Error: %s\"; guess: text from public logs)",
+        releases: "not NCCL: aws-ofi-nccl 1.x",
+        cause: "the OFI net plugin (EFA) could not register a buffer with libfabric: the locked-memory limit \
+                (ulimit -l) is too low in the container, or GPU memory registration (dmabuf / nvidia_peermem) is not \
+                available to the EFA driver",
+        hint: "run with ulimit -l unlimited (Kubernetes: the EFA device plugin and a privileged or IPC_LOCK pod); \
+               check FI_EFA_USE_DEVICE_RDMA and the aws-ofi-nccl version against the EFA installer's",
+    },
+    Signature {
+        id: "ofi-failure",
+        category: Category::NetIb,
+        stage: Stage::ConnectNet,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "NET/OFI",
+            "Libfabric EFA provider",
+            "Libfabric error",
+            "EFA internal error",
+            "fi_getinfo",
+        ]),
+        source: "aws/aws-ofi-nccl (WARN lines through NCCL's logger prefixed \"NET/OFI\"; guess: from public logs)",
+        releases: "not NCCL: aws-ofi-nccl 1.x",
+        cause: "the OFI net plugin (libfabric, EFA on AWS) failed: no usable provider, a fabric call refused, or an \
+                EFA device missing in the container",
+        hint: "fi_info -p efa on the host and in the container; the plugin, libfabric and EFA driver versions must \
+               match (the EFA installer's); NCCL_NET=Socket confirms the rest works without the plugin",
+    },
+    // ---------------------------------------------------------------- MPI layers
+    Signature {
+        id: "mpi-ucx-ucc",
+        category: Category::Mpi,
+        stage: Stage::Launch,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "UCX  ERROR",
+            "UCX ERROR",
+            "UCC  ERROR",
+            "UCC ERROR",
+            "TL_SHM ERROR",
+            "TL_UCP ERROR",
+            "TL_CUDA ERROR",
+            "TL_NCCL ERROR",
+            "CL_BASIC ERROR",
+            "pml_ucx.c",
+        ]),
+        source: "openucx/ucx and openucx/ucc log macros (\"[time] [host:pid:tid] file:line UCX  ERROR …\", UCC's \
+                 component tags TL_SHM/TL_UCP; guess: formats from public logs)",
+        releases: "not NCCL: UCX 1.x, UCC 1.x under Open MPI 4.1+/5.x",
+        cause: "Open MPI's UCX transport or UCC collectives failed beside NCCL (UCC's shared-memory team could not \
+                attach to a peer's segment, UCX could not reach a peer or register memory)",
+        hint: "take UCC out of the job (mpirun -mca coll ^ucc, or UCC_TLS=^shm) or UCX (-mca pml ob1 -mca btl \
+               tcp,self); in containers give the ranks one IPC namespace (--ipc=host) and a large /dev/shm",
+    },
+    // ---------------------------------------------------------------- launchers' rendezvous
+    Signature {
+        id: "rendezvous",
+        category: Category::Bootstrap,
+        stage: Stage::Launch,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "DistNetworkError",
+            "RendezvousTimeoutError",
+            "RendezvousConnectionError",
+            "RendezvousClosedError",
+            "The client socket has timed out after",
+            "Failed to connect to coordination service",
+            "coordination service",
+            "Barrier timed out",
+        ]),
+        source: "PyTorch torch/csrc/distributed/c10d TCPStore (\"The client socket has timed out after %dms while trying to \
+                 connect to (%s, %d)\", DistNetworkError) and torch.distributed.elastic.rendezvous; JAX/XLA's \
+                 coordination service (guess: texts from public logs)",
+        releases: "not NCCL: PyTorch 1.x-2.x, JAX",
+        cause: "the ranks could not meet at the launcher's rendezvous (torch's TCPStore at MASTER_ADDR:MASTER_PORT, \
+                JAX's coordinator) before NCCL started: a wrong or unreachable address, a port in use or blocked, a \
+                rank that never started",
+        hint: "check MASTER_ADDR/MASTER_PORT (JAX: coordinator_address) from every node (nc -zv ADDR PORT), the \
+               firewall between nodes, and that every rank was started",
+    },
+    // ---------------------------------------------------------------- the host's memory
+    Signature {
+        id: "host-oom",
+        category: Category::Oom,
+        stage: Stage::Run,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "out-of-memory handler",
+            "oom-kill",
+            "oom_kill",
+            "Out of memory: Killed process",
+            "OOMKilled",
+        ]),
+        source: "Linux kernel OOM killer and Slurm's cgroup plugin (\"Some of your processes may have been killed by the \
+                 cgroup out-of-memory handler\"), Kubernetes' OOMKilled (guess: texts from public logs)",
+        releases: "not NCCL",
+        cause: "the host (or the job's cgroup) ran out of memory and the kernel killed a rank; the others then see it \
+                vanish",
+        hint: "raise the job's memory request (--mem, the pod's limit) or lower host memory use (data loader workers, \
+               pinned memory); NCCL's own host buffers grow with ranks per node and channels",
+    },
+];
