@@ -139,10 +139,11 @@ def evaluate(binary, markdown, misses):
             passed_failures.append(r['file'])
         if not ok and r['split'] == misses:
             miss_rows.append((r['file'], r['expect'], got))
+    order = sorted(by.items(), key=lambda kv: (kv[0][0] != 'held-out', kv[0][1] != 'all', kv[0][1]))
     if markdown:
         print('| half | family | logs | category right | stage right (of labelled) |')
         print('|---|---|---|---|---|')
-    for (split, fam), (ok, n, sok, sn) in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1] != 'all', kv[0][1])):
+    for (split, fam), (ok, n, sok, sn) in order:
         stage = f'{sok}/{sn}' if sn else '-'
         if markdown:
             print(f'| {split} | {fam} | {n} | {ok} ({100 * ok / n:.0f} %) | {stage} |')

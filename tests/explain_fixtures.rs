@@ -83,7 +83,7 @@ fn binary_truncated_and_huge_input() {
     assert!(text(&o).contains("not a text log"), "{}", text(&o));
     // Nothing read is nothing judged: no verdict line at all, and `null` in JSON.
     assert!(!text(&o).contains("VERDICT"), "{}", text(&o));
-    assert!(text(&o).contains("no input could be read as a log (above): no verdict"));
+    assert!(text(&o).contains("no input could be read and judged as a log (above): no verdict"));
     let o = run1(&["explain", "--json", bin.to_str().unwrap()], &[]);
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(doc["verdict"].is_null(), "{doc}");
@@ -110,6 +110,58 @@ fn binary_truncated_and_huge_input() {
     }
     let o = run1(&["explain", huge.to_str().unwrap()], &[]);
     assert_eq!(code(&o), 18, "{}", text(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An empty file and text with nothing NCCL, no error and no finished run in it give a clear
+/// message and no verdict (exit 2), in text and in JSON.
+#[test]
+fn empty_and_garbage_text_get_no_verdict() {
+    let dir = scratch("explain-nothing");
+    let empty = dir.join("empty.log");
+    std::fs::write(&empty, b"").unwrap();
+    let garbage = dir.join("garbage.log");
+    let words: String = (0..5000u32)
+        .map(|i| format!("lorem {} ipsum dolor {}\n", i.wrapping_mul(2654435761), i))
+        .collect();
+    std::fs::write(&garbage, words).unwrap();
+    for (file, why) in [
+        (&empty, "empty: nothing to judge"),
+        (&garbage, "nothing to judge"),
+    ] {
+        let o = run1(&["explain", file.to_str().unwrap()], &[]);
+        let t = text(&o);
+        assert_eq!(code(&o), 2, "{t}");
+        assert!(t.contains(why), "{t}");
+        assert!(!t.contains("VERDICT"), "{t}");
+        let o = run1(&["explain", "--json", file.to_str().unwrap()], &[]);
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(doc["verdict"].is_null(), "{doc}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A WARN line nothing names, and a Python traceback of an unknown family: quoted under
+/// UNKNOWN (exit 36), never a pass and never dropped.
+#[test]
+fn errors_nothing_names_are_unknown_and_quoted() {
+    let dir = scratch("explain-unknown");
+    let log = dir.join("unknown.log");
+    std::fs::write(
+        &log,
+        "h:1:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n\
+         Traceback (most recent call last):\n\
+         frobnicator.FluxCapacitorError: the flux is out of phase\n",
+    )
+    .unwrap();
+    let o = run1(&["explain", log.to_str().unwrap()], &[]);
+    let t = text(&o);
+    assert_eq!(code(&o), 36, "{t}");
+    assert!(t.contains("VERDICT UNKNOWN"), "{t}");
+    assert!(
+        t.contains("FluxCapacitorError: the flux is out of phase"),
+        "{t}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

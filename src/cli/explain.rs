@@ -63,6 +63,12 @@ pub fn explain(args: &ExplainArgs) -> u8 {
             deadline: Some(Instant::now() + Duration::from_secs(args.time_limit)),
         };
         match read_one(path, &name, limits, Duration::from_secs(args.time_limit)) {
+            Ok(s) if s.nothing_to_judge().is_some() && s.stopped.is_none() => {
+                errors.push(FileError {
+                    file: name,
+                    error: s.nothing_to_judge().unwrap_or_default().to_string(),
+                });
+            }
             Ok(s) => {
                 if let Some(why) = &s.stopped {
                     errors.push(FileError {
@@ -98,7 +104,7 @@ pub fn explain(args: &ExplainArgs) -> u8 {
     } else if judged {
         print_text(&summaries, &verdict);
     } else {
-        println!("# explain: no input could be read as a log (above): no verdict");
+        println!("# explain: no input could be read and judged as a log (above): no verdict");
     }
     if errors.is_empty() {
         verdict.exit_code
@@ -245,6 +251,16 @@ fn print_verdict(v: &JobVerdict) {
                 println!(
                     "  no log here names the cause: the rank that failed first is missing from these logs"
                 );
+            }
+            for p in &v.peers_named {
+                if p.in_logs {
+                    println!("  a victim names {}: its own log is among these", p.peer);
+                } else {
+                    println!(
+                        "  a victim names {}: its log is not here; its first error is the cause to look for",
+                        p.peer
+                    );
+                }
             }
         }
         (None, "hang") => {

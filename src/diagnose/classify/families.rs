@@ -91,6 +91,8 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "Failed to connect to coordination service",
             "coordination service",
             "Barrier timed out",
+            "DistStoreError",
+            "store based barrier",
         ]),
         source: "PyTorch torch/csrc/distributed/c10d TCPStore (\"The client socket has timed out after %dms while trying to \
                  connect to (%s, %d)\", DistNetworkError) and torch.distributed.elastic.rendezvous; JAX/XLA's \

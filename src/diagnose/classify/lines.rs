@@ -189,6 +189,24 @@ pub fn classify_line(line: &str, kind: LineKind) -> Option<Finding> {
 pub fn trace_finding(line: &str) -> Option<Finding> {
     let at = line.find(" -> ")?;
     let printed = line[..at].rsplit(' ').next()?;
+    // The result NCCL returned (src/nccl.h.in): 6 is ncclRemoteError, a peer's failure seen
+    // here; 1 is ncclUnhandledCudaError, a CUDA call's, whichever file relayed it.
+    let code: u32 = line[at + 4..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(0);
+    let by_id = |id: &str| {
+        SIGNATURES
+            .iter()
+            .find(|s| s.id == id)
+            .map(|s| finding(s, line))
+    };
+    match code {
+        6 => return by_id("remote-error"),
+        1 => return by_id("cuda-failure"),
+        _ => {}
+    }
     let i = match super::sources::lookup(printed) {
         Some(row) => SIGNATURES.iter().position(|s| s.id == row.subsystem)?,
         None => SIGNATURES.iter().position(|s| match s.what {
@@ -218,6 +236,17 @@ fn finding(sig: &Signature, line: &str) -> Finding {
         severity: sig.severity,
         signature: sig.id,
     }
+}
+
+/// Whether a signature only places a line (by its source file, or by a generic text such as
+/// "Cuda failure" or an NCCL error name) rather than naming a cause: a job's root cause is a
+/// specific finding when it has one.
+pub fn is_generic(signature: &str) -> bool {
+    signature.starts_with("loc-")
+        || signature == "ras-warning"
+        || signature == "process-crash"
+        || WEAK.contains(&signature)
+        || super::codes::WEAK.contains(&signature)
 }
 
 /// Priority of a finding among others: more severe first, then earlier in the table.

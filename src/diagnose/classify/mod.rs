@@ -26,6 +26,6 @@ pub mod sources;
 
 pub use finding::{Category, Finding, Severity};
 pub use lines::{
-    LineKind, advise, classify, classify_line, rank_key, retry_finding, trace_finding,
+    LineKind, advise, classify, classify_line, is_generic, rank_key, retry_finding, trace_finding,
 };
 pub use signature::signature_ids;

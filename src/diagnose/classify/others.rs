@@ -46,11 +46,19 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "ProcessGroupNCCL's watchdog got stuck",
             "waiting for remainder of ranks",
             "Stalled ops:",
+            "Caught collective operation timeout",
+            "milliseconds before timing out",
+            "DUE TO TIME LIMIT",
+            "No available shared memory broadcast block found",
             "Test timeout",
             "NCCL timeout",
             "timed out after",
         ]),
-        source: "PyTorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (\"Watchdog caught collective operation timeout: \
+        source: "PyTorch 1.x torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (\"[Rank %d] Caught collective operation timeout: \
+                 WorkNCCL(…) ran for %d milliseconds before timing out\"), Horovod's stall inspector (\"waiting for \
+                 remainder of ranks\", \"Stalled ops\"), Slurm's slurmstepd (\"CANCELLED AT … DUE TO TIME LIMIT\"), vLLM's \
+                 shm_broadcast (\"No available shared memory broadcast block found in %d second\") (guess: texts from public \
+                 logs); PyTorch 2.x (\"Watchdog caught collective operation timeout: \
                  WorkNCCL(SeqNum=…, OpType=…) ran for N milliseconds before timing out\", guess: from public logs); \
                  nccl-tests (\"Test timeout\", guess)",
         releases: "not NCCL: PyTorch 1.x-2.x",
@@ -100,10 +108,14 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "MPI_ABORT was invoked",
             "An MPI communication peer process has unexpectedly disconnected",
             "exited with non-zero status",
+            "ChildFailedError",
+            "ActorDiedError",
+            "The actor died unexpectedly",
         ]),
         source: "NVIDIA/nccl v2.19.3-1 src/misc/socket.cc (\"socketProgress: Connection closed by remote peer %s\"), \
                  src/proxy.cc (\"[Proxy Service %d] Failed to execute operation %s from rank %d, retcode %d\", \"Socket recv \
-                 failed while polling for opId=%p\"), src/init.cc ncclGetErrorString (ncclRemoteError)",
+                 failed while polling for opId=%p\"), src/init.cc ncclGetErrorString (ncclRemoteError); torchrun's \
+                 ChildFailedError and Ray's ActorDiedError / \"The actor died unexpectedly\" (guess: texts from public logs)",
         releases: "2.16-2.30 (ncclRemoteError since 2.13)",
         cause: "a peer rank failed or exited first (or the network between them broke); this rank reports the \
                 consequence, not the cause",

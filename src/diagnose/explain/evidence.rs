@@ -64,7 +64,7 @@ pub fn error_like(line: &str) -> bool {
         return false;
     }
     // nccl-tests' healthy footer and column names.
-    if line.contains("Out of bounds values") && line.trim_end().ends_with("OK") {
+    if has!(line, b"Out of bounds values") && line.trim_end().ends_with("OK") {
         return false;
     }
     for m in words().find_iter(b) {
@@ -93,26 +93,26 @@ fn benign(line: &str, at: usize) -> bool {
 /// own teardown (NVIDIA/nccl v2.12–v2.30 src/init.cc, `"… - Destroy COMPLETE"`), or this tool's
 /// own verdict.
 pub fn completion(line: &str) -> bool {
-    (line.contains("Out of bounds values") && line.trim_end().ends_with(" 0 OK"))
-        || line.contains(" - Destroy COMPLETE")
+    (has!(line, b"Out of bounds values") && line.trim_end().ends_with(" 0 OK"))
+        || has!(line, b" - Destroy COMPLETE")
         || line.trim_start().starts_with("VERDICT PASS")
 }
 
 /// nccl-tests' results header (`#  size  count  type  redop  root  time  algbw  busbw  #wrong`
 /// under `out-of-place  in-place`).
 pub fn sweep_header(line: &str) -> bool {
-    line.contains("out-of-place") && line.contains("in-place")
+    has!(line, b"out-of-place") && has!(line, b"in-place")
 }
 
 /// nccl-tests' first line (`# nThread 1 nGpus 8 minBytes 8 maxBytes …`; without the `#` in
 /// its oldest releases).
 pub fn nccl_tests_start(line: &str) -> bool {
-    line.contains("nThread ") && line.contains("nGpus ") && line.contains("minBytes ")
+    has!(line, b"nThread ") && has!(line, b"nGpus ") && has!(line, b"minBytes ")
 }
 
 /// The end of a nccl-tests sweep (its footer, healthy or not).
 pub fn sweep_footer(line: &str) -> bool {
-    line.contains("Out of bounds values") || line.contains("Avg bus bandwidth")
+    has!(line, b"Out of bounds values") || has!(line, b"Avg bus bandwidth")
 }
 
 /// A results row of nccl-tests: the size in bytes first, then numbers and words (after a

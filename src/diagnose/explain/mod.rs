@@ -28,4 +28,4 @@ mod verdict;
 pub use prefix::{parse_prefix, wrapper_rank};
 pub use read::{explain_reader, explain_reader_limited};
 pub use summary::{LastOp, Limits, Located, LogSummary, Quoted, Who, clean};
-pub use verdict::{HangReport, JobVerdict, job_verdict};
+pub use verdict::{HangReport, JobVerdict, PeerNamed, job_verdict};

@@ -292,16 +292,20 @@ impl State {
     /// NCCL's error-return traces and connect retries (INFO lines that show a failure in
     /// progress when no WARN line says it).
     fn trace_or_retry(&mut self, line: &str) {
+        let retry = has!(line, "connect returned") && has!(line, "retrying");
+        let code = if retry { None } else { return_trace(line) };
+        if !retry && code.is_none() && self.retrying.is_empty() {
+            return;
+        }
         let (host, pid, _) = parse_prefix(line);
         let key = (host, pid);
-        let retry = has!(line, "connect returned") && has!(line, "retrying");
         if retry {
             self.retrying
                 .insert(key, (clean(line.trim()), self.summary.lines));
             return;
         }
         self.retrying.remove(&key);
-        if let Some(code) = return_trace(line)
+        if let Some(code) = code
             && code != 0
             && code != 7
             && !self.traces.iter().any(|(k, ..)| *k == key)

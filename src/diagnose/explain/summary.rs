@@ -163,6 +163,26 @@ pub struct LogSummary {
     pub unexplained_total: u64,
 }
 
+impl LogSummary {
+    /// Why this log gives nothing to judge, if it does: empty, or no line that NCCL, a family
+    /// around it, an error or a finished run wrote (random text, a log with NCCL_DEBUG unset
+    /// and nothing else). Such a file gets no verdict, not even "no failure seen".
+    pub fn nothing_to_judge(&self) -> Option<&'static str> {
+        if self.lines == 0 {
+            return Some("empty: nothing to judge");
+        }
+        let said_something = self.nccl_lines > 0
+            || !self.findings.is_empty()
+            || self.unexplained_total > 0
+            || self.completed.is_some()
+            || self.sweep_open.is_some();
+        (!said_something).then_some(
+            "no NCCL line, no error line and no sign of a finished run in it: nothing to judge (was \
+             NCCL_DEBUG set to WARN or INFO in the job's environment?)",
+        )
+    }
+}
+
 /// How many unexplained error lines one log keeps.
 pub const UNEXPLAINED_KEPT: usize = 20;
 
