@@ -109,7 +109,7 @@ def verdict(binary, path):
         cat = 'hang'
     if v.get('status') == 'advice':
         cat = next((n['category'] for n in v.get('notes', []) if n.get('severity') == 'advice'), None)
-    return {'status': v.get('status'), 'category': cat, 'stage': root.get('stage'), 'exit': p.returncode}
+    return {'status': v.get('status'), 'category': cat, 'stage': v.get('stage'), 'exit': p.returncode}
 
 
 def judge(row, got):

@@ -264,7 +264,10 @@ fn print_verdict(v: &JobVerdict) {
             }
         }
         (None, "hang") => {
-            println!("VERDICT HANG at run [hang]");
+            println!(
+                "VERDICT HANG at {} [hang]",
+                v.stage.as_deref().unwrap_or("run")
+            );
             if !v.culprits.is_empty() {
                 println!("  fell silent first: {}", names(&v.culprits));
             }

@@ -120,6 +120,9 @@ struct State {
     init_done: std::collections::HashSet<(Option<String>, u32)>,
     /// A nccl-tests results header was read and its footer not yet.
     in_sweep: bool,
+    /// The network NCCL said it uses (`NCCL INFO Using network IB`, src/init.cc since 2.4):
+    /// the net transport's failures are that network's.
+    network: Option<Category>,
     /// Per process (host, pid): the first of NCCL's error-return traces (`file:line -> N`,
     /// NCCLCHECK in src/include/checks.h since v2.4) and its line number.
     traces: Vec<(HostPid, String, u64)>,
@@ -235,6 +238,9 @@ impl State {
     fn info(&mut self, line: &str) {
         if has!(line, " -> ") || has!(line, "retrying") || !self.retrying.is_empty() {
             self.trace_or_retry(line);
+        }
+        if has!(line, "Using network ") {
+            self.network = network_of(line).or(self.network);
         }
         if has!(line, "NCCL version ") {
             self.version(line);
@@ -408,6 +414,13 @@ impl State {
         {
             return;
         }
+        // The generic net transport's finding belongs to the network NCCL chose.
+        let mut f = f;
+        if f.signature == "loc-net"
+            && let Some(net) = self.network
+        {
+            f.category = net;
+        }
         let stage = own_allocation_stage(f.stage, line, || {
             pid.is_some_and(|p| self.init_done.contains(&(host.clone(), p)))
         });
@@ -464,6 +477,25 @@ impl State {
         self.summary.processes = self.procs;
         self.summary
     }
+}
+
+/// The family of the network in `… NCCL INFO Using network NAME` (NCCL's own IB and Socket,
+/// or a plugin's name: `IBext` (NVIDIA's SHARP plugin), `AWS Libfabric`, `gIB`, …): RDMA
+/// networks are InfiniBand-like, the rest socket-like.
+fn network_of(line: &str) -> Option<Category> {
+    let at = line.find("Using network ")?;
+    let name = line[at + 14..].trim();
+    if name.is_empty() {
+        return None;
+    }
+    let rdma = ["IB", "Libfabric", "OFI", "gIB", "GIB"]
+        .iter()
+        .any(|k| name.contains(k));
+    Some(if rdma {
+        Category::NetIb
+    } else {
+        Category::NetSocket
+    })
 }
 
 /// The result of NCCL's error-return trace `… NCCL INFO file.cc:123 -> 2` (`-> 2 (errno

@@ -57,6 +57,11 @@ fn peer_in(evidence: &str) -> Option<String> {
 /// One verdict for a job's logs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct JobVerdict {
+    /// The stage the verdict names: the root cause's, or for a hang with no finding the step
+    /// the logs stopped in (`init` when a nccl-tests run never printed its results header,
+    /// `run` otherwise). Absent when nothing failed or nothing is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
     /// "fail", "hang", "consequences-only", "unknown" (error lines no signature names),
     /// "advice", "pass" (the log shows a finished run and no failure) or "no-failure-seen"
     /// (nothing failed, and nothing shows the run finished).
@@ -211,6 +216,7 @@ pub fn job_verdict(summaries: &[LogSummary]) -> JobVerdict {
                 }
             }
             v.exit_code = root.exit_code;
+            v.stage = Some(root.stage.clone());
             v.root_cause = Some(root);
         }
         None => {
@@ -219,11 +225,19 @@ pub fn job_verdict(summaries: &[LogSummary]) -> JobVerdict {
                 v.status = "hang".into();
                 v.culprits = h.silent_first.clone();
                 v.exit_code = crate::stage::Stage::Run.exit_code();
+                v.stage = Some(crate::stage::Stage::Run.name().into());
                 v.hang = Some(h);
             } else if let Some(open) = summaries.iter().find_map(|s| s.sweep_open.as_ref()) {
-                // The log ends inside an operation: a nccl-tests sweep with no footer.
+                // The log ends inside an operation: a nccl-tests run with no footer; before
+                // its results header, its communicators never finished init.
+                let stage = if super::evidence::nccl_tests_start(&open.text) {
+                    crate::stage::Stage::Init
+                } else {
+                    crate::stage::Stage::Run
+                };
                 v.status = "hang".into();
-                v.exit_code = crate::stage::Stage::Run.exit_code();
+                v.exit_code = stage.exit_code();
+                v.stage = Some(stage.name().into());
                 v.hang = Some(HangReport {
                     summary: format!(
                         "the log ends inside a nccl-tests run, after {}:{} ('{}'), with no footer: \
