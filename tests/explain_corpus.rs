@@ -115,8 +115,7 @@ fn table() -> (String, Vec<String>) {
             e[1] += 1;
             if !row.stage.is_empty() && row.expect != "healthy" {
                 e[3] += 1;
-                e[2] +=
-                    (v.root_cause.as_ref().map(|r| r.stage.as_str()) == Some(&row.stage)) as u32;
+                e[2] += (v.stage.as_deref() == Some(row.stage.as_str())) as u32;
             }
         }
         if row.expect != "healthy" && (v.status == "pass" || v.exit_code == 0) {
