@@ -238,8 +238,14 @@ pub(super) const SIGNATURES: &[Signature] = &[
         what: Match::Phrases(&[
             "NVLink SHARP (NVLS) Multicast",
             "NCCL_NVLS_ENABLE has been set",
+            "cuMulticastCreate",
+            "cuMulticastBindMem",
+            "cuMulticastBindAddr",
+            "cuMulticastAddDevice",
         ]),
-        source: "NVIDIA/nccl v2.30.7-1 src/transport/nvls.cc (\"Failed to bind NVLink SHARP (NVLS) Multicast memory …\")",
+        source: "NVIDIA/nccl v2.30.7-1 src/transport/nvls.cc (\"Failed to bind NVLink SHARP (NVLS) Multicast memory …\"); \
+                 v2.19.3-1 and v2.30.7-1 src/transport/nvls.cc CUCHECK(cuMulticastCreate/AddDevice/BindMem/BindAddr), \
+                 whose failure names the call",
         releases: "2.19-2.30",
         cause: "NCCL could not set up NVLink SHARP multicast memory (NVLS): the fabric manager, the driver or the \
                 IMEX/multicast configuration does not support it on this system",
@@ -355,8 +361,11 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "Got completion from peer",
             "Got CQE with error",
             "NET/IBP:Got completion",
+            "got completion with error",
         ]),
-        source: "NVIDIA/nccl v2.19.3-1 src/transport/net_ib.cc (\"NET/IB : Got completion from peer %s with error %d, opcode %d, \
+        source: "rdma-core providers/mlx5/cq.c (\"%s: got completion with error:\", the mlx5 provider's own dump of a failed \
+                 CQE, printed beside NCCL's line or instead of it); \
+                 NVIDIA/nccl v2.19.3-1 src/transport/net_ib.cc (\"NET/IB : Got completion from peer %s with error %d, opcode %d, \
                  len %d, vendor err %d (%s)\"); v2.30.7-1 src/transport/net_ib/p2p.cc (\"NET/IB: Got completion from peer %s \
                  with status=%s(%d) opcode=%s(%d) vendor_err=%u …\")",
         releases: "2.16-2.30",
@@ -535,6 +544,15 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "mpirun was unable to launch",
             "There are not enough slots available",
             "pmix_init failed",
+            "PMI2_Init failed",
+            "PMIx_Init failed",
+            "Unable to create step",
+            "An ORTE daemon has unexpectedly failed",
+            "A process or daemon was unable to complete a TCP connection",
+            "was unable to find the specified executable",
+            "Could not resolve hostname",
+            "Host key verification failed",
+            "Permission denied (publickey",
             "PMIX ERROR",
             "ORTE_ERROR_LOG",
             "orte_ess_init failed",
@@ -543,8 +561,8 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "It looks like MPI_INIT failed",
             "It looks like orte_init failed",
         ]),
-        source: "Open MPI 4.x help texts (help-orte-runtime, help-mpi-api) and HCOLL (guess: texts seen in public logs, \
-                 not NCCL)",
+        source: "Open MPI 4.x help texts (help-orte-runtime, help-mpi-api, help-oob-tcp), PMIx/PMI2 and Slurm's srun, \
+                 ssh (the launcher's agent) and HCOLL (guess: texts seen in public logs, not NCCL)",
         releases: "not NCCL: Open MPI 4.x/5.x",
         cause: "the launcher failed before or around NCCL: Open MPI could not start or keep its daemons, or a rank \
                 aborted through MPI; HCOLL (Mellanox collectives in Open MPI) is known to hang over a container's RDMA setup",

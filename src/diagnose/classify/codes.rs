@@ -137,6 +137,8 @@ pub(super) const SIGNATURES: &[Signature] = &[
         what: Match::Phrases(&[
             "system not yet initialized",
             "cudaErrorSystemNotReady",
+            "CUDA driver is a stub library",
+            "cudaErrorStubLibrary",
             "CUDA_ERROR_SYSTEM_NOT_READY",
             "system has unsupported display driver / cuda driver combination",
             "cudaErrorSystemDriverMismatch",
@@ -145,10 +147,11 @@ pub(super) const SIGNATURES: &[Signature] = &[
         ]),
         source: SRC,
         releases: "802 cudaErrorSystemNotReady, 803 cudaErrorSystemDriverMismatch, 804 \
-                   cudaErrorCompatNotSupportedOnDevice",
+                   cudaErrorCompatNotSupportedOnDevice, 34 cudaErrorStubLibrary",
         cause: "the driver is not ready for CUDA (802: on NVSwitch systems the fabric manager is not running or not \
                 done), or the user-mode and kernel-mode drivers differ (803), or a CUDA forward-compatibility package \
-                is used on a GPU that does not support it (804)",
+                is used on a GPU that does not support it (804), or the process loaded the CUDA toolkit's stub \
+                libcuda instead of the driver's (34)",
         hint: "systemctl status nvidia-fabricmanager (its version must equal the driver's); nvidia-smi and the \
                libcuda the container mounts must come from the same driver",
     },

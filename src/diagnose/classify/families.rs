@@ -48,6 +48,23 @@ pub(super) const SIGNATURES: &[Signature] = &[
         hint: "fi_info -p efa on the host and in the container; the plugin, libfabric and EFA driver versions must \
                match (the EFA installer's); NCCL_NET=Socket confirms the rest works without the plugin",
     },
+    Signature {
+        id: "net-plugin-version",
+        category: Category::VersionMismatch,
+        stage: Stage::NcclLoad,
+        severity: Severity::Advice,
+        scope: Scope::Info,
+        what: Match::Phrases(&["' not found (required by"]),
+        source: "the dynamic loader's message for a missing symbol version (glibc dlerror: \"version `X' not found \
+                 (required by LIB)\"), which NCCL quotes when it cannot load a net plugin (NVIDIA/nccl v2.19.3-1 \
+                 src/net.cc, \"NET/Plugin : dlerror=%s\"; 2.2x+ \"Plugin load returned %d : %s\")",
+        releases: "2.4-2.30",
+        cause: "a net plugin (libnccl-net.so: aws-ofi-nccl, gIB, SHARP) is there but could not load: it was built \
+                against a newer library (libfabric, glibc) than the one installed; NCCL goes on with its internal \
+                network, so an EFA/RDMA fabric the plugin drives is not used",
+        hint: "install the plugin built for this image's libfabric/glibc (or the libfabric it needs); NCCL_DEBUG=INFO \
+               then shows 'Using network' with the plugin's name",
+    },
     // ---------------------------------------------------------------- MPI layers
     Signature {
         id: "mpi-ucx-ucc",

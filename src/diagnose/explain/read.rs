@@ -120,6 +120,10 @@ struct State {
     init_done: std::collections::HashSet<(Option<String>, u32)>,
     /// A nccl-tests results header was read and its footer not yet.
     in_sweep: bool,
+    /// Per process: the finding of its last WARN from NCCL's shared socket layer
+    /// (`misc/socket.cc`, `include/socket.h`), whose caller (bootstrap, the IB or socket
+    /// transport, the proxy) the error-return traces after it name.
+    socket_warn: HashMap<HostPid, usize>,
     /// The network NCCL said it uses (`NCCL INFO Using network IB`, src/init.cc since 2.4):
     /// the net transport's failures are that network's.
     network: Option<Category>,
@@ -311,6 +315,17 @@ impl State {
             return;
         }
         self.retrying.remove(&key);
+        if code.is_some()
+            && let Some(&i) = self.socket_warn.get(&key)
+            && let Some(caller) = trace_caller(line)
+        {
+            // The first frame past the socket layer says whose socket failed.
+            let f = &mut self.summary.findings[i];
+            f.category = caller.0;
+            f.stage = caller.1.name().to_string();
+            f.exit_code = caller.1.exit_code();
+            self.socket_warn.remove(&key);
+        }
         if let Some(code) = code
             && code != 0
             && code != 7
@@ -404,6 +419,15 @@ impl State {
     }
 
     fn add_at(&mut self, f: Finding, line: &str, line_no: u64) {
+        let socket_layer = LineKind::of(line) == LineKind::Warn
+            && !has!(line, "ipcsocket")
+            && (has!(line, "socket.h:") || has!(line, "/socket.cc:") || has!(line, " socket.cc:"))
+            && f.severity == Severity::Fail;
+        if socket_layer {
+            let (host, pid, _) = parse_prefix(line);
+            self.socket_warn
+                .insert((host, pid), self.summary.findings.len());
+        }
         let (host, pid, device) = parse_prefix(line);
         let rank = wrapper_rank(line);
         // One finding per family, severity and process: a benign note of a family (no
@@ -498,6 +522,22 @@ fn network_of(line: &str) -> Option<Category> {
     })
 }
 
+/// The subsystem a return-trace frame (`transport/net_ib.cc:407 -> 2`) belongs to, when it is
+/// one that calls NCCL's socket layer: the IB transport (its out-of-band exchange), the socket
+/// transport, the bootstrap or the proxy (src/diagnose/classify/nccl-sources.tsv).
+fn trace_caller(line: &str) -> Option<(Category, Stage)> {
+    let at = line.find(" -> ")?;
+    let printed = line[..at].rsplit(' ').next()?;
+    let row = classify::sources::lookup(printed)?;
+    let category = match row.subsystem {
+        "loc-net-ib" => Category::NetIb,
+        "loc-bootstrap" => Category::Bootstrap,
+        "loc-proxy" => Category::Proxy,
+        _ => return None,
+    };
+    Some((category, row.stage))
+}
+
 /// The result of NCCL's error-return trace `… NCCL INFO file.cc:123 -> 2` (`-> 2 (errno
 /// text)` from 2.19, `[Async thread]` from group.cc).
 fn return_trace(line: &str) -> Option<u32> {
@@ -553,6 +593,46 @@ fn read_capped_line(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    fn findings_of(log: &str) -> Vec<(String, Category, String)> {
+        explain_reader("t.log", log.as_bytes())
+            .unwrap()
+            .findings
+            .into_iter()
+            .map(|f| (f.signature, f.category, f.stage))
+            .collect()
+    }
+
+    /// NCCL's own structure when no WARN names the cause: the first `file:line -> N` trace
+    /// places the failure; connect retries the log ends in are a failure to reach the peer; a
+    /// socket-layer WARN belongs to the caller the traces after it name; the net transport's
+    /// WARN to the network NCCL chose.
+    #[test]
+    fn traces_retries_callers_and_networks() {
+        let traced = "h:1:2 [0] NCCL INFO transport/net_ib.cc:395 -> 2\nh:1:2 [0] NCCL INFO init.cc:300 -> 2\n";
+        assert_eq!(
+            findings_of(traced),
+            vec![("loc-net-ib".into(), Category::NetIb, "connect:net".into())]
+        );
+        let remote = "h:1:2 [0] NCCL INFO misc/socket.cc:80 -> 6\n";
+        assert_eq!(findings_of(remote)[0].1, Category::RemoteError);
+        let retries = "h:1:2 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>\n\
+                       h:1:3 [0] NCCL INFO Call to connect returned Connection refused, retrying\n\
+                       h:1:3 [0] NCCL INFO Call to connect returned Connection refused, retrying\n";
+        assert_eq!(findings_of(retries)[0].0, "connect-retries");
+        let recovered = "h:1:3 [0] NCCL INFO Call to connect returned Connection refused, retrying\n\
+                         h:1:3 [0] NCCL INFO Connected all rings\n";
+        assert!(findings_of(recovered).is_empty());
+        let caller = "h:1:2 [0] include/socket.h:318 NCCL WARN Net : Socket creation failed : Address family not supported by protocol\n\
+                      h:1:2 [0] NCCL INFO transport/net_ib.cc:407 -> 2\n";
+        assert_eq!(findings_of(caller)[0].1, Category::NetIb);
+        let net = "h:1:2 [0] NCCL INFO Using network IB\n\
+                   h:1:2 [0] transport/net.cc:700 NCCL WARN something new in the net transport\n";
+        assert_eq!(findings_of(net)[0].1, Category::NetIb);
+        let net = "h:1:2 [0] NCCL INFO Using network Socket\n\
+                   h:1:2 [0] transport/net.cc:700 NCCL WARN something new in the net transport\n";
+        assert_eq!(findings_of(net)[0].1, Category::NetSocket);
+    }
 
     #[test]
     fn one_finding_per_family_and_process() {
