@@ -207,6 +207,14 @@ pub fn trace_finding(line: &str) -> Option<Finding> {
         1 => return by_id("cuda-failure"),
         _ => {}
     }
+    location_finding(line)
+}
+
+/// The location signature's finding for the source file a return trace names (`… NCCL INFO
+/// transport/net_ib.cc:407 -> 2`), whatever the result: where the failure passed through.
+pub fn location_finding(line: &str) -> Option<Finding> {
+    let at = line.find(" -> ")?;
+    let printed = line[..at].rsplit(' ').next()?;
     let i = match super::sources::lookup(printed) {
         Some(row) => SIGNATURES.iter().position(|s| s.id == row.subsystem)?,
         None => SIGNATURES.iter().position(|s| match s.what {

@@ -26,6 +26,7 @@ pub mod sources;
 
 pub use finding::{Category, Finding, Severity};
 pub use lines::{
-    LineKind, advise, classify, classify_line, is_generic, rank_key, retry_finding, trace_finding,
+    LineKind, advise, classify, classify_line, is_generic, location_finding, rank_key,
+    retry_finding, trace_finding,
 };
 pub use signature::signature_ids;

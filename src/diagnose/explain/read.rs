@@ -319,11 +319,21 @@ impl State {
             && let Some(&i) = self.socket_warn.get(&key)
             && let Some(caller) = trace_caller(line)
         {
-            // The first frame past the socket layer says whose socket failed.
+            // The first frame past the socket layer says whose socket failed, and its
+            // subsystem's cause replaces the socket text's guess.
             let f = &mut self.summary.findings[i];
             f.category = caller.0;
             f.stage = caller.1.name().to_string();
             f.exit_code = caller.1.exit_code();
+            if let Some(by) = classify::location_finding(line) {
+                f.cause = format!(
+                    "{}: the call that failed is the socket it uses (the evidence), traced back \
+                     to {}",
+                    by.cause,
+                    clean(line.trim())
+                );
+                f.hint = by.hint.to_string();
+            }
             self.socket_warn.remove(&key);
         }
         if let Some(code) = code
