@@ -195,3 +195,61 @@ fn environment_differences_are_read_from_real_logs() {
         assert!(t.contains(want), "no '{want}' in:\n{t}");
     }
 }
+
+/// `explain` on every real nccl-tests output of the corpus: the healthy runs are PASS (their
+/// `Out of bounds values : 0 OK` footer) with no error line left unexplained (newer releases
+/// name a column `error`; Open MPI's vader fallback and libfabric's probe of other vendors'
+/// device memory are notes), and the others get what their output shows.
+#[test]
+fn explain_passes_the_healthy_runs_and_names_the_others() {
+    use nccl_smoke::diagnose::explain::{explain_reader, job_verdict};
+    let special = [
+        // 12 wrong values at some size; srun reports the tasks that exited after it.
+        ("all_reduce_perf-cscs-alps-2048rank.log", "fail wrong-data"),
+        // The run failed with an NCCL error before its table.
+        ("all_reduce_perf-alcf-sophia-failed.log", "fail nccl-error"),
+        // GPUDirect RDMA off: advice, not a failure.
+        ("reduce_scatter_perf-thomaslie210-gdr-off.log", "advice gdr"),
+        // Ends at its last row with no footer and no maxBytes to say the sweep was done.
+        ("all_reduce_perf-azureml-gpu-perf-v100.log", "hang -"),
+        // Tables under srun's `0:` tag with no header line: nothing to judge.
+        ("all_reduce_perf-awsome-dt-p4de.log", "nothing"),
+        ("all_reduce_perf-awsome-dt-p5.log", "nothing"),
+    ];
+    let mut files: Vec<_> = std::fs::read_dir(dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 30, "{}", files.len());
+    for path in files {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let s = explain_reader(&name, &std::fs::read(&path).unwrap()[..]).unwrap();
+        let got = if s.nothing_to_judge().is_some() {
+            "nothing".to_string()
+        } else {
+            let v = job_verdict(std::slice::from_ref(&s));
+            let cat = match (&v.root_cause, v.status.as_str()) {
+                (Some(r), _) => r.category.name().to_string(),
+                (None, "advice") => v
+                    .notes
+                    .iter()
+                    .find(|n| n.severity.name() == "advice")
+                    .map_or("-".into(), |n| n.category.name().to_string()),
+                _ => "-".into(),
+            };
+            if v.status == "pass" {
+                assert_eq!(s.unexplained_total, 0, "{name}: {:?}", s.unexplained);
+                "pass".into()
+            } else {
+                format!("{} {cat}", v.status)
+            }
+        };
+        let want = special
+            .iter()
+            .find(|(f, _)| *f == name)
+            .map_or("pass", |(_, w)| *w);
+        assert_eq!(got, want, "{name}");
+    }
+}

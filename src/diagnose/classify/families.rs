@@ -39,7 +39,6 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "Libfabric EFA provider",
             "Libfabric error",
             "EFA internal error",
-            "fi_getinfo",
         ]),
         source: "aws/aws-ofi-nccl (WARN lines through NCCL's logger prefixed \"NET/OFI\"; guess: from public logs)",
         releases: "not NCCL: aws-ofi-nccl 1.x",
@@ -64,6 +63,27 @@ pub(super) const SIGNATURES: &[Signature] = &[
                 network, so an EFA/RDMA fabric the plugin drives is not used",
         hint: "install the plugin built for this image's libfabric/glibc (or the libfabric it needs); NCCL_DEBUG=INFO \
                then shows 'Using network' with the plugin's name",
+    },
+    Signature {
+        id: "ofi-benign",
+        category: Category::NetIb,
+        stage: Stage::ConnectNet,
+        severity: Severity::Note,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "FI_HMEM_ZE",
+            "libze_loader",
+            "FI_HMEM_ROCR",
+            "FI_HMEM_NEURON",
+            "FI_HMEM_SYNAPSEAI",
+        ]),
+        source: "ofiwg/libfabric src/hmem.c (ofi_hmem_init: \"Failed to initialize hmem iface %s\" for each device \
+                 memory interface it probes: ZE is Intel's Level Zero, ROCR AMD's, NEURON and SYNAPSEAI other \
+                 vendors'; seen in tests/fixtures/nccl-tests-wild on NVIDIA nodes that passed)",
+        releases: "not NCCL: libfabric 1.x",
+        cause: "libfabric probed device-memory interfaces of other vendors' accelerators and found none: harmless on \
+                NVIDIA GPUs",
+        hint: "harmless; FI_HMEM=cuda limits the probe to CUDA",
     },
     // ---------------------------------------------------------------- MPI layers
     Signature {
@@ -91,6 +111,27 @@ pub(super) const SIGNATURES: &[Signature] = &[
                 attach to a peer's segment, UCX could not reach a peer or register memory)",
         hint: "take UCC out of the job (mpirun -mca coll ^ucc, or UCC_TLS=^shm) or UCX (-mca pml ob1 -mca btl \
                tcp,self); in containers give the ranks one IPC namespace (--ipc=host) and a large /dev/shm",
+    },
+    Signature {
+        id: "mpi-benign",
+        category: Category::Mpi,
+        stage: Stage::Launch,
+        severity: Severity::Note,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "help-btl-vader.txt",
+            "vader shared memory BTL will fall back",
+            "There was an error initializing an OpenFabrics device",
+            "help-mpi-btl-openib.txt",
+            "orte_base_help_aggregate",
+        ]),
+        source: "Open MPI 4.x help texts help-btl-vader.txt (xpmem-make-failed: \"The vader shared memory BTL will fall \
+                 back on another single-copy mechanism\") and help-mpi-btl-openib.txt (guess: texts from public logs, \
+                 e.g. tests/fixtures/nccl-tests-wild)",
+        releases: "not NCCL: Open MPI 4.x",
+        cause: "Open MPI's own transports fell back (no xpmem for vader's single copy, an OpenFabrics device its openib \
+                BTL could not use): Open MPI's messages only, NCCL's traffic does not go through them",
+        hint: "harmless for NCCL; quiet them with -mca btl_vader_single_copy_mechanism none or -mca btl ^openib",
     },
     // ---------------------------------------------------------------- launchers' rendezvous
     Signature {

@@ -48,6 +48,9 @@ pub enum Category {
     Hang,
     /// An operation failed while it ran: a kernel launch or a CUDA error after init.
     Run,
+    /// The collectives ran and delivered wrong values (nccl-tests' `Out of bounds values : N
+    /// FAILED`).
+    WrongData,
 }
 
 impl Category {
@@ -79,6 +82,7 @@ impl Category {
             Category::RemoteError => "remote-error",
             Category::Hang => "hang",
             Category::Run => "run",
+            Category::WrongData => "wrong-data",
         }
     }
 }

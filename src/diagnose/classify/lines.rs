@@ -188,7 +188,6 @@ pub fn classify_line(line: &str, kind: LineKind) -> Option<Finding> {
 /// source file places it, as it places an unnamed WARN.
 pub fn trace_finding(line: &str) -> Option<Finding> {
     let at = line.find(" -> ")?;
-    let printed = line[..at].rsplit(' ').next()?;
     // The result NCCL returned (src/nccl.h.in): 6 is ncclRemoteError, a peer's failure seen
     // here; 1 is ncclUnhandledCudaError, a CUDA call's, whichever file relayed it.
     let code: u32 = line[at + 4..]
@@ -223,6 +222,14 @@ pub fn location_finding(line: &str) -> Option<Finding> {
         })?,
     };
     Some(finding(SIGNATURES[i], line))
+}
+
+/// The finding for nccl-tests' footer of wrong values.
+pub fn wrong_data_finding(line: &str) -> Option<Finding> {
+    SIGNATURES
+        .iter()
+        .find(|s| s.id == "nccl-tests-wrong-data")
+        .map(|s| finding(s, line))
 }
 
 /// The finding for connect retries a process's log ends in (`Call to connect returned

@@ -67,6 +67,21 @@ pub(super) const SIGNATURES: &[Signature] = &[
         hint: "the ranks that fell silent first are the suspects: look at their last operation and at their host \
                (GPU errors in dmesg/nvidia-smi, Xid); NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=COLL logs each operation",
     },
+    // nccl-tests' footer for wrong values (read by explain, which builds this finding itself).
+    Signature {
+        id: "nccl-tests-wrong-data",
+        category: Category::WrongData,
+        stage: Stage::Verify,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[]),
+        source: "NVIDIA/nccl-tests src/util.cu (\"# %-20s : %d %s\", \"Out of bounds values\", errors, \"FAILED\")",
+        releases: "nccl-tests 2.x",
+        cause: "the collectives completed but delivered wrong values (the #wrong column counts them per size): \
+                a GPU, NVLink or NIC corrupting data, or a bug in the NCCL build or its plugin",
+        hint: "the rows with #wrong > 0 name the sizes; rerun on subsets of hosts (`nccl-smoke isolate`) to find the \
+               host or link; check dmesg for Xid 48/63/64/74/79 and the NICs' error counters",
+    },
     // Connect retries a log ends in (read by explain, which builds this finding itself).
     Signature {
         id: "connect-retries",

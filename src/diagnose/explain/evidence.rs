@@ -63,8 +63,19 @@ pub fn error_like(line: &str) -> bool {
     if body.starts_with("[W ") || body.starts_with("[W") && body.as_bytes().get(2) == Some(&b'1') {
         return false;
     }
-    // nccl-tests' healthy footer and column names.
+    // nccl-tests' healthy footer and its column names (`#wrong`, or `error` in newer
+    // releases).
     if has!(line, b"Out of bounds values") && line.trim_end().ends_with("OK") {
+        return false;
+    }
+    if has!(line, b"busbw") && has!(line, b"algbw") {
+        return false;
+    }
+    // libfabric's own log below its warning level (`libfabric:pid:time:prov:…<info> …`):
+    // providers probed and skipped.
+    if has!(line, b"libfabric:")
+        && (has!(line, b"<info>") || has!(line, b"<debug>") || has!(line, b"<trace>"))
+    {
         return false;
     }
     for m in words().find_iter(b) {
@@ -96,6 +107,12 @@ pub fn completion(line: &str) -> bool {
     (has!(line, b"Out of bounds values") && line.trim_end().ends_with(" 0 OK"))
         || has!(line, b" - Destroy COMPLETE")
         || line.trim_start().starts_with("VERDICT PASS")
+}
+
+/// nccl-tests' footer for wrong values (`# Out of bounds values : 12 FAILED`, src/util.cu):
+/// the collective ran and delivered wrong data.
+pub fn wrong_values(line: &str) -> bool {
+    has!(line, b"Out of bounds values") && line.trim_end().ends_with("FAILED")
 }
 
 /// nccl-tests' results header (`#  size  count  type  redop  root  time  algbw  busbw  #wrong`
@@ -156,6 +173,8 @@ mod tests {
             "# Avg bus bandwidth    : 12.5",
             "[W socket.cpp:436] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).",
             "Epoch 1: loss 0.25, no errors",
+            "#       size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw  error",
+            "libfabric:83322:1726684535:ofi_rxm:core:core:fi_getinfo_():1185<info> fi_getinfo: provider udp returned -61 (No data available)",
             "  errorHandler = default",
             "0 errors, 0 warnings",
         ] {

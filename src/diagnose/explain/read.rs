@@ -124,6 +124,13 @@ struct State {
     /// (`misc/socket.cc`, `include/socket.h`), whose caller (bootstrap, the IB or socket
     /// transport, the proxy) the error-return traces after it name.
     socket_warn: HashMap<HostPid, usize>,
+    /// Inside an Open MPI help block (between two lines of dashes): the unexplained count and
+    /// kept length when it began, and whether a line of it was a known benign note. A block
+    /// that is a known note takes its other lines with it ("Error code: 2" of an xpmem
+    /// fallback).
+    help_block: Option<(u64, usize, bool)>,
+    /// nccl-tests' `maxBytes N` from its first line: a row at that size is the sweep's last.
+    max_bytes: Option<u64>,
     /// The network NCCL said it uses (`NCCL INFO Using network IB`, src/init.cc since 2.4):
     /// the net transport's failures are that network's.
     network: Option<Category>,
@@ -196,12 +203,43 @@ impl State {
         if kind != LineKind::Info {
             self.wrapper_progress(line);
         }
-        let found = classify::classify_line(line, kind);
+        let mut found = classify::classify_line(line, kind);
+        if found.is_none() && evidence::wrong_values(line) {
+            found = classify::wrong_data_finding(line);
+        }
         let named = found.is_some();
+        let note = found
+            .as_ref()
+            .is_some_and(|f| f.severity <= Severity::Advice);
         if let Some(f) = found {
             self.add(f, line);
         }
         self.evidence(line, kind, named);
+        self.help_block(line, note);
+    }
+
+    /// Open MPI's help blocks: a line of dashes opens and closes each.
+    fn help_block(&mut self, line: &str, note: bool) {
+        let body = line.rsplit_once(">:").map_or(line, |(_, b)| b).trim();
+        let dashes = body.len() >= 20 && body.bytes().all(|b| b == b'-');
+        match (&mut self.help_block, dashes) {
+            (None, true) => {
+                self.help_block = Some((
+                    self.summary.unexplained_total,
+                    self.summary.unexplained.len(),
+                    false,
+                ))
+            }
+            (Some((total, kept, benign)), true) => {
+                if *benign {
+                    self.summary.unexplained_total = *total;
+                    self.summary.unexplained.truncate(*kept);
+                }
+                self.help_block = None;
+            }
+            (Some((_, _, benign)), false) => *benign |= note,
+            (None, false) => {}
+        }
     }
 
     /// Completion, an open nccl-tests sweep, and error lines no signature named.
@@ -216,13 +254,23 @@ impl State {
         }
         if kind != LineKind::Info {
             if evidence::sweep_header(line) || evidence::nccl_tests_start(line) {
+                if evidence::nccl_tests_start(line) {
+                    self.max_bytes = super::prefix::number_after(line, "maxBytes ");
+                }
                 self.in_sweep = true;
                 self.summary.sweep_open = Some(quote(self));
             } else if evidence::sweep_footer(line) {
                 self.in_sweep = false;
                 self.summary.sweep_open = None;
-            } else if self.in_sweep && evidence::sweep_row(line).is_some() {
-                self.summary.sweep_open = Some(quote(self));
+            } else if self.in_sweep
+                && let Some(size) = evidence::sweep_row(line)
+            {
+                // The row at maxBytes is the last: a log that ends there lost only its footer.
+                self.summary.sweep_open = if self.max_bytes.is_some_and(|m| size >= m) {
+                    None
+                } else {
+                    Some(quote(self))
+                };
             }
         }
         let error = match kind {
