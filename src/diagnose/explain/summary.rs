@@ -156,7 +156,7 @@ pub struct LogSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sweep_open: Option<Quoted>,
     /// Lines that read as errors (or NCCL WARN lines) that no signature names: the first
-    /// [`UNEXPLAINED_KEPT`] of them, quoted; never dropped from the report.
+    /// 20 of them, quoted; never dropped from the report.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unexplained: Vec<Quoted>,
     /// How many such lines the log holds.
