@@ -259,7 +259,6 @@ fn finding(sig: &Signature, line: &str) -> Finding {
 pub fn is_generic(signature: &str) -> bool {
     signature.starts_with("loc-")
         || signature == "ras-warning"
-        || signature == "process-crash"
         || WEAK.contains(&signature)
         || super::codes::WEAK.contains(&signature)
 }
