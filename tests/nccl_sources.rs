@@ -33,7 +33,11 @@ fn the_table_was_read_from_every_release_from_2_4_on() {
     // In release order, no gaps of a minor version from 2.4 to the newest.
     let minors: BTreeSet<u32> = tags
         .iter()
-        .filter_map(|t| t.strip_prefix("v2.")?.split('.').next()?.parse().ok())
+        .map(|t| {
+            t.strip_prefix("v2.")
+                .and_then(|r| r.split('.').next()?.parse().ok())
+                .unwrap_or_else(|| panic!("tag {t} is not v2.MINOR.PATCH-BUILD"))
+        })
         .collect();
     let (lo, hi) = (*minors.first().unwrap(), *minors.last().unwrap());
     assert_eq!(lo, 4);

@@ -63,10 +63,13 @@ pub fn explain(args: &ExplainArgs) -> u8 {
             deadline: Some(Instant::now() + Duration::from_secs(args.time_limit)),
         };
         match read_one(path, &name, limits, Duration::from_secs(args.time_limit)) {
-            Ok(s) if s.nothing_to_judge().is_some() && s.stopped.is_none() => {
+            Ok(s)
+                if s.stopped.is_none()
+                    && let Some(why) = s.nothing_to_judge() =>
+            {
                 errors.push(FileError {
                     file: name,
-                    error: s.nothing_to_judge().unwrap_or_default().to_string(),
+                    error: why.to_string(),
                 });
             }
             Ok(s) => {

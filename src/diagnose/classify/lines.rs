@@ -49,7 +49,6 @@ impl LineKind {
             if rest.starts_with(b"WARN") {
                 return LineKind::Warn;
             }
-            // NCCL_LOG_VERSION: the line is the version alone.
             // NCCL_LOG_VERSION: the line is the version alone (after a launcher's tag at most;
             // PyTorch's ", NCCL version 2.x" ends an error message and is not one).
             if rest.starts_with(b"version ")
@@ -127,6 +126,25 @@ fn applies(sig: &Signature, kind: LineKind) -> bool {
 /// Phrases so general that the source file of a WARN line says more.
 const WEAK: &[&str] = &["cuda-failure", "wrapper-nccl-error"];
 
+/// Whether a signature's words are so general that a WARN line's source file says more: the
+/// generic phrases above and the generic CUDA codes.
+fn is_weak(id: &str) -> bool {
+    WEAK.contains(&id) || super::codes::WEAK.contains(&id)
+}
+
+/// The location signature for a source file NCCL printed (`transport/p2p.cc:243`): NCCL's own
+/// files by the generated table, other code (a net plugin, an older layout) by the
+/// signatures' path fragments.
+fn location_index(printed: &str) -> Option<usize> {
+    match super::sources::lookup(printed) {
+        Some(row) => SIGNATURES.iter().position(|s| s.id == row.subsystem),
+        None => SIGNATURES.iter().position(|s| match s.what {
+            Match::Location(paths) => paths.iter().any(|p| printed.contains(p)),
+            Match::Phrases(_) | Match::PhrasesIn { .. } => false,
+        }),
+    }
+}
+
 /// The signature that names one line, if any (the first in table order).
 pub fn classify_line(line: &str, kind: LineKind) -> Option<Finding> {
     let m = matcher(kind == LineKind::Info);
@@ -158,86 +176,71 @@ pub fn classify_line(line: &str, kind: LineKind) -> Option<Finding> {
     // A WARN line's source file names its transport more precisely than a generic phrase
     // ("Cuda failure" in transport/p2p.cc is a P2P failure), but never overrides a specific
     // phrase, a consequence or a benign note.
-    let weak = best.is_none_or(|b| {
-        WEAK.contains(&SIGNATURES[b].id) || super::codes::WEAK.contains(&SIGNATURES[b].id)
-    });
+    let weak = best.is_none_or(|b| is_weak(SIGNATURES[b].id));
     if kind == LineKind::Warn
         && weak
         && let Some(loc) = warn_location(line)
+        && let Some(i) = location_index(loc)
+        && (best.is_none() || SIGNATURES[i].category != Category::Init)
     {
-        // NCCL's own files by the generated table; other code (a net plugin, an older layout)
-        // by the signatures' path fragments.
-        let loc_hit = match super::sources::lookup(loc) {
-            Some(row) => SIGNATURES.iter().position(|s| s.id == row.subsystem),
-            None => SIGNATURES.iter().position(|s| match s.what {
-                Match::Location(paths) => paths.iter().any(|p| loc.contains(p)),
-                Match::Phrases(_) | Match::PhrasesIn { .. } => false,
-            }),
-        };
-        if let Some(i) = loc_hit
-            && (best.is_none() || SIGNATURES[i].category != Category::Init)
-        {
-            best = Some(i);
-        }
+        best = Some(i);
     }
     best.map(|i| finding(SIGNATURES[i], line))
 }
 
-/// The finding for NCCL's first error-return trace of a process (`… NCCL INFO
-/// transport/net_ib.cc:395 -> 2`) when no WARN line of that process names a failure: the
-/// source file places it, as it places an unnamed WARN.
-pub fn trace_finding(line: &str) -> Option<Finding> {
-    let at = line.find(" -> ")?;
-    // The result NCCL returned (src/nccl.h.in): 6 is ncclRemoteError, a peer's failure seen
-    // here; 1 is ncclUnhandledCudaError, a CUDA call's, whichever file relayed it.
-    let code: u32 = line[at + 4..]
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .and_then(|d| d.parse().ok())
-        .unwrap_or(0);
-    let by_id = |id: &str| {
-        SIGNATURES
-            .iter()
-            .find(|s| s.id == id)
-            .map(|s| finding(s, line))
-    };
-    match code {
-        6 => return by_id("remote-error"),
-        1 => return by_id("cuda-failure"),
-        _ => {}
-    }
-    location_finding(line)
-}
-
-/// The location signature's finding for the source file a return trace names (`… NCCL INFO
-/// transport/net_ib.cc:407 -> 2`), whatever the result: where the failure passed through.
-pub fn location_finding(line: &str) -> Option<Finding> {
+/// NCCL's error-return trace in a line (`… NCCL INFO transport/net_ib.cc:395 -> 2`, NCCLCHECK
+/// in src/include/checks.h since v2.4; `-> 2 (errno text)` from 2.19, `[Async thread]` from
+/// group.cc): the source file as printed, and the result.
+pub fn return_trace(line: &str) -> Option<(&str, u32)> {
     let at = line.find(" -> ")?;
     let printed = line[..at].rsplit(' ').next()?;
-    let i = match super::sources::lookup(printed) {
-        Some(row) => SIGNATURES.iter().position(|s| s.id == row.subsystem)?,
-        None => SIGNATURES.iter().position(|s| match s.what {
-            Match::Location(paths) => paths.iter().any(|p| printed.contains(p)),
-            _ => false,
-        })?,
-    };
-    Some(finding(SIGNATURES[i], line))
+    if !(printed.contains(':') && (printed.contains(".c") || printed.contains(".h"))) {
+        return None;
+    }
+    let code = line[at + 4..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    Some((printed, code))
+}
+
+/// The finding for NCCL's first error-return trace of a process when no WARN line of that
+/// process names a failure: the source file places it, as it places an unnamed WARN.
+pub fn trace_finding(line: &str) -> Option<Finding> {
+    // The result NCCL returned (src/nccl.h.in): 6 is ncclRemoteError, a peer's failure seen
+    // here; 1 is ncclUnhandledCudaError, a CUDA call's, whichever file relayed it.
+    match return_trace(line)?.1 {
+        6 => signature_finding("remote-error", line),
+        1 => signature_finding("cuda-failure", line),
+        _ => location_finding(line),
+    }
+}
+
+/// The location signature's finding for the source file a return trace names, whatever the
+/// result: where the failure passed through.
+pub fn location_finding(line: &str) -> Option<Finding> {
+    let (printed, _) = return_trace(line)?;
+    Some(finding(SIGNATURES[location_index(printed)?], line))
 }
 
 /// The finding for nccl-tests' footer of wrong values.
 pub fn wrong_data_finding(line: &str) -> Option<Finding> {
-    SIGNATURES
-        .iter()
-        .find(|s| s.id == "nccl-tests-wrong-data")
-        .map(|s| finding(s, line))
+    signature_finding("nccl-tests-wrong-data", line)
 }
 
 /// The finding for connect retries a process's log ends in (`Call to connect returned
 /// Connection refused, retrying`): it never reached its peer.
 pub fn retry_finding(line: &str) -> Option<Finding> {
+    signature_finding("connect-retries", line)
+}
+
+/// The finding of the signature `id` for `line` (for what `explain` recognises beyond one
+/// line's words).
+fn signature_finding(id: &str, line: &str) -> Option<Finding> {
     SIGNATURES
         .iter()
-        .find(|s| s.id == "connect-retries")
+        .find(|s| s.id == id)
         .map(|s| finding(s, line))
 }
 
@@ -257,10 +260,7 @@ fn finding(sig: &Signature, line: &str) -> Finding {
 /// "Cuda failure" or an NCCL error name) rather than naming a cause: a job's root cause is a
 /// specific finding when it has one.
 pub fn is_generic(signature: &str) -> bool {
-    signature.starts_with("loc-")
-        || signature == "ras-warning"
-        || WEAK.contains(&signature)
-        || super::codes::WEAK.contains(&signature)
+    signature.starts_with("loc-") || signature == "ras-warning" || is_weak(signature)
 }
 
 /// Priority of a finding among others: more severe first, then earlier in the table.

@@ -27,6 +27,6 @@ pub mod sources;
 pub use finding::{Category, Finding, Severity};
 pub use lines::{
     LineKind, advise, classify, classify_line, is_generic, location_finding, rank_key,
-    retry_finding, trace_finding, wrong_data_finding,
+    retry_finding, return_trace, trace_finding, wrong_data_finding,
 };
 pub use signature::signature_ids;

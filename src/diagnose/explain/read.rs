@@ -253,8 +253,9 @@ impl State {
             self.summary.completed = Some(quote(self));
         }
         if kind != LineKind::Info {
-            if evidence::sweep_header(line) || evidence::nccl_tests_start(line) {
-                if evidence::nccl_tests_start(line) {
+            let start = evidence::nccl_tests_start(line);
+            if start || evidence::sweep_header(line) {
+                if start {
                     self.max_bytes = super::prefix::number_after(line, "maxBytes ");
                 }
                 self.in_sweep = true;
@@ -351,7 +352,11 @@ impl State {
     /// progress when no WARN line says it).
     fn trace_or_retry(&mut self, line: &str) {
         let retry = has!(line, "connect returned") && has!(line, "retrying");
-        let code = if retry { None } else { return_trace(line) };
+        let code = if retry {
+            None
+        } else {
+            classify::return_trace(line).map(|(_, code)| code)
+        };
         if !retry && code.is_none() && self.retrying.is_empty() {
             return;
         }
@@ -477,15 +482,6 @@ impl State {
     }
 
     fn add_at(&mut self, f: Finding, line: &str, line_no: u64) {
-        let socket_layer = LineKind::of(line) == LineKind::Warn
-            && !has!(line, "ipcsocket")
-            && (has!(line, "socket.h:") || has!(line, "/socket.cc:") || has!(line, " socket.cc:"))
-            && f.severity == Severity::Fail;
-        if socket_layer {
-            let (host, pid, _) = parse_prefix(line);
-            self.socket_warn
-                .insert((host, pid), self.summary.findings.len());
-        }
         let (host, pid, device) = parse_prefix(line);
         let rank = wrapper_rank(line);
         // One finding per family, severity and process: a benign note of a family (no
@@ -523,6 +519,17 @@ impl State {
             code: classify::codes::decode(line),
             exit_code: stage.exit_code(),
         });
+        // A failure NCCL's shared socket layer reports: the return traces after it name its
+        // caller (`trace_or_retry`).
+        let socket_layer = f.severity == Severity::Fail
+            && LineKind::of(line) == LineKind::Warn
+            && !has!(line, "ipcsocket")
+            && (has!(line, "socket.h:") || has!(line, "/socket.cc:") || has!(line, " socket.cc:"));
+        if socket_layer {
+            let found = self.summary.findings.len() - 1;
+            let who = &self.summary.findings[found];
+            self.socket_warn.insert((who.host.clone(), who.pid), found);
+        }
     }
 
     fn finish(mut self) -> LogSummary {
@@ -570,9 +577,8 @@ fn network_of(line: &str) -> Option<Category> {
     if name.is_empty() {
         return None;
     }
-    let rdma = ["IB", "Libfabric", "OFI", "gIB", "GIB"]
-        .iter()
-        .any(|k| name.contains(k));
+    // `IB` also names IBext and gIB.
+    let rdma = ["IB", "Libfabric", "OFI"].iter().any(|k| name.contains(k));
     Some(if rdma {
         Category::NetIb
     } else {
@@ -584,8 +590,7 @@ fn network_of(line: &str) -> Option<Category> {
 /// one that calls NCCL's socket layer: the IB transport (its out-of-band exchange), the socket
 /// transport, the bootstrap or the proxy (src/diagnose/classify/nccl-sources.tsv).
 fn trace_caller(line: &str) -> Option<(Category, Stage)> {
-    let at = line.find(" -> ")?;
-    let printed = line[..at].rsplit(' ').next()?;
+    let (printed, _) = classify::return_trace(line)?;
     let row = classify::sources::lookup(printed)?;
     let category = match row.subsystem {
         "loc-net-ib" => Category::NetIb,
@@ -594,21 +599,6 @@ fn trace_caller(line: &str) -> Option<(Category, Stage)> {
         _ => return None,
     };
     Some((category, row.stage))
-}
-
-/// The result of NCCL's error-return trace `… NCCL INFO file.cc:123 -> 2` (`-> 2 (errno
-/// text)` from 2.19, `[Async thread]` from group.cc).
-fn return_trace(line: &str) -> Option<u32> {
-    let at = line.find(" -> ")?;
-    let before = line[..at].rsplit(' ').next()?;
-    if !(before.contains(':') && (before.contains(".c") || before.contains(".h"))) {
-        return None;
-    }
-    line[at + 4..]
-        .split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
 }
 
 /// Reads up to a newline; keeps at most [`MAX_LINE`] bytes of it. Returns bytes consumed.
@@ -690,6 +680,17 @@ mod tests {
         let net = "h:1:2 [0] NCCL INFO Using network Socket\n\
                    h:1:2 [0] transport/net.cc:700 NCCL WARN something new in the net transport\n";
         assert_eq!(findings_of(net)[0].1, Category::NetSocket);
+    }
+
+    /// A repeated socket WARN of one process is one finding; the trace after the repeat still
+    /// places that finding (it once pointed past the end of the findings and panicked).
+    #[test]
+    fn a_repeated_socket_warn_keeps_its_caller() {
+        let warn = "h:1:2 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<1> failed : Connection refused\n";
+        let log = format!("{warn}{warn}h:1:2 [0] NCCL INFO transport/net_ib.cc:407 -> 2\n");
+        let found = findings_of(&log);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].1, Category::NetIb);
     }
 
     #[test]
