@@ -131,7 +131,7 @@ struct State {
     help_block: Option<(u64, usize, bool)>,
     /// nccl-tests' `maxBytes N` from its first line: a row at that size is the sweep's last.
     max_bytes: Option<u64>,
-    /// The network NCCL said it uses (`NCCL INFO Using network IB`, src/init.cc since 2.4):
+    /// The network NCCL said it uses (`NCCL INFO Using network IB`, src/init.cc since v2.6.4-1):
     /// the net transport's failures are that network's.
     network: Option<Category>,
     /// Per process (host, pid): the first of NCCL's error-return traces (`file:line -> N`,
