@@ -56,6 +56,7 @@ fn results(c: &mut Criterion) {
         op: RedOp::Sum,
         deadline: Duration::from_secs(60),
         latency_floor: 0,
+        data_on: nccl_smoke::bench::DataOn::Device,
     };
     let mut g = c.benchmark_group("aggregate one size");
     for n in RANKS {

@@ -50,6 +50,25 @@ if [ -n "$first" ]; then
   ln -s "nccl/${first#.deps/nccl/}" .deps/nccl-cu12
 fi
 
+# ptxas, to check the PTX of nccl-smoke's kernels for several GPU architectures (tests/ptx.rs):
+# the CUDA 12.9 nvcc wheel ships it; only that file is unpacked.
+PTXAS_WHEEL=${PTXAS_WHEEL:-nvidia-cuda-nvcc-cu12==12.9.86}
+ptxas=.deps/cuda-nvcc/bin/ptxas
+if [ ! -x "$ptxas" ]; then
+  echo "setup: fetching $PTXAS_WHEEL (ptxas)"
+  tmp=$(mktemp -d)
+  python3 -m pip download --no-deps --quiet -d "$tmp" "$PTXAS_WHEEL"
+  mkdir -p "$(dirname "$ptxas")"
+  python3 - "$tmp" "$ptxas" <<'PY'
+import glob, shutil, sys, zipfile
+wheel = glob.glob(sys.argv[1] + "/nvidia_cuda_nvcc_cu12-*.whl")[0]
+with zipfile.ZipFile(wheel) as z, z.open("nvidia/cuda_nvcc/bin/ptxas") as src, open(sys.argv[2], "wb") as dst:
+    shutil.copyfileobj(src, dst)
+PY
+  chmod +x "$ptxas"
+  rm -rf "$tmp"
+fi
+
 echo "setup: building (release)"
 cargo build --release --workspace
 # The same binary without the `mpi` feature (ranks from launcher variables over nccl-smoke's

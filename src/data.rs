@@ -6,6 +6,7 @@
 //! without exchanging anything, and a wrong element points at the rank that sent it.
 
 use clap::ValueEnum;
+use float8::{F8E4M3, F8E5M2};
 use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
 
@@ -23,13 +24,33 @@ pub enum DataType {
     Float,
     Double,
     Bfloat16,
+    /// `ncclFloat8e4m3` (NCCL 2.24 and later; reductions on compute capability 9.0 and later).
+    F8e4m3,
+    /// `ncclFloat8e5m2` (as [`DataType::F8e4m3`]).
+    F8e5m2,
 }
 
 impl DataType {
+    /// Every type, in `ncclDataType_t` order.
+    pub const ALL: [DataType; 12] = [
+        DataType::Int8,
+        DataType::Uint8,
+        DataType::Int32,
+        DataType::Uint32,
+        DataType::Int64,
+        DataType::Uint64,
+        DataType::Half,
+        DataType::Float,
+        DataType::Double,
+        DataType::Bfloat16,
+        DataType::F8e4m3,
+        DataType::F8e5m2,
+    ];
+
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
-            DataType::Int8 | DataType::Uint8 => 1,
+            DataType::Int8 | DataType::Uint8 | DataType::F8e4m3 | DataType::F8e5m2 => 1,
             DataType::Half | DataType::Bfloat16 => 2,
             DataType::Int32 | DataType::Uint32 | DataType::Float => 4,
             DataType::Int64 | DataType::Uint64 | DataType::Double => 8,
@@ -49,7 +70,22 @@ impl DataType {
             DataType::Float => 7,
             DataType::Double => 8,
             DataType::Bfloat16 => 9,
+            DataType::F8e4m3 => 10,
+            DataType::F8e5m2 => 11,
         }
+    }
+
+    /// An 8-bit float: few integers are exact in it (all of 0..=16 in e4m3, 0..=8 in e5m2),
+    /// so a copied value may round (bytes are compared, never values), and a sum of 9 rounds
+    /// to 8 in e5m2 whatever the order (every partial sum before the last is at most 6).
+    pub fn is_fp8(self) -> bool {
+        matches!(self, DataType::F8e4m3 | DataType::F8e5m2)
+    }
+
+    /// The first NCCL release that has this type: `ncclFloat8e4m3` and `ncclFloat8e5m2` appear
+    /// in `src/nccl.h.in` at v2.24.3-1 (NVIDIA/nccl); the others are in every release.
+    pub fn since_nccl(self) -> Option<i32> {
+        self.is_fp8().then_some(22400)
     }
 
     /// (NCCL code, element size), as `crate::comm` takes it.
@@ -69,6 +105,8 @@ impl DataType {
             DataType::Float => "float",
             DataType::Double => "double",
             DataType::Bfloat16 => "bfloat16",
+            DataType::F8e4m3 => "f8e4m3",
+            DataType::F8e5m2 => "f8e5m2",
         }
     }
 
@@ -87,6 +125,8 @@ impl DataType {
             DataType::Bfloat16 => out.copy_from_slice(&bf16::from_f64(v).to_le_bytes()),
             DataType::Float => out.copy_from_slice(&(v as f32).to_le_bytes()),
             DataType::Double => out.copy_from_slice(&v.to_le_bytes()),
+            DataType::F8e4m3 => out[0] = F8E4M3::from_f64(v).to_bits(),
+            DataType::F8e5m2 => out[0] = F8E5M2::from_f64(v).to_bits(),
         }
     }
 
@@ -108,6 +148,8 @@ impl DataType {
             DataType::Bfloat16 => bf16::from_le_bytes([b[0], b[1]]).to_f64(),
             DataType::Float => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
             DataType::Double => f64::from_le_bytes(a(8)),
+            DataType::F8e4m3 => F8E4M3::from_bits(b[0]).to_f64(),
+            DataType::F8e5m2 => F8E5M2::from_bits(b[0]).to_f64(),
         }
     }
 }
@@ -152,15 +194,8 @@ impl RedOp {
     }
 }
 
-/// Ranks that contribute a non-zero value to each element of a reduction (fewer when the job
-/// has fewer ranks). The others contribute the operation's identity, so every partial result,
-/// in any order and at any rank count, is a small integer: exact in every type (see
-/// [`value`]).
-pub const CONTRIBUTORS: u32 = 3;
-
-/// The largest value a copied element holds: 0..=126 fits every type exactly (int8 and
-/// bfloat16 included) and never has the bits of the receive buffer's fill (`0xff` bytes).
-pub const COPY_MAX: u64 = 126;
+use nccl_smoke_kernels::values::{self as v, Op};
+pub use nccl_smoke_kernels::values::{CONTRIBUTORS, COPY_MAX};
 
 /// The byte the receive buffer is filled with before each measurement: `0xff…` is -1 or the
 /// largest value of an integer type and a NaN of every floating type, so no correct result of
@@ -168,93 +203,33 @@ pub const COPY_MAX: u64 = 126;
 /// element that still holds them was never written.
 pub const FILL_BYTE: u8 = 0xff;
 
-/// A 64-bit mix (splitmix64's finaliser, public domain), so that neighbouring ranks, indices
-/// and epochs give unrelated values.
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
-fn key(a: u64, b: u64, c: u64) -> u64 {
-    mix(a.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-        ^ b.wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
-        ^ c.wrapping_mul(0x1656_67b1_9e37_79f9))
-}
-
 /// A reduction's expected results repeat with this period in the element index (its
 /// contributors' values depend on the index modulo it), so a check computes 64 of them per
 /// size and compares bytes.
-pub const PERIOD: usize = 64;
+pub const PERIOD: usize = v::PERIOD as usize;
 
-/// Which of the element's contributors `sender` is, if any: contributor `j` of element `index`
-/// in `epoch` is rank `(index + epoch + j * (nranks / k)) mod nranks`, `k` = min(nranks,
-/// [`CONTRIBUTORS`]), so every rank contributes to `k` of every `nranks` consecutive elements.
+/// The kernels' op for a pattern's reduction (`None`: the pattern copies).
+pub fn kernel_op(op: Option<RedOp>) -> Op {
+    match op {
+        None => Op::Copy,
+        Some(RedOp::Sum) => Op::Sum,
+        Some(RedOp::Prod) => Op::Prod,
+        Some(RedOp::Max) => Op::Max,
+        Some(RedOp::Min) => Op::Min,
+    }
+}
+
+/// Which of the element's contributors `sender` is, if any (see
+/// [`nccl_smoke_kernels::values::contributor_at`]).
 pub fn contributor(nranks: u32, sender: u32, index: usize, epoch: u32) -> Option<u32> {
-    let n = nranks.max(1) as u64;
-    let base = (index as u64 + epoch as u64) % n;
-    contributor_at(nranks, sender, base)
-}
-
-/// [`contributor`], given `base` = (index + epoch) mod nranks (a fill walks it up by one per
-/// element instead of dividing).
-fn contributor_at(nranks: u32, sender: u32, base: u64) -> Option<u32> {
-    let n = nranks.max(1) as u64;
-    let k = nranks.clamp(1, CONTRIBUTORS) as u64;
-    let step = n / k;
-    let off = (sender as u64 + n - base) % n;
-    (off.is_multiple_of(step) && off / step < k).then_some((off / step) as u32)
-}
-
-/// What contributor `j` gives at element `index`: 1..=3.
-fn contribution(j: u32, index: usize, epoch: u32) -> f64 {
-    (1 + key(j as u64, (index % PERIOD) as u64, epoch as u64) % 3) as f64
+    v::contributor_at(nranks, sender, v::base(nranks, index as u64, epoch))
 }
 
 /// The value `sender` puts at element `index` of its send buffer in `epoch`: `op` is `None`
-/// for patterns that copy (all-to-all, send/recv), the reduction otherwise.
-///
-/// - Copied: 0..=[`COPY_MAX`], a hash of (sender, index, epoch), so a window of received
-///   elements tells which rank's data it is.
-/// - `sum`, `max`: each element's [`CONTRIBUTORS`] contributors give 1..=3, every other rank 0;
-///   `min`: the others give 4. The result is 1..=9 for any rank count, and every partial sum
-///   is an integer below 10, exact in every type whatever the order of the reduction (a
-///   property test checks it to 16,384 ranks).
-/// - `prod`: exactly one rank gives 2, the others 1, so the product is 2.
+/// for patterns that copy (all-to-all, send/recv), the reduction otherwise. The values are
+/// [`nccl_smoke_kernels::values::value`]'s: the same the device kernels compute.
 pub fn value(op: Option<RedOp>, nranks: u32, sender: u32, index: usize, epoch: u32) -> f64 {
-    // A copy's value needs no contributor base: the check computes one per element, so it
-    // pays for no division here.
-    let base = match op {
-        None => 0,
-        Some(_) => (index as u64 + epoch as u64) % nranks.max(1) as u64,
-    };
-    value_at(op, nranks, sender, index, epoch, base)
-}
-
-/// [`value`], given `base` = (index + epoch) mod nranks.
-fn value_at(
-    op: Option<RedOp>,
-    nranks: u32,
-    sender: u32,
-    index: usize,
-    epoch: u32,
-    base: u64,
-) -> f64 {
-    match op {
-        None => (key(sender as u64, index as u64, epoch as u64) % (COPY_MAX + 1)) as f64,
-        Some(RedOp::Prod) => {
-            if base == sender as u64 {
-                2.0
-            } else {
-                1.0
-            }
-        }
-        Some(op) => match contributor_at(nranks, sender, base) {
-            Some(j) => contribution(j, index, epoch),
-            None if op == RedOp::Min => 4.0,
-            None => 0.0,
-        },
-    }
+    v::value(kernel_op(op), nranks, sender, index as u64, epoch) as f64
 }
 
 /// Writes elements `first..` of what `sender` sends in `epoch` into `out`, one element of
@@ -269,10 +244,12 @@ pub fn fill(
     first: usize,
     epoch: u32,
 ) {
+    let op = kernel_op(op);
     let n = nranks.max(1) as u64;
-    let mut base = (first as u64 + epoch as u64) % n;
+    let mut base = v::base(nranks, first as u64, epoch);
     for (i, el) in out.chunks_exact_mut(dtype.size()).enumerate() {
-        dtype.encode(value_at(op, nranks, sender, first + i, epoch, base), el);
+        let x = v::value_at(op, nranks, sender, (first + i) as u64, epoch, base);
+        dtype.encode(x as f64, el);
         base += 1;
         if base == n {
             base = 0;
@@ -284,36 +261,26 @@ pub fn fill(
 /// contributors count (the others give the identity), so this costs O(1) at any rank count,
 /// and it depends on `index` only modulo [`PERIOD`].
 pub fn reduced(op: RedOp, nranks: u32, index: usize, epoch: u32) -> f64 {
-    if op == RedOp::Prod {
-        return 2.0;
-    }
-    let k = nranks.clamp(1, CONTRIBUTORS);
-    op.reduce((0..k).map(|j| contribution(j, index, epoch)))
+    v::reduced(kernel_op(Some(op)), nranks, index as u64, epoch) as f64
+}
+
+/// The bytes of the kernels' encoding table for `dtype` (entry `v`: `v` in `dtype`).
+pub fn kernel_table(dtype: DataType) -> Vec<u8> {
+    nccl_smoke_kernels::args::table_bytes(dtype.size(), |x, out| dtype.encode(x, out))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const ALL: [DataType; 10] = [
-        DataType::Int8,
-        DataType::Uint8,
-        DataType::Int32,
-        DataType::Uint32,
-        DataType::Int64,
-        DataType::Uint64,
-        DataType::Half,
-        DataType::Float,
-        DataType::Double,
-        DataType::Bfloat16,
-    ];
+    const ALL: [DataType; 12] = DataType::ALL;
 
     #[test]
     fn sizes_and_codes_match_nccl_h() {
         let sizes: Vec<usize> = ALL.iter().map(|d| d.size()).collect();
-        assert_eq!(sizes, [1, 1, 4, 4, 8, 8, 2, 4, 8, 2]);
+        assert_eq!(sizes, [1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1]);
         let codes: Vec<u32> = ALL.iter().map(|d| d.nccl_code()).collect();
-        assert_eq!(codes, (0..10).collect::<Vec<u32>>());
+        assert_eq!(codes, (0..12).collect::<Vec<u32>>());
         assert_eq!(
             [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min].map(|o| o.nccl_code()),
             [0, 1, 2, 3]
@@ -384,7 +351,9 @@ mod tests {
             for v in 0..=COPY_MAX {
                 dt.encode(v as f64, &mut b);
                 assert_ne!(b, fill, "{dt:?} {v}");
-                assert_eq!(dt.decode(&b), v as f64, "{dt:?} {v} is not exact");
+                if !dt.is_fp8() {
+                    assert_eq!(dt.decode(&b), v as f64, "{dt:?} {v} is not exact");
+                }
             }
         }
     }
@@ -433,7 +402,9 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
         /// Every partial result of every reduction is exact in every type, in any order, from
-        /// 2 to 16,384 ranks: a healthy job of any size never reports corruption.
+        /// 2 to 16,384 ranks: a healthy job of any size never reports corruption. In the 8-bit
+        /// floats the result may round (9 is 8 in e5m2), but to the same bits in every order,
+        /// which are the bits the check expects (the expected value encoded).
         #[test]
         fn reductions_are_exact_in_any_order_up_to_16384_ranks(
             n in 2u32..=16384,
@@ -446,12 +417,19 @@ mod tests {
                 // A seeded Fisher-Yates shuffle: one reduction order of the many.
                 let mut s = seed;
                 for i in (1..vals.len()).rev() {
-                    s = mix(s.wrapping_add(i as u64));
+                    s = nccl_smoke_kernels::values::mix(s.wrapping_add(i as u64));
                     vals.swap(i, (s % (i as u64 + 1)) as usize);
                 }
                 let want = reduced(op, n, index, epoch);
                 for dt in ALL {
                     let (got, exact) = fold_in(dt, op, &vals);
+                    if dt.is_fp8() {
+                        let (mut a, mut b) = ([0u8; 1], [0u8; 1]);
+                        dt.encode(got, &mut a);
+                        dt.encode(want, &mut b);
+                        proptest::prop_assert_eq!(a, b, "{:?} {:?} n={}", dt, op, n);
+                        continue;
+                    }
                     proptest::prop_assert!(exact, "{:?} {:?} n={}: a partial result was rounded", dt, op, n);
                     proptest::prop_assert_eq!(got, want, "{:?} {:?} n={}", dt, op, n);
                 }

@@ -17,12 +17,13 @@ pub enum Stage {
     Driver,
     /// Local rank → device, its context.
     Device,
-    /// Device buffers for the largest message.
-    Alloc,
     /// `ncclGetUniqueId` on rank 0 and its broadcast.
     UniqueId,
     /// `ncclCommInitRank[Config]`.
     Init,
+    /// Device buffers for the largest message, after the communicator (as nccl-tests orders
+    /// them), so that NCCL's own memory comes first.
+    Alloc,
     /// The first operation of each pattern, where NCCL builds its transports; not yet split.
     Connect,
     /// Connect failed importing a peer's buffer (P2P / cuMem / IPC).
@@ -48,9 +49,9 @@ impl Stage {
         Stage::NcclLoad,
         Stage::Driver,
         Stage::Device,
-        Stage::Alloc,
         Stage::UniqueId,
         Stage::Init,
+        Stage::Alloc,
         Stage::Connect,
         Stage::ConnectImport,
         Stage::ConnectProxy,
@@ -149,7 +150,6 @@ pub const TABLE: [Row; 15] = [
         60,
         "no / wrong GPU for this rank",
     ),
-    row(Stage::Alloc, "alloc", 14, 60, "device memory"),
     row(
         Stage::UniqueId,
         "unique-id",
@@ -158,6 +158,13 @@ pub const TABLE: [Row; 15] = [
         "`ncclGetUniqueId` / its broadcast",
     ),
     row(Stage::Init, "init", 16, 300, "communicator init"),
+    row(
+        Stage::Alloc,
+        "alloc",
+        14,
+        60,
+        "device memory for the buffers (after init, as nccl-tests allocates)",
+    ),
     row(
         Stage::Connect,
         "connect",
@@ -389,14 +396,19 @@ pub mod exit {
         ),
     ];
 
-    /// Every exit code, in order: the fixed ones and one per stage (from [`super::TABLE`]).
+    /// Every exit code, in numeric order: the fixed ones and one per stage (from
+    /// [`super::TABLE`], whose walking order puts alloc, 14, after init, 16).
     pub fn all() -> Vec<Code> {
-        let stages = super::TABLE.iter().map(|r| Code {
-            code: r.exit_code,
-            name: r.name,
-            deadline_s: Some(r.deadline_s),
-            meaning: r.meaning,
-        });
+        let mut stages: Vec<Code> = super::TABLE
+            .iter()
+            .map(|r| Code {
+                code: r.exit_code,
+                name: r.name,
+                deadline_s: Some(r.deadline_s),
+                meaning: r.meaning,
+            })
+            .collect();
+        stages.sort_by_key(|c| c.code);
         BELOW.into_iter().chain(stages).chain(ABOVE).collect()
     }
 

@@ -1,6 +1,7 @@
-//! A sweep that cannot fit is refused before any memory is taken, with the numbers: device
-//! buffers against the GPU's free memory, host memory against what the node has available
-//! (on the simulation the device buffers are host memory too).
+//! A sweep that cannot fit is refused before its buffers are allocated (after init, as
+//! nccl-tests allocates), with the numbers: device buffers against the GPU's free memory and
+//! what NCCL's communicator took at init, host memory against what the node has available (on
+//! the simulation the device buffers are host memory too).
 
 mod common;
 use common::*;
@@ -20,7 +21,7 @@ fn refused(size: &str, gpu_gib: &str) -> String {
         .unwrap_or_else(|| panic!("no alloc verdict:\n{t}"))
         .to_string();
     assert!(
-        line.contains("refused before any memory was taken"),
+        line.contains("its buffers were refused before any was allocated"),
         "{line}"
     );
     assert!(!t.contains("panicked"), "{t}");
@@ -32,7 +33,8 @@ fn a_sweep_larger_than_the_gpus_free_memory_is_refused() {
     let line = refused("1G", "1");
     assert!(
         line.contains("needs 2048 MiB of device memory per rank (send 1024 MiB + receive 1024 MiB")
-            && line.contains("the GPU has 1024 MiB free"),
+            && line
+                .contains("the GPU has 1024 MiB free after NCCL's communicator took 0 MiB at init"),
         "{line}"
     );
 }

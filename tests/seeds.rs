@@ -111,7 +111,9 @@ fn seed_004_dev_shm_too_small() {
 /// holds its rendezvous port for the whole job, and a descriptor more leaves room for the results
 /// file; NCCL's RAS service, whose listening socket would take that room, is off; 14 failed to
 /// write the results file in 2 of 14 runs; the simulated driver's device memory then became a
-/// memfd per allocation, two more descriptors, and 15 failed as 13 had) the
+/// memfd per allocation, two more descriptors, and 15 failed as 13 had; since the buffers come
+/// after init, ranks that got through init met the limit in those memfds, which a real
+/// `cuMemAlloc` does not need, so the stand-in driver now maps such memory without one) the
 /// simulated bootstrap root's accept fails with EMFILE, as NCCL's does (`socketTryAccept`); the
 /// peers then see their connections close. The verdict names the rank that ran out and why,
 /// not the ranks that only saw it go.

@@ -118,6 +118,8 @@ fn every_datatype_and_op_verifies() {
         ("double", "prod"),
         ("uint64", "sum"),
         ("int32", "prod"),
+        ("f8e4m3", "sum"),
+        ("f8e5m2", "sum"),
     ] {
         let out = mpirun(
             3,

@@ -7,6 +7,7 @@
 //! separate pass after it ([`latency_iters`] iterations with a device event between each two,
 //! no host sync between them), so recording it never changes the time and bandwidth columns.
 
+pub mod on_device;
 pub mod sweep;
 pub mod verify;
 
@@ -33,6 +34,19 @@ pub struct Timing {
     /// [`latency_iters`]): [`LATENCY_MIN_SAMPLES`] on a GPU, 0 on the simulation, whose
     /// iterations cost CPU time and whose latency is no GPU figure.
     pub latency_floor: u32,
+    /// Where the send data is written and the received data checked.
+    pub data_on: DataOn,
+}
+
+/// Where the send data is written and the received data checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum DataOn {
+    /// nccl-smoke's kernels fill and check on the GPU, as nccl-tests does; the host sees
+    /// counts only, and copies a buffer back only when it holds wrong elements.
+    Device,
+    /// The host fills and checks every byte through a staging buffer (slow at large sizes).
+    Host,
 }
 
 /// Host staging per direction: data is filled and checked through it a chunk at a time, so
@@ -51,18 +65,29 @@ pub struct Buffers {
     /// i and i+1, as nccl-tests' `-I` shares boundary events (`initEvents`, `src/common.cu`),
     /// so recording adds one event per iteration, not two.
     events: Vec<Event>,
+    /// The fill and check kernels, with `DataOn::Device`.
+    device: Option<on_device::DeviceData>,
 }
 
 impl Buffers {
+    /// Buffers for `nranks` ranks; with `DataOn::Device`, the kernels loaded into the current
+    /// context too.
     pub fn new(
         send_bytes: usize,
         recv_bytes: usize,
         iters: u32,
+        data_on: DataOn,
+        nranks: u32,
     ) -> Result<Buffers, crate::ffi::cuda::CudaError> {
         let events = (0..event_count(iters))
             .map(|_| Event::new())
             .collect::<Result<Vec<_>, _>>()?;
+        let device = match data_on {
+            DataOn::Device => Some(on_device::DeviceData::new(nranks)?),
+            DataOn::Host => None,
+        };
         Ok(Buffers {
+            device,
             send: DeviceBuffer::alloc(send_bytes)?,
             recv: DeviceBuffer::alloc(recv_bytes)?,
             stage_send: vec![0; send_bytes.min(STAGING_BYTES)],
@@ -202,6 +227,9 @@ fn upload(
     epoch: u32,
     what: &str,
 ) -> Result<(), CommError> {
+    if let Some(dd) = &mut bufs.device {
+        return Ok(dd.fill(comm, &bufs.send, layout, t.dtype, op, epoch)?);
+    }
     let sz = t.dtype.size();
     let per = Buffers::chunk_elems(&bufs.stage_send, t.dtype);
     let mut first = 0;
@@ -212,13 +240,16 @@ fn upload(
         bufs.send.copy_from_host(first * sz, chunk, &comm.stream)?;
         // The chunk is refilled next: the copy must have read it.
         comm.wait_idle(t.deadline, what, Poll::Relaxed)?;
+        crate::progress::beat();
         first += k;
     }
     Ok(())
 }
 
-/// Checks the receive buffer against what the senders sent, a staging chunk at a time.
-fn download_and_check(
+/// Checks the receive buffer: on the device when its kernels are loaded, and again on the
+/// host when the device check found wrong elements (or did not compare them all), for the
+/// detail only the host's check gives.
+fn check_received(
     comm: &Communicator,
     pattern: &dyn Pattern,
     bufs: &mut Buffers,
@@ -227,6 +258,16 @@ fn download_and_check(
     epoch: u32,
     what: &str,
 ) -> Result<verify::Check, CommError> {
+    if let Some(dd) = &mut bufs.device {
+        let (dtype, op) = (t.dtype, t.op);
+        let found = dd.check(
+            comm, &bufs.recv, pattern, layout, dtype, op, epoch, t.deadline, what,
+        )?;
+        if let on_device::DeviceCheck::Clean { elements } = found {
+            return Ok(on_device::clean(elements));
+        }
+    }
+    // On the host, a staging chunk at a time.
     let sz = t.dtype.size();
     let per = Buffers::chunk_elems(&bufs.stage_recv, t.dtype);
     let (rank, n) = (comm.rank, comm.nranks);
@@ -238,6 +279,7 @@ fn download_and_check(
         bufs.recv.copy_to_host(first * sz, chunk, &comm.stream)?;
         comm.wait_idle(t.deadline, what, Poll::Relaxed)?;
         checker.chunk(first, chunk);
+        crate::progress::beat();
         first += k;
     }
     Ok(checker.finish())
@@ -264,8 +306,12 @@ pub fn measure(
         )
     };
     comm.set_settle_deadline(t.deadline);
-    upload(comm, bufs, layout, t, data_op, epoch, &what("upload"))?;
-    bufs.recv.fill(crate::data::FILL_BYTE, &comm.stream)?;
+    // Without a check nothing is written, as nccl-tests skips `InitData` with `-c 0`
+    // (`BenchTime`, `src/common.cu` v2.19.6): the buffers hold whatever they held.
+    if t.check {
+        upload(comm, bufs, layout, t, data_op, epoch, &what("upload"))?;
+        bufs.recv.fill(crate::data::FILL_BYTE, &comm.stream)?;
+    }
     let launch = |c: &Communicator, send: &DeviceBuffer, recv: &DeviceBuffer| {
         pattern.launch(
             c,
@@ -311,7 +357,7 @@ pub fn measure(
     let us = |ns: u64| ns as f64 / 1e3;
 
     let check = if t.check {
-        Some(download_and_check(
+        Some(check_received(
             comm,
             pattern,
             bufs,
@@ -651,6 +697,7 @@ mod tests {
             op: RedOp::Sum,
             deadline: Duration::from_secs(1),
             latency_floor: 0,
+            data_on: crate::bench::DataOn::Device,
         };
         let layout = p.layout(1 << 20, 4, 8);
         let r = combine(

@@ -233,6 +233,12 @@ pub struct RunArgs {
     /// Verify received data (1) or not (0).
     #[arg(short = 'c', long = "check", default_value = "1", value_parser = clap::value_parser!(u8).range(0..=1))]
     pub check: u8,
+    /// Where the send buffers are filled and the receive buffers checked: `device` runs
+    /// nccl-smoke's kernels on the GPU, as nccl-tests does (the host reads back counts only,
+    /// and a whole buffer only when it holds wrong elements); `host` writes and reads every
+    /// byte through a staging buffer, for a second opinion (minutes at gigabyte sizes).
+    #[arg(long = "data-on", value_enum, default_value = "device")]
+    pub data_on: crate::bench::DataOn,
     /// Element type.
     #[arg(short = 'd', long = "datatype", value_enum, default_value = "float")]
     pub datatype: DataType,
@@ -306,7 +312,7 @@ fn backend_help() -> String {
          sim/README.md.\n\n\
          `control-plane`: the REAL libnccl (--nccl-lib, else the usual resolution; NCCL 2.19 or \
          later) on nccl-smoke's stand-in CUDA driver and NVML, which go first on the ranks' \
-         library path. Every rank walks launch, nccl-load, driver, device, alloc, unique-id, init \
+         library path. Every rank walks launch, nccl-load, driver, device, unique-id, init, alloc \
          and connect for every selected pattern (the first collectives of each size make NCCL \
          build its transports, lazily per algorithm from 2.22), reads which transport NCCL chose \
          per peer and channel from NCCL's own INFO lines, then tears the communicator down with \
@@ -450,6 +456,7 @@ impl RunArgs {
             iters,
             warmup_iters,
             check: self.check == 1,
+            data_on: self.data_on,
             datatype: self.datatype,
             op: self.op,
             device: self.device,

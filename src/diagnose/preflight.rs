@@ -16,6 +16,9 @@ pub struct Need {
     pub device_in_host: bool,
     /// Ranks on this node, each needing as much.
     pub local_ranks: u32,
+    /// Device bytes the NCCL communicator took at init (free memory before init minus after),
+    /// when both were read.
+    pub nccl_took: Option<u64>,
 }
 
 fn mib(b: u64) -> String {
@@ -45,11 +48,12 @@ impl Need {
         {
             return Err(format!(
                 "the sweep needs {} of device memory per rank (send {} + receive {} at the largest \
-                 size), and the GPU has {} free",
+                 size), and the GPU has {} free{}",
                 mib(device),
                 mib(self.send),
                 mib(self.recv),
-                mib(free)
+                mib(free),
+                nccl_share(self.nccl_took),
             ));
         }
         let per_rank = self.host_per_rank();
@@ -73,6 +77,29 @@ impl Need {
         }
         Ok(())
     }
+}
+
+/// What NCCL's communicator took at init, as a clause (empty when unknown).
+fn nccl_share(took: Option<u64>) -> String {
+    match took {
+        Some(b) => format!(" after NCCL's communicator took {} at init", mib(b)),
+        None => String::new(),
+    }
+}
+
+/// Why nccl-smoke's buffers could not be allocated, with whose memory is whose: the sweep's
+/// buffers (`send` + `recv`), what NCCL's communicator took at init, and what was free after.
+pub fn alloc_cause(send: u64, recv: u64, nccl_took: Option<u64>, free: Option<u64>) -> String {
+    let mut s = format!(
+        "nccl-smoke's buffers ({} send + {} receive, at the largest size) could not be \
+         allocated",
+        mib(send),
+        mib(recv)
+    );
+    if let Some(f) = free {
+        s.push_str(&format!(": {} was free{}", mib(f), nccl_share(nccl_took)));
+    }
+    s
 }
 
 /// Host memory available to this process: the smaller of the kernel's `MemAvailable` and what
@@ -207,6 +234,7 @@ mod tests {
                 uuid: uuid.into(),
                 bus_id: "0000:00:06.0".into(),
                 total_mem: 0,
+                compute_capability: None,
             },
         }
     }
@@ -248,6 +276,7 @@ mod tests {
             staging: 2 * (64 << 20),
             device_in_host,
             local_ranks,
+            nccl_took: None,
         }
     }
 
@@ -263,6 +292,27 @@ mod tests {
         );
         assert!(need(2 * GIB, false, 8).check(Some(6 * GIB), None).is_ok());
         assert!(need(2 * GIB, false, 8).check(None, None).is_ok());
+        // After init, what NCCL took is named beside what is left.
+        let with_nccl = Need {
+            nccl_took: Some(1536 << 20),
+            ..need(4 * GIB, false, 8)
+        };
+        let e = with_nccl.check(Some(6 * GIB), None).unwrap_err();
+        assert!(
+            e.contains("6144 MiB free after NCCL's communicator took 1536 MiB at init"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_allocation_failure_says_whose_memory_is_whose() {
+        let c = alloc_cause(4 * GIB, 4 * GIB, Some(700 << 20), Some(5 * GIB));
+        assert_eq!(
+            c,
+            "nccl-smoke's buffers (4096 MiB send + 4096 MiB receive, at the largest size) could \
+             not be allocated: 5120 MiB was free after NCCL's communicator took 700 MiB at init"
+        );
+        assert!(alloc_cause(1, 1, None, None).ends_with("could not be allocated"));
     }
 
     #[test]

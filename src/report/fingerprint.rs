@@ -257,6 +257,7 @@ mod tests {
             uuid: uuid.into(),
             bus_id: "0000:18:00.0".into(),
             total_mem: 80 << 30,
+            compute_capability: Some((9, 0)),
         }
     }
 

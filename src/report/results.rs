@@ -29,6 +29,14 @@ pub struct RunConfig {
     pub iters: u32,
     pub warmup_iters: u32,
     pub check: bool,
+    /// `--data-on`: where data was filled and checked (absent in results from before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_on: Option<crate::bench::DataOn>,
+    /// Whether the communicator was blocking, as nccl-tests makes it (`false` with
+    /// `NCCL_COMM_BLOCKING=0`: its times include waiting out `ncclInProgress`); absent when the
+    /// run ended before NCCL was loaded, or in results from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm_blocking: Option<bool>,
     pub datatype: String,
     pub op: String,
 }
@@ -357,6 +365,8 @@ pub(crate) mod tests {
                 iters: 5,
                 warmup_iters: 1,
                 check: true,
+                data_on: Some(crate::bench::DataOn::Device),
+                comm_blocking: Some(true),
                 datatype: "float".into(),
                 op: "sum".into(),
             },

@@ -192,6 +192,7 @@ mod tests {
             op: RedOp::Sum,
             deadline: std::time::Duration::from_secs(1),
             latency_floor: 0,
+            data_on: crate::bench::DataOn::Device,
         };
         // (pattern, size asked, time in µs, size, count, algbw, busbw) as printed.
         let published = [
@@ -340,6 +341,7 @@ mod tests {
             op: RedOp::Sum,
             deadline: std::time::Duration::from_secs(1),
             latency_floor: 0,
+            data_on: crate::bench::DataOn::Device,
         };
         let s = |rank, avg_us| RankSample {
             rank,

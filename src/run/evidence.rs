@@ -163,8 +163,8 @@ impl Run<'_> {
         &mut self,
         device: &Device,
         driver: &Driver,
-        send: usize,
-        recv: usize,
+        (send, recv): (usize, usize),
+        nccl_took: Option<u64>,
         local_ranks: u32,
     ) -> Result<(), Failure> {
         use crate::diagnose::{doctor, preflight};
@@ -174,11 +174,12 @@ impl Run<'_> {
             staging: (send.min(bench::STAGING_BYTES) + recv.min(bench::STAGING_BYTES)) as u64,
             device_in_host: driver.simulated.is_some(),
             local_ranks,
+            nccl_took,
         };
         let free = device.memory().ok().map(|(free, _)| free as u64);
         need.check(free, preflight::host_available()).map_err(|why| {
             Failure::new(Stage::Alloc, &self.who, why)
-                .cause("the sweep does not fit: it was refused before any memory was taken")
+                .cause("the sweep does not fit: its buffers were refused before any was allocated")
                 .hint("lower -e/--maxbytes, or run fewer ranks per node; nvidia-smi shows what else holds GPU memory")
         })?;
         let node = doctor::Node {

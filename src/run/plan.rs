@@ -3,8 +3,8 @@
 //! the engine never sees the command line's types.
 
 use super::libs::LibChoice;
-use crate::bench::Timing;
 use crate::bench::sweep::{self, Step};
+use crate::bench::{DataOn, Timing};
 use crate::bootstrap::Mode;
 use crate::data::{DataType, RedOp};
 use crate::report::expect::{self, Expectations};
@@ -32,6 +32,7 @@ pub struct Settings {
     pub iters: u32,
     pub warmup_iters: u32,
     pub check: bool,
+    pub data_on: DataOn,
     pub datatype: DataType,
     pub op: RedOp,
     pub device: Option<i32>,
@@ -62,6 +63,7 @@ pub struct Plan {
     pub warmup_iters: u32,
     pub iters: u32,
     pub check: bool,
+    pub data_on: DataOn,
     pub datatype: DataType,
     pub op: RedOp,
     /// The GPU ordinal (default: local rank modulo the visible devices).
@@ -180,6 +182,8 @@ impl Settings {
             iters: self.iters,
             warmup_iters: self.warmup_iters,
             check: self.check,
+            data_on: Some(self.data_on),
+            comm_blocking: None,
             datatype: self.datatype.name().into(),
             op: self.op.name().into(),
         };
@@ -191,6 +195,7 @@ impl Settings {
             warmup_iters: self.warmup_iters,
             iters: self.iters,
             check: self.check,
+            data_on: self.data_on,
             datatype: self.datatype,
             op: self.op,
             device: self.device,
@@ -225,6 +230,26 @@ impl Plan {
         )
     }
 
+    /// Where data is written and checked (one line for the run's header).
+    pub fn data_line(&self) -> String {
+        let how = match (self.check, self.data_on) {
+            (false, _) => {
+                "not written and not checked (-c 0, as nccl-tests skips its data \
+                           with -c 0): no pass can be claimed"
+            }
+            (true, DataOn::Device) => {
+                "written and checked on the GPU by nccl-smoke's kernels \
+                                       (every element of every size; the host reads back \
+                                       counts, and a buffer only when it holds wrong elements)"
+            }
+            (true, DataOn::Host) => {
+                "written and checked by the host through a staging buffer \
+                                     (--data-on host: every byte crosses PCIe twice)"
+            }
+        };
+        format!("# data: {how}")
+    }
+
     /// How the columns are timed (one line for the run's header).
     pub fn timing_line(&self) -> String {
         format!(
@@ -255,6 +280,7 @@ impl Plan {
             op: self.op,
             deadline,
             latency_floor: self.latency_floor(),
+            data_on: self.data_on,
         }
     }
 
@@ -326,6 +352,7 @@ mod tests {
             iters: 20,
             warmup_iters: 5,
             check: true,
+            data_on: DataOn::Device,
             datatype: DataType::Float,
             op: RedOp::Sum,
             device: None,

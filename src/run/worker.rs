@@ -132,6 +132,16 @@ impl Run<'_> {
         }
         self.learn_backing(nccl.simulated.is_some(), None, &nccl.version());
         self.versions.1 = Some(nccl.version());
+        if let Some(since) = self.plan.datatype.since_nccl()
+            && nccl.version_code < since
+        {
+            return Err(causes::type_too_new(
+                &self.who,
+                self.plan.datatype,
+                &nccl.version(),
+                since,
+            ));
+        }
         if rank == 0 {
             println!("# nccl-smoke {}", env!("CARGO_PKG_VERSION"));
             table::nccl_lines(&NcclInfo::from(&nccl))
@@ -139,8 +149,12 @@ impl Run<'_> {
                 .for_each(|l| println!("{l}"));
             let blocking = crate::comm::makes_blocking(&nccl);
             println!("{}", table::comm_mode_line(blocking));
+            if let Some(r) = self.results.as_mut() {
+                r.doc.config.comm_blocking = Some(blocking);
+            }
             println!("{}", self.plan.deadline_line());
             println!("{}", self.plan.timing_line());
+            println!("{}", self.plan.data_line());
         }
 
         self.enter(Stage::Driver);
@@ -173,6 +187,18 @@ impl Run<'_> {
 
         self.enter(Stage::Device);
         let device = self.open_device(&driver, boot.local_rank())?;
+        let selected = patterns::select(&self.plan.patterns).at(Stage::Launch, &self.who)?;
+        if self.plan.datatype.is_fp8()
+            && let Some(reducing) = selected.iter().find(|p| p.reduces())
+            && device.info.compute_capability.is_some_and(|cc| cc < (9, 0))
+        {
+            return Err(causes::fp8_reduction_unsupported(
+                &self.who,
+                self.plan.datatype,
+                reducing.name(),
+                &device.info,
+            ));
+        }
         let me = RankInfo {
             rank,
             host: self.who.host.clone(),
@@ -202,34 +228,60 @@ impl Run<'_> {
             }
         }
 
-        let selected = patterns::select(&self.plan.patterns).at(Stage::Launch, &self.who)?;
         if let Some(s) = self.plan.isolate {
             return self.isolate(boot, &nccl, &selected, s);
         }
         let timing = self.plan.timing(self.waiting_deadline(Stage::Run));
 
-        self.enter(Stage::Alloc);
-        let (send_max, recv_max) = bench::sweep::buffer_sizes(&selected, sizes, &timing, nranks);
         self.local_rank = boot.local_rank();
-        self.preflight(&device, &driver, send_max, recv_max, boot.local_size())?;
-        let mut bufs = Buffers::new(send_max, recv_max, timing.iters).map_err(|e| {
-            Failure::new(Stage::Alloc, &self.who, &e)
-                .cause(format!(
-                    "{} + {} bytes of device memory (and {} timing events) could not be had",
-                    send_max,
-                    recv_max,
-                    bench::event_count(timing.iters)
-                ))
-                .hint("lower -e/--maxbytes, or check what else holds GPU memory (nvidia-smi)")
-        })?;
 
         self.enter(Stage::UniqueId);
         let id = self.unique_id(boot, &nccl)?;
 
+        // The communicator first, then the buffers, as nccl-tests orders them (`run`,
+        // `src/common.cu` v2.19.6: `initComms`, then `AllocateBuffs`), so that NCCL gets the
+        // memory it needs, and an out-of-memory says whose memory it was.
         self.enter(Stage::Init);
+        let free_before_init = device.memory().ok().map(|(free, _)| free as u64);
         let mut comm =
             Communicator::init(&nccl, &id, rank, nranks, self.waiting_deadline(Stage::Init))
                 .map_err(|e| self.comm_failure(Stage::Init, e))?;
+        let free_after_init = device.memory().ok().map(|(free, _)| free as u64);
+        let nccl_took = free_before_init
+            .zip(free_after_init)
+            .map(|(before, after)| before.saturating_sub(after));
+
+        self.enter(Stage::Alloc);
+        let (send_max, recv_max) = bench::sweep::buffer_sizes(&selected, sizes, &timing, nranks);
+        self.preflight(
+            &device,
+            &driver,
+            (send_max, recv_max),
+            nccl_took,
+            boot.local_size(),
+        )?;
+        let mut bufs = Buffers::new(send_max, recv_max, timing.iters, timing.data_on, nranks)
+            .map_err(|e| {
+                if e.is_module_load() {
+                    return Failure::new(Stage::Alloc, &self.who, &e)
+                        .cause(
+                            "this driver could not load nccl-smoke's fill and check kernels (PTX \
+                             ISA 7.0 for sm_70 and later, compiled by the driver at run time)",
+                        )
+                        .hint(
+                            "--data-on host fills and checks on the host instead (slower at \
+                             large sizes); or update the driver",
+                        );
+                }
+                Failure::new(Stage::Alloc, &self.who, &e)
+                    .cause(crate::diagnose::preflight::alloc_cause(
+                        send_max as u64,
+                        recv_max as u64,
+                        nccl_took,
+                        free_after_init,
+                    ))
+                    .hint("lower -e/--maxbytes, or check what else holds GPU memory (nvidia-smi)")
+            })?;
         // From here a wait that times out asks NCCL's RAS what the other ranks are doing.
         comm.before_timeout_abort(super::evidence::ras_hook(nccl.version_code, &id));
         progress::send(&progress::Event::Ras {

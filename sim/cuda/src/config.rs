@@ -5,6 +5,8 @@ pub const GPUS_ENV: &str = "NCCL_SMOKE_SIM_GPUS";
 pub const MEM_ENV: &str = "NCCL_SMOKE_SIM_MEM_GIB";
 pub const VERSION_ENV: &str = "NCCL_SMOKE_SIM_DRIVER_VERSION";
 pub const VISIBLE_ENV: &str = "CUDA_VISIBLE_DEVICES";
+/// The compute capability every device reports, `MAJOR.MINOR` (default 9.0, an H100's).
+pub const COMPUTE_CAP_ENV: &str = "NCCL_SMOKE_SIM_COMPUTE_CAP";
 /// Export tables to answer as if this driver lacked them (by name, comma-separated): how the
 /// tests act out a CUDA runtime newer than the simulation.
 pub const HIDE_TABLES_ENV: &str = "NCCL_SMOKE_SIM_CUDA_HIDE_TABLES";
@@ -45,6 +47,16 @@ pub fn parse_mem_bytes(v: Option<&str>) -> Result<u64, String> {
         },
     };
     Ok((gib * (1u64 << 30) as f64) as u64)
+}
+
+/// `NCCL_SMOKE_SIM_COMPUTE_CAP`: `MAJOR.MINOR` as `cuDeviceGetAttribute` reports it.
+pub fn parse_compute_cap(v: Option<&str>) -> Result<(i32, i32), String> {
+    let Some(v) = v else { return Ok((9, 0)) };
+    v.trim()
+        .split_once('.')
+        .and_then(|(a, b)| Some((a.parse::<i32>().ok()?, b.parse::<i32>().ok()?)))
+        .filter(|&(a, b)| (1..=99).contains(&a) && (0..=9).contains(&b))
+        .ok_or_else(|| format!("{COMPUTE_CAP_ENV}='{v}': expected MAJOR.MINOR such as 8.0"))
 }
 
 /// `NCCL_SMOKE_SIM_DRIVER_VERSION`: what `cuDriverGetVersion` reports (e.g. 12080).
@@ -167,6 +179,7 @@ pub struct Config {
     pub mem_bytes: Result<u64, String>,
     pub visible: Option<String>,
     pub hostname: String,
+    pub compute_cap: Result<(i32, i32), String>,
 }
 
 impl Config {
@@ -176,6 +189,7 @@ impl Config {
             mem_bytes: parse_mem_bytes(var(MEM_ENV).as_deref()),
             visible: var(VISIBLE_ENV),
             hostname: hostname(),
+            compute_cap: parse_compute_cap(var(COMPUTE_CAP_ENV).as_deref()),
         }
     }
 }
@@ -257,6 +271,16 @@ mod tests {
         assert_eq!(bus_id_string(9), "0001:2A:00.0");
         let ids: std::collections::HashSet<_> = (0..MAX_GPUS).map(bus_id_string).collect();
         assert_eq!(ids.len(), MAX_GPUS as usize);
+    }
+
+    #[test]
+    fn compute_capability_parses_as_major_dot_minor() {
+        assert_eq!(parse_compute_cap(None), Ok((9, 0)));
+        assert_eq!(parse_compute_cap(Some("8.0")), Ok((8, 0)));
+        assert_eq!(parse_compute_cap(Some(" 10.3 ")), Ok((10, 3)));
+        for bad in ["8", "8.x", "0.0", "9.10", ""] {
+            assert!(parse_compute_cap(Some(bad)).is_err(), "{bad}");
+        }
     }
 
     #[test]

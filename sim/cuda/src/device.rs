@@ -35,6 +35,8 @@ pub struct Platform {
     pub gpus: Vec<Gpu>,
     /// Memory of each device.
     pub mem_bytes: u64,
+    /// What every device reports as its compute capability.
+    pub compute_cap: (i32, i32),
 }
 
 impl Platform {
@@ -46,6 +48,10 @@ impl Platform {
             CUDA_ERROR_NO_DEVICE
         })?;
         let mem_bytes = cfg.mem_bytes.clone().map_err(|e| {
+            report(&e);
+            CUDA_ERROR_NO_DEVICE
+        })?;
+        let compute_cap = cfg.compute_cap.clone().map_err(|e| {
             report(&e);
             CUDA_ERROR_NO_DEVICE
         })?;
@@ -66,6 +72,7 @@ impl Platform {
                 })
                 .collect(),
             mem_bytes,
+            compute_cap,
         })
     }
 
@@ -141,6 +148,7 @@ pub fn init_for_tests() {
         mem_bytes: Ok(80 << 30),
         visible: None,
         hostname: "unit-test-host".into(),
+        compute_cap: Ok((9, 0)),
     });
     assert_eq!(r, Ok(()));
 }
@@ -274,7 +282,7 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -
 
 /// The value of a `CUdevice_attribute` (numbers as in cuda.h 12.8) for an H100-like device;
 /// attributes not listed are 0.
-pub fn attribute(attrib: c_uint, gpu: &Gpu, ordinal: CUdevice) -> c_int {
+pub fn attribute(attrib: c_uint, gpu: &Gpu, ordinal: CUdevice, cc: (i32, i32)) -> c_int {
     let (domain, bus, dev) = config::pci_location(gpu.physical);
     match attrib {
         1 => 1024,             // MAX_THREADS_PER_BLOCK
@@ -305,8 +313,8 @@ pub fn attribute(attrib: c_uint, gpu: &Gpu, ordinal: CUdevice) -> c_int {
         41 => 1,               // UNIFIED_ADDRESSING
         50 => domain as c_int, // PCI_DOMAIN_ID
         51 => 32,              // TEXTURE_PITCH_ALIGNMENT
-        75 => 9,               // COMPUTE_CAPABILITY_MAJOR
-        76 => 0,               // COMPUTE_CAPABILITY_MINOR
+        75 => cc.0,            // COMPUTE_CAPABILITY_MAJOR
+        76 => cc.1,            // COMPUTE_CAPABILITY_MINOR
         78..=80 => 1,          // STREAM_PRIORITIES / GLOBAL_L1 / LOCAL_L1 supported
         81 => 233_472,         // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
         82 => 65536,           // MAX_REGISTERS_PER_MULTIPROCESSOR
@@ -348,8 +356,9 @@ pub unsafe extern "C" fn cuDeviceGetAttribute(
     ffi("cuDeviceGetAttribute", || {
         non_null(pi)?;
         let gpu = check_device(dev)?;
+        let cc = platform()?.compute_cap;
         // SAFETY: checked non-null.
-        unsafe { put(pi, attribute(attrib, gpu, dev)) }
+        unsafe { put(pi, attribute(attrib, gpu, dev, cc)) }
     })
 }
 
@@ -426,6 +435,7 @@ mod tests {
             mem_bytes: Ok(1 << 30),
             visible: visible.map(str::to_owned),
             hostname: "h".into(),
+            compute_cap: Ok((9, 0)),
         };
         assert_eq!(
             Platform::build(&cfg(Err("bad".into()), None)).unwrap_err(),
@@ -453,6 +463,7 @@ mod tests {
             mem_bytes: Ok(1 << 30),
             visible: None,
             hostname: "h".into(),
+            compute_cap: Ok((9, 0)),
         })
         .unwrap();
         assert_eq!(p.reserve(0, 768 << 20), Ok(()));

@@ -21,6 +21,7 @@ mod error;
 mod export;
 mod fault;
 mod ipc;
+mod kernels;
 mod memory;
 mod module;
 mod procaddr;

@@ -30,7 +30,36 @@ struct Block {
 
 enum Backing {
     Heap(Layout),
-    Memfd { fd: OwnedFd, len: usize },
+    Memfd {
+        fd: OwnedFd,
+        len: usize,
+    },
+    /// A shared anonymous mapping: device memory allocated while the process had no descriptor
+    /// left for a memfd. A real `cuMemAlloc` needs no descriptor, so the allocation succeeds;
+    /// only a legacy IPC export of it fails (no memfd to name).
+    Anonymous {
+        len: usize,
+    },
+}
+
+/// A shared anonymous mapping of `size` bytes, rounded up to pages: (address, length).
+fn map_anonymous(size: usize) -> CuResult<(usize, usize)> {
+    let len = size.div_ceil(4096) * 4096;
+    // SAFETY: a fresh anonymous mapping.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    Ok((p as usize, len))
 }
 
 static BLOCKS: LazyLock<Mutex<BTreeMap<usize, Block>>> = LazyLock::new(Mutex::default);
@@ -67,9 +96,21 @@ pub(crate) fn allocate(size: usize, device: Option<CUdevice>) -> CuResult<usize>
     let p = platform()?;
     if let Some(dev) = device {
         p.reserve(dev, size as u64)?;
-        return match map_memfd(size, dev) {
-            Ok((addr, fd, len)) => {
-                let backing = Backing::Memfd { fd, len };
+        let mapped = map_memfd(size, dev).map(|(addr, fd, len)| (addr, Backing::Memfd { fd, len }));
+        let out_of_descriptors = || {
+            matches!(
+                std::io::Error::last_os_error().raw_os_error(),
+                Some(libc::EMFILE | libc::ENFILE)
+            )
+        };
+        let mapped = match mapped {
+            Err(_) if out_of_descriptors() => {
+                map_anonymous(size).map(|(addr, len)| (addr, Backing::Anonymous { len }))
+            }
+            other => other,
+        };
+        return match mapped {
+            Ok((addr, backing)) => {
                 blocks().insert(
                     addr,
                     Block {
@@ -119,7 +160,7 @@ pub(crate) fn release(addr: usize, host: bool) -> CuResult {
         // SAFETY: allocated by `allocate` with this layout, removed from the table so freed once.
         Backing::Heap(layout) => unsafe { std::alloc::dealloc(addr as *mut u8, layout) },
         // SAFETY: our own mapping, removed from the table so unmapped once; the fd closes on drop.
-        Backing::Memfd { len, .. } => unsafe {
+        Backing::Memfd { len, .. } | Backing::Anonymous { len } => unsafe {
             libc::munmap(addr as *mut c_void, len);
         },
     }
@@ -149,7 +190,7 @@ pub(crate) fn find_range(addr: usize) -> Option<Range> {
             device: blk.device,
             memfd: match &blk.backing {
                 Backing::Memfd { fd, len } => Some((fd.as_raw_fd(), *len)),
-                Backing::Heap(_) => None,
+                Backing::Heap(_) | Backing::Anonymous { .. } => None,
             },
         });
     }

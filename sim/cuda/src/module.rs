@@ -2,7 +2,9 @@
 //! loads as an opaque handle, a function is a (module, name) handle, a global is zeroed host
 //! memory, and a launch is counted (FACTS.md: `cuLibraryLoadData` about 76 times with cudart
 //! 12.9, `cuModuleGetFunction`, `cuModuleGetGlobal("ncclDevFuncTable")`, `cuFuncGetAttribute`/
-//! `SetAttribute`, `cuLaunchKernelEx`; "kernels recorded, not executed").
+//! `SetAttribute`, `cuLaunchKernelEx`; "kernels recorded, not executed"). The one exception is
+//! nccl-smoke's own fill and check kernels, whose host reference runs on the stream (see
+//! `kernels.rs`).
 
 use crate::context::current_device;
 use crate::device::{CUdevice, platform};
@@ -452,11 +454,14 @@ pub unsafe extern "C" fn cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     }
 }
 
+/// Records a launch; one of nccl-smoke's own kernels (`crate::kernels`) also runs, on the
+/// stream, with `params`.
 fn record_launch(
     func: *mut c_void,
     stream: CUstream,
     grid: [c_uint; 3],
     block: [c_uint; 3],
+    params: *mut *mut c_void,
 ) -> CuResult {
     let stuck = crate::fault::take_stuck_launch();
     current_device()?;
@@ -481,6 +486,12 @@ fn record_launch(
         }));
         return Ok(());
     }
+    // SAFETY: `params` is the launch's parameter array (the CUDA caller's contract).
+    if let Some(task) = unsafe { crate::kernels::task(&name, params)? } {
+        trace::log(|| format!("launch #{n} {name} grid {grid:?} block {block:?} (run)"));
+        queue.enqueue(task);
+        return Ok(());
+    }
     trace::log(|| format!("launch #{n} {name} grid {grid:?} block {block:?} (recorded, not run)"));
     Ok(())
 }
@@ -496,7 +507,7 @@ pub unsafe extern "C" fn cuLaunchKernel(
     block_z: c_uint,
     _shared_mem: c_uint,
     stream: CUstream,
-    _params: *mut *mut c_void,
+    params: *mut *mut c_void,
     _extra: *mut *mut c_void,
 ) -> CUresult {
     ffi("cuLaunchKernel", || {
@@ -505,6 +516,7 @@ pub unsafe extern "C" fn cuLaunchKernel(
             stream,
             [grid_x, grid_y, grid_z],
             [block_x, block_y, block_z],
+            params,
         )
     })
 }
@@ -520,7 +532,7 @@ pub unsafe extern "C" fn cuLaunchCooperativeKernel(
     block_z: c_uint,
     _shared_mem: c_uint,
     stream: CUstream,
-    _params: *mut *mut c_void,
+    params: *mut *mut c_void,
 ) -> CUresult {
     ffi("cuLaunchCooperativeKernel", || {
         record_launch(
@@ -528,6 +540,7 @@ pub unsafe extern "C" fn cuLaunchCooperativeKernel(
             stream,
             [grid_x, grid_y, grid_z],
             [block_x, block_y, block_z],
+            params,
         )
     })
 }
@@ -547,14 +560,14 @@ pub struct CUlaunchConfig {
 pub unsafe extern "C" fn cuLaunchKernelEx(
     config: *const CUlaunchConfig,
     f: CUfunction,
-    _params: *mut *mut c_void,
+    params: *mut *mut c_void,
     _extra: *mut *mut c_void,
 ) -> CUresult {
     ffi("cuLaunchKernelEx", || {
         non_null(config)?;
         // SAFETY: checked non-null; the caller passes a valid config.
         let c = unsafe { &*config };
-        record_launch(f, c.stream, c.grid, c.block)
+        record_launch(f, c.stream, c.grid, c.block, params)
     })
 }
 

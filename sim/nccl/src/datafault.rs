@@ -71,7 +71,8 @@ pub fn after(fault: DataFault, bytes: Option<u64>, ops: &[Op], nranks: usize, sa
     }
 }
 
-/// A NaN of the type, little-endian; 0x7f bytes for integer types, which have none.
+/// A NaN of the type, little-endian; 0x7f bytes for integer types, which have none, and for
+/// the 8-bit floats, where 0x7f is a NaN in both e4m3 and e5m2.
 fn nan_of(dtype: u32) -> [u8; 8] {
     match dtype {
         6 => [0x00, 0x7e, 0, 0, 0, 0, 0, 0],

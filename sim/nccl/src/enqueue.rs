@@ -50,7 +50,11 @@ pub fn submit(comm: *mut c_void, stream: *mut c_void, call: Call) -> u32 {
         if p2p && (call.root < 0 || call.root as usize >= c.id.nranks) {
             return Err(texts::bad_peer(v, call.name, call.root.into(), c.id.nranks));
         }
-        if call.dtype < 0 || reduce::elem_size(call.dtype as u32).is_none() {
+        let fp8 = matches!(call.dtype, 10 | 11);
+        if call.dtype < 0
+            || reduce::elem_size(call.dtype as u32).is_none()
+            || (fp8 && version::code() < reduce::FP8_SINCE)
+        {
             return Err(texts::bad_type(v, call.name, call.dtype));
         }
         if call.redop < 0 || !reduce::valid_op(call.redop as u32) {

@@ -6,7 +6,11 @@
 //! the streaming rank-order fold: a ring order would hold every rank's message at once.) `avg` is the sum divided by the number of ranks (integer
 //! division truncates); integers wrap as on the GPU.
 
+use float8::{F8E4M3, F8E5M2};
 use half::{bf16, f16};
+
+/// `ncclFloat8e4m3` and `ncclFloat8e5m2`: in `nccl.h` from v2.24.3-1 (NVIDIA/nccl).
+pub const FP8_SINCE: i32 = 22400;
 
 pub const SUM: u32 = 0;
 pub const PROD: u32 = 1;
@@ -17,7 +21,7 @@ pub const AVG: u32 = 4;
 /// Bytes per element of an `ncclDataType_t`, `None` for an unknown code.
 pub fn elem_size(dtype: u32) -> Option<usize> {
     match dtype {
-        0 | 1 => Some(1),
+        0 | 1 | 10 | 11 => Some(1),
         6 | 9 => Some(2),
         2 | 3 | 7 => Some(4),
         4 | 5 | 8 => Some(8),
@@ -103,6 +107,37 @@ float_elem!(bf16, |v: bf16| v.to_f64(), bf16::from_f64);
 float_elem!(f32, |v: f32| v as f64, |v: f64| v as f32);
 float_elem!(f64, |v: f64| v, |v: f64| v);
 
+/// The 8-bit floats, as the others: each step computed in f64 and rounded to the type.
+macro_rules! fp8_elem {
+    ($t:ty) => {
+        impl Elem for $t {
+            fn load(b: &[u8]) -> Self {
+                <$t>::from_bits(b[0])
+            }
+            fn store(self, b: &mut [u8]) {
+                b[0] = self.to_bits();
+            }
+            fn sum(self, o: Self) -> Self {
+                <$t>::from_f64(self.to_f64() + o.to_f64())
+            }
+            fn prod(self, o: Self) -> Self {
+                <$t>::from_f64(self.to_f64() * o.to_f64())
+            }
+            fn max(self, o: Self) -> Self {
+                <$t>::from_f64(f64::max(self.to_f64(), o.to_f64()))
+            }
+            fn min(self, o: Self) -> Self {
+                <$t>::from_f64(f64::min(self.to_f64(), o.to_f64()))
+            }
+            fn div(self, n: usize) -> Self {
+                <$t>::from_f64(self.to_f64() / n.max(1) as f64)
+            }
+        }
+    };
+}
+fp8_elem!(F8E4M3);
+fp8_elem!(F8E5M2);
+
 fn fold<T: Elem>(acc: &mut [u8], x: &[u8], op: u32) {
     let sz = std::mem::size_of::<T>();
     for (a, b) in acc.chunks_exact_mut(sz).zip(x.chunks_exact(sz)) {
@@ -137,6 +172,8 @@ macro_rules! by_type {
             7 => $f::<f32>($($arg),*),
             8 => $f::<f64>($($arg),*),
             9 => $f::<bf16>($($arg),*),
+            10 => $f::<F8E4M3>($($arg),*),
+            11 => $f::<F8E5M2>($($arg),*),
             _ => {}
         }
     };
@@ -277,12 +314,24 @@ mod tests {
     }
 
     #[test]
+    fn fp8_rounds_each_step_to_its_type() {
+        let e4 = |v: f64| vec![F8E4M3::from_f64(v).to_bits()];
+        let e5 = |v: f64| vec![F8E5M2::from_f64(v).to_bits()];
+        assert_eq!(reduce_all(&[e4(3.0), e4(3.0), e4(3.0)], 10, SUM), e4(9.0));
+        // 9 lies halfway between 8 and 10 in e5m2 and rounds to the even 8.
+        assert_eq!(reduce_all(&[e5(3.0), e5(3.0), e5(3.0)], 11, SUM), e5(8.0));
+        assert_eq!(reduce_all(&[e5(2.0), e5(1.0)], 11, PROD), e5(2.0));
+        assert_eq!(reduce_all(&[e4(2.0), e4(5.0)], 10, MAX), e4(5.0));
+        assert_eq!(reduce_all(&[e4(2.0), e4(5.0)], 10, MIN), e4(2.0));
+    }
+
+    #[test]
     fn sizes_and_validation() {
         assert_eq!(
-            (0..10).map(|d| elem_size(d).unwrap()).collect::<Vec<_>>(),
-            [1, 1, 4, 4, 8, 8, 2, 4, 8, 2]
+            (0..12).map(|d| elem_size(d).unwrap()).collect::<Vec<_>>(),
+            [1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1]
         );
-        assert_eq!(elem_size(10), None);
+        assert_eq!(elem_size(12), None);
         assert!(valid_op(AVG) && !valid_op(5));
     }
 

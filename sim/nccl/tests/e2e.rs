@@ -657,7 +657,8 @@ fn properties_and_bad_arguments() {
             assert_eq!((n, rank as usize, dev as usize), (2, r.rank, r.rank % 8));
             let (s, d) = (ptr(&buf), ptr_mut(&mut out));
             assert_eq!(
-                (nccl.ncclAllReduce)(s, d, 1, 10, 0, r.comm, r.stream),
+                // 12 is ncclNumTypes from 2.24, which added the 8-bit floats (10, 11).
+                (nccl.ncclAllReduce)(s, d, 1, 12, 0, r.comm, r.stream),
                 INVALID_ARGUMENT
             );
             assert_eq!(

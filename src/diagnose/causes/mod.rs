@@ -137,6 +137,61 @@ pub fn shared_gpu_failure(
         )
 }
 
+/// `-d` names a type this NCCL does not have (the 8-bit floats before 2.24), said before
+/// NCCL is asked to move it (it would answer `ncclInvalidArgument`, "invalid type").
+pub fn type_too_new(
+    who: &Who,
+    dtype: crate::data::DataType,
+    nccl_version: &str,
+    since: i32,
+) -> Failure {
+    let since = crate::ffi::nccl::version_string(since);
+    Failure::new(
+        Stage::NcclLoad,
+        who,
+        format!("-d {}: NCCL {nccl_version} has no such type", dtype.name()),
+    )
+    .cause(format!(
+        "the 8-bit float types (ncclFloat8e4m3, ncclFloat8e5m2) came with NCCL {since} \
+         (src/nccl.h.in, v2.24.3-1)"
+    ))
+    .hint(format!(
+        "use NCCL {since} or later (--nccl-lib PATH), or another -d"
+    ))
+}
+
+/// An 8-bit float reduction on a GPU before Hopper: NCCL refuses it at enqueue ("FP8
+/// reduction support begins with sm90 capable devices.", `taskAppend`, `src/enqueue.cc`
+/// v2.24.3-1 to v2.28.9-1), so it is named before init, with the GPU. Copies of 8-bit floats
+/// (all-to-all, send/recv) work on any GPU, and still run.
+pub fn fp8_reduction_unsupported(
+    who: &Who,
+    dtype: crate::data::DataType,
+    pattern: &str,
+    gpu: &crate::ffi::cuda::DeviceInfo,
+) -> Failure {
+    let (major, minor) = gpu.compute_capability.unwrap_or((0, 0));
+    Failure::new(
+        Stage::Device,
+        who,
+        format!(
+            "-d {} with {pattern}: GPU {} ({}, {}) has compute capability {major}.{minor}",
+            dtype.name(),
+            gpu.ordinal,
+            gpu.name,
+            gpu.uuid
+        ),
+    )
+    .cause(
+        "NCCL reduces 8-bit floats only on compute capability 9.0 (Hopper) and later (\"FP8 \
+         reduction support begins with sm90 capable devices.\", src/enqueue.cc)",
+    )
+    .hint(
+        "leave the reducing patterns out of --patterns for this type (all-to-all and send/recv \
+         copy 8-bit floats on any GPU), or run on Hopper or later",
+    )
+}
+
 /// `ncclGetUniqueId` failed (rank 0): `log` is this process's NCCL WARN lines, whose words
 /// name the cause when a signature knows them (NCCL's "Bootstrap : no socket interface
 /// found", `bootstrapNetInit` in `src/bootstrap.cc` v2.19.3-1 and v2.28.3-1, is the usual

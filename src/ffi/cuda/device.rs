@@ -16,6 +16,10 @@ pub struct DeviceInfo {
     pub bus_id: String,
     /// Device memory in bytes.
     pub total_mem: u64,
+    /// Compute capability (major, minor), e.g. (9, 0) for Hopper; absent in results written
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_capability: Option<(i32, i32)>,
 }
 
 /// A device with its primary context made current on this thread.
@@ -50,12 +54,23 @@ impl DeviceInfo {
         // SAFETY: `cu` came from cuDeviceGet.
         let total_mem = unsafe { result::device::total_mem(cu) }
             .map_err(|e| CudaError::call("cuDeviceTotalMem", e))? as u64;
+        let attr = |a| {
+            // SAFETY: `cu` came from cuDeviceGet; the attribute is one of the driver's.
+            unsafe { result::device::get_attribute(cu, a) }
+                .map_err(|e| CudaError::call("cuDeviceGetAttribute", e))
+        };
+        use sys::CUdevice_attribute::*;
+        let compute_capability = Some((
+            attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        ));
         Ok(DeviceInfo {
             ordinal,
             name,
             uuid,
             bus_id,
             total_mem,
+            compute_capability,
         })
     }
 }

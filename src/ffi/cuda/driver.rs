@@ -20,6 +20,7 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuDeviceGetUuid",
     "cuDeviceGetPCIBusId",
     "cuDeviceTotalMem_v2",
+    "cuDeviceGetAttribute",
     "cuMemGetInfo_v2",
     "cuDevicePrimaryCtxRetain",
     "cuDevicePrimaryCtxRelease_v2",
@@ -38,6 +39,10 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuMemcpyHtoDAsync_v2",
     "cuMemcpyDtoHAsync_v2",
     "cuMemsetD8Async",
+    "cuModuleLoadData",
+    "cuModuleGetFunction",
+    "cuModuleUnload",
+    "cuLaunchKernel",
 ];
 
 /// The cuMem (virtual memory management) calls of the shareable-buffer probe; a driver without

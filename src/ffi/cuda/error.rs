@@ -43,6 +43,11 @@ impl CudaError {
         }
     }
 
+    /// A failure to load a module or find its function: nccl-smoke's kernels, not memory.
+    pub fn is_module_load(&self) -> bool {
+        matches!(self, CudaError::Call { call, .. } if call.starts_with("cuModule"))
+    }
+
     /// The driver's error name (`CUDA_ERROR_…`), when the driver gave one.
     pub fn code_name(&self) -> Option<&str> {
         match self {

@@ -12,6 +12,7 @@ mod buffer;
 mod device;
 mod driver;
 mod error;
+mod kernels;
 mod shared;
 mod stream;
 
@@ -19,5 +20,6 @@ pub use buffer::{DevPtr, DeviceBuffer};
 pub use device::{Device, DeviceInfo};
 pub use driver::{DRIVER_SONAME, Driver, sim_driver_lacking, version_string};
 pub use error::CudaError;
+pub use kernels::Kernels;
 pub use shared::SharedMem;
 pub use stream::{Event, Stream};

@@ -45,6 +45,12 @@ pub struct Side {
     pub notes: Vec<String>,
 }
 
+/// Said of a run whose communicator was non-blocking.
+pub const NON_BLOCKING_NOTE: &str = "its communicator was non-blocking (NCCL_COMM_BLOCKING=0): \
+     every call was waited out of ncclInProgress before the next, a cost nccl-tests' blocking \
+     loop does not pay, so its small-size times are not comparable with nccl-tests' or with a \
+     blocking run's";
+
 /// The element type and reduction key of a row.
 pub fn kind(dtype: &str, redop: Option<&str>) -> String {
     format!("{dtype}/{}", redop.unwrap_or("-"))
@@ -110,7 +116,10 @@ impl Side {
                 .map(|r| r.device.name.clone())
                 .collect(),
             hosts: doc.fingerprint.hosts.clone(),
-            notes: Vec::new(),
+            notes: match doc.config.comm_blocking {
+                Some(false) => vec![NON_BLOCKING_NOTE.into()],
+                _ => Vec::new(),
+            },
         }
     }
 
@@ -145,6 +154,14 @@ impl Side {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_non_blocking_run_says_its_times_are_not_comparable() {
+        let mut doc = crate::report::results::tests::sample_doc();
+        assert!(Side::from_results(&doc).notes.is_empty());
+        doc.config.comm_blocking = Some(false);
+        assert_eq!(Side::from_results(&doc).notes, vec![NON_BLOCKING_NOTE]);
+    }
 
     #[test]
     fn a_results_file_with_repeats_gives_its_repeats() {

@@ -146,7 +146,7 @@ impl Run<'_> {
 
         self.enter(Stage::Alloc);
         let (send_max, recv_max) = bench::sweep::buffer_sizes(selected, &[bytes], &timing, nranks);
-        let mut bufs = Buffers::new(send_max, recv_max, timing.iters)
+        let mut bufs = Buffers::new(send_max, recv_max, timing.iters, timing.data_on, nranks)
             .map_err(|e| Failure::new(Stage::Alloc, &self.who, &e).hint("lower -e/--maxbytes"))?;
 
         // Rank 0's coordinator, and its address for every rank.
