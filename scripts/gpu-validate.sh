@@ -180,19 +180,33 @@ else
   [ -d "$cuda_lib" ] || cuda_lib=$cuda_home/lib
   cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
   gencode=${NVCC_GENCODE:-${cc:+-gencode=arch=compute_$cc,code=sm_$cc}}
-  # With MPI where there is one, so that each GPU gets its own process, as nccl-smoke's ranks do.
-  mpi=(MPI=0)
-  if [ "$launch" != threads ] && command -v mpicc >/dev/null 2>&1 && ((${#mpirun_cmd[@]})); then
-    mpi_home=$(cd "$(dirname "$(readlink -f "$(command -v mpicc)")")/.." && pwd)
-    mpi=(MPI=1 MPI_HOME="$mpi_home")
-    launch=mpirun
-  fi
-  launch=${launch:-threads}
   build=$(cd "$out" && pwd)/nccl-tests-build
-  say "building nccl-tests from $NCCL_TESTS_SRC in $build against $nccl_home (CUDA $cuda_home${cc:+, sm_$cc}, ${mpi[*]})"
-  make -C "$NCCL_TESTS_SRC" -j "${mpi[@]}" NCCL_HOME="$nccl_home" CUDA_HOME="$cuda_home" CUDA_LIB="$cuda_lib" \
-    BUILDDIR="$build" ${gencode:+NVCC_GENCODE="$gencode"} >"$out/nccl-tests-build.txt" 2>&1 ||
-    die 44 "nccl-tests did not build (see $out/nccl-tests-build.txt)"
+  make_tests() {
+    say "building nccl-tests from $NCCL_TESTS_SRC in $build against $nccl_home (CUDA $cuda_home${cc:+, sm_$cc}, $*)"
+    rm -rf "$build"
+    make -C "$NCCL_TESTS_SRC" -j "$@" NCCL_HOME="$nccl_home" CUDA_HOME="$cuda_home" CUDA_LIB="$cuda_lib" \
+      BUILDDIR="$build" ${gencode:+NVCC_GENCODE="$gencode"} >"$out/nccl-tests-build.txt" 2>&1
+  }
+  # With MPI where there is one, so that each GPU gets its own process, as nccl-smoke's ranks do.
+  # nccl-tests wants MPI_HOME with include/mpi.h: asked of mpicc (Open MPI's --showme), since
+  # distributions keep it beside their lib folder, not under the mpicc's prefix.
+  mpi_home=
+  if [ "$launch" != threads ] && command -v mpicc >/dev/null 2>&1 && ((${#mpirun_cmd[@]})); then
+    for inc in $(mpicc --showme:incdirs 2>/dev/null) "$(dirname "$(dirname "$(readlink -f "$(command -v mpicc)")")")/include"; do
+      if [ -f "$inc/mpi.h" ]; then
+        mpi_home=$(dirname "$inc")
+        break
+      fi
+    done
+  fi
+  if [ -n "$mpi_home" ] && make_tests MPI=1 MPI_HOME="$mpi_home"; then
+    launch=mpirun
+  else
+    [ -n "$mpi_home" ] && say "the MPI build failed (see $out/nccl-tests-build.txt): building without MPI"
+    make_tests MPI=0 || die 44 "nccl-tests did not build (see $out/nccl-tests-build.txt)"
+    [ "$launch" = mpirun ] && say "NCCL_TESTS_LAUNCH=mpirun needs an MPI build: launching as threads"
+    launch=threads
+  fi
   export LD_LIBRARY_PATH=$(dirname "$lib"):$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 if [ "$launch" = mpirun ]; then
