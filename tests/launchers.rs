@@ -47,6 +47,17 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// A port nothing listens on for as long as the socket returned lives: bound, never listening,
+/// so a connection to it is refused and no other process can take it meanwhile (a port merely
+/// found free was once taken by another test's listener, which then answered the rank).
+fn refused_port() -> (socket2::Socket, u16) {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    s.bind(&any.into()).unwrap();
+    let port = s.local_addr().unwrap().as_socket().unwrap().port();
+    (s, port)
+}
+
 fn sim_args(json: &Path, launch_s: &str) -> Vec<String> {
     [
         "run",
@@ -363,7 +374,8 @@ fn a_rank_that_never_starts_is_named_by_rank_0_and_its_peers() {
 
 #[test]
 fn a_wrong_master_port_is_named_on_both_sides() {
-    let (port, wrong) = (free_port(), free_port());
+    let (_held, wrong) = refused_port();
+    let port = free_port();
     let (outs, took) = absent("wrong-port", &[(0, port), (1, port), (2, wrong), (3, port)]);
     assert!(took < BOUND, "took {took:?}");
     let l = fail_line(&outs[2]);
