@@ -150,7 +150,9 @@ pub(super) fn conclude(
             .filter(|f| !(cancel && f.is_stopped()))
             .cloned()
             .collect();
-        if let Err(e) = record(path, own.as_ref(), &remote, table, cancel, w.stage) {
+        // The worker's failure too: its own write of it may have failed (a worker out of
+        // descriptors, the failure being that), and the file would say the run never ended.
+        if let Err(e) = record(path, failure.as_ref(), &remote, table, cancel, w.stage) {
             // The worker has said so already when its own writes failed.
             if code != exit::WRITE_FAILED {
                 say_err!("nccl-smoke: cannot update the results file: {e}");
