@@ -472,3 +472,29 @@ fn verdict_gives_a_results_files_line_and_code() {
         text(&v)
     );
 }
+
+/// Beyond 9 ranks the TCP bootstrap's stage barrier is a tree (`bootstrap::tree`): ranks 9 to
+/// 11 reach rank 0 through ranks 1 and 2, every size's barrier goes through them, and the job
+/// says which barrier it ran.
+#[test]
+fn a_job_beyond_the_fanout_barriers_through_a_tree() {
+    let dir = scratch("tree");
+    let json = dir.join("tree.json");
+    let mut cmd = Command::new(bin());
+    cmd.args(["launch", "-n", "12"]).args(sim_args(&json, "60"));
+    let o = bounded(cmd, 120);
+    let t = text(&o);
+    assert_eq!(code(&o), 0, "{t}");
+    assert!(
+        t.contains("; barrier: a tree of fan-out 8, 2 level(s) below rank 0"),
+        "{t}"
+    );
+    let doc = read_json(&json);
+    assert_eq!(doc["ranks"].as_array().map(Vec::len), Some(12), "{t}");
+    assert!(
+        doc["fingerprint"]["launcher"]
+            .as_str()
+            .is_some_and(|l| l.contains("a tree of fan-out 8")),
+        "{doc}"
+    );
+}

@@ -12,6 +12,7 @@ pub mod mpi;
 pub mod rendezvous;
 pub mod single;
 pub mod tcp;
+pub mod tree;
 
 use serde::{Deserialize, Serialize};
 

@@ -10,9 +10,10 @@
 //! say them.
 
 use super::launcher::EnvWorld;
+use super::tree::{self, Edge, Tree};
 use super::{Bootstrap, Info};
 use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -31,6 +32,11 @@ const MAGIC: &[u8; 8] = b"ncclsmk1";
 const ANSWER_GRACE: Duration = Duration::from_millis(500);
 /// How long rank 0 waits for a connected process's hello.
 const HELLO_WAIT: Duration = Duration::from_secs(5);
+/// Opens a tree connection's first message (see [`super::tree`]).
+const TREE_MAGIC: &[u8; 8] = b"ncclsmkT";
+/// The most the barrier tree's connections may take to set up before the ranks fall back to
+/// the star (which always works: the rendezvous made it).
+const TREE_WAIT: Duration = Duration::from_secs(5);
 
 pub struct Tcp {
     rank: u32,
@@ -40,6 +46,10 @@ pub struct Tcp {
     info: Info,
     /// Rank 0: one stream per other rank, in rank order. Others: the stream to rank 0.
     peers: Mutex<Vec<TcpStream>>,
+    /// The stage barrier's tree; `None`: the barrier goes through the star.
+    tree: Mutex<Option<Tree>>,
+    /// How the barrier runs, for the header.
+    barrier_kind: String,
 }
 
 /// What a rank says when it connects.
@@ -152,6 +162,7 @@ fn secs(d: Duration) -> String {
 impl Tcp {
     /// Joins the star at `world.address` within `deadline`.
     pub fn join(world: &EnvWorld, deadline: Duration) -> Result<Tcp, String> {
+        let began = Instant::now();
         let me = Hello {
             rank: world.rank,
             size: world.size,
@@ -170,7 +181,7 @@ impl Tcp {
             let (stream, local_rank, local_size) = connect(world, &me, deadline)?;
             (local_rank, local_size, vec![stream])
         };
-        Ok(Tcp {
+        let mut tcp = Tcp {
             rank: world.rank,
             size: world.size,
             // The launcher's local rank, when it gives one, picks the GPU as it intends.
@@ -178,7 +189,14 @@ impl Tcp {
             local_size,
             info,
             peers: Mutex::new(peers),
-        })
+            tree: Mutex::new(None),
+            barrier_kind: String::new(),
+        };
+        // What is left of the launch deadline (half a second at least, within the
+        // supervisor's grace): the tree never makes a healthy launch late.
+        let left = deadline.saturating_sub(began.elapsed());
+        tcp.grow_tree(left.min(TREE_WAIT).max(Duration::from_millis(500)));
+        Ok(tcp)
     }
 }
 
@@ -201,8 +219,227 @@ impl Tcp {
                 rendezvous: None,
             },
             peers: Mutex::new(peers),
+            tree: Mutex::new(None),
+            barrier_kind: String::new(),
         }
     }
+
+    /// Sets up the stage barrier's tree ([`super::tree`]), collectively: every rank of the
+    /// star calls it. Rank `i` listens (on the address it reaches rank 0 from) when it has
+    /// children and is not rank 0, rank 0 tells each rank its parent's address, each rank
+    /// connects to its parent and accepts its children, all within `wait`; then every rank
+    /// says whether its edges are up, and rank 0 decides for all: the tree, or (when any rank
+    /// could not reach its parent) the star, with the ranks that could not named on rank 0.
+    pub fn grow_tree(&mut self, wait: Duration) {
+        self.grow_tree_advertising(wait, |a| a);
+    }
+
+    /// [`Tcp::grow_tree`], with the address a rank advertises passed through `advertise` (a
+    /// test makes one unreachable).
+    fn grow_tree_advertising(
+        &mut self,
+        wait: Duration,
+        advertise: impl Fn(SocketAddr) -> SocketAddr,
+    ) {
+        let (rank, size) = (self.rank, self.size);
+        if !tree::beyond_star(size) {
+            *self.tree.get_mut().unwrap_or_else(|p| p.into_inner()) =
+                Some(Tree::of_star(rank, size));
+            self.barrier_kind = "barrier: rank 0's star".into();
+            return;
+        }
+        let start = Instant::now();
+        let peers = self.peers.get_mut().unwrap_or_else(|p| p.into_inner());
+        // This rank's listener, when it has children below rank 0.
+        let mut problem = String::new();
+        let listener = if rank != 0 && !tree::children(rank, size).is_empty() {
+            let bound = peers[0]
+                .local_addr()
+                .and_then(|a| TcpListener::bind(SocketAddr::new(a.ip(), 0)))
+                .and_then(|l| l.set_nonblocking(true).map(|()| l));
+            match bound {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    problem = format!("rank {rank} cannot listen for its children: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let mine = listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+            .map(|a| advertise(a).to_string())
+            .unwrap_or_default();
+        // Rank 0 learns every address and tells each rank its parent's.
+        let parent_addr = if rank == 0 {
+            let mut addrs = vec![String::new()];
+            for p in peers.iter_mut() {
+                addrs.push(io(get_str(p)));
+            }
+            for (i, p) in peers.iter_mut().enumerate() {
+                let child = i as u32 + 1;
+                let at = tree::parent(child)
+                    .map(|q| addrs[q as usize].as_str())
+                    .unwrap_or("");
+                let mut b = Vec::new();
+                put_str(&mut b, at);
+                io(p.write_all(&b));
+            }
+            String::new()
+        } else {
+            let mut b = Vec::new();
+            put_str(&mut b, &mine);
+            io(peers[0].write_all(&b));
+            io(get_str(&mut peers[0]))
+        };
+        let mut t = Tree {
+            parent: None,
+            children: Vec::new(),
+        };
+        // Up first, then down: a parent's listener exists before any address is told, so
+        // every connect completes in its backlog whether or not the parent accepts yet.
+        match tree::parent(rank) {
+            Some(0) => t.parent = Some(Edge::Star(0)),
+            Some(p) if problem.is_empty() => {
+                match connect_parent(rank, p, &parent_addr, start, wait) {
+                    Ok(s) => t.parent = Some(Edge::Own(s)),
+                    Err(e) => problem = e,
+                }
+            }
+            _ => {}
+        }
+        let kids = tree::children(rank, size);
+        if rank == 0 {
+            t.children = kids.map(|c| Edge::Star(c as usize - 1)).collect();
+        } else if let Some(l) = listener {
+            match accept_children(&l, rank, kids, start, wait) {
+                Ok(c) => t.children = c,
+                Err(e) if problem.is_empty() => problem = e,
+                Err(_) => {}
+            }
+        }
+        // The vote: the tree only when every rank has its edges.
+        let agreed = if rank == 0 {
+            let mut trouble = Vec::new();
+            for p in peers.iter_mut() {
+                let said = io(get_str(p));
+                if !said.is_empty() {
+                    trouble.push(said);
+                }
+            }
+            let go = trouble.is_empty();
+            for p in peers.iter_mut() {
+                io(p.write_all(&[u8::from(go)]));
+            }
+            if !go {
+                let shown: Vec<&str> = trouble.iter().take(3).map(String::as_str).collect();
+                eprintln!(
+                    "nccl-smoke: bootstrap: {} rank(s) could not set up the barrier's tree ({}{}); \
+                     the stage barrier goes through rank 0, one rank at a time (slower at \
+                     scale, as correct)",
+                    trouble.len(),
+                    shown.join("; "),
+                    if trouble.len() > shown.len() {
+                        "; …"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            go
+        } else {
+            let mut b = Vec::new();
+            put_str(&mut b, &problem);
+            io(peers[0].write_all(&b));
+            let mut go = [0u8; 1];
+            io(peers[0].read_exact(&mut go));
+            go[0] == 1
+        };
+        self.barrier_kind = if agreed {
+            format!(
+                "barrier: a tree of fan-out {}, {} level(s) below rank 0",
+                tree::FANOUT,
+                tree::depth(size)
+            )
+        } else {
+            "barrier: rank 0's star (the tree's connections could not all be made)".into()
+        };
+        *self.tree.get_mut().unwrap_or_else(|p| p.into_inner()) = agreed.then_some(t);
+    }
+}
+
+/// A rank's tree connection to its parent `p` (not rank 0) at `addr`.
+fn connect_parent(
+    rank: u32,
+    p: u32,
+    addr: &str,
+    start: Instant,
+    wait: Duration,
+) -> Result<TcpStream, String> {
+    let to: SocketAddr = addr
+        .parse()
+        .map_err(|_| format!("rank {rank}: its parent, rank {p}, has no address ('{addr}')"))?;
+    let left = wait
+        .saturating_sub(start.elapsed())
+        .max(Duration::from_millis(100));
+    let mut s = TcpStream::connect_timeout(&to, left)
+        .map_err(|e| format!("rank {rank} cannot reach its parent, rank {p}, at {to}: {e}"))?;
+    let mut hello = TREE_MAGIC.to_vec();
+    hello.extend(rank.to_le_bytes());
+    s.write_all(&hello)
+        .map_err(|e| format!("rank {rank} lost its parent, rank {p}, at {to}: {e}"))?;
+    let _ = s.set_nodelay(true);
+    Ok(s)
+}
+
+/// A parent's side: its children's connections, in rank order, within the wait.
+fn accept_children(
+    l: &TcpListener,
+    rank: u32,
+    kids: std::ops::Range<u32>,
+    start: Instant,
+    wait: Duration,
+) -> Result<Vec<Edge>, String> {
+    let mut got: Vec<Option<TcpStream>> = kids.clone().map(|_| None).collect();
+    while got.iter().any(Option::is_none) {
+        match l.accept() {
+            Ok((mut s, _)) => {
+                let _ = s.set_nonblocking(false);
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut m = [0u8; 8];
+                let Ok(()) = s.read_exact(&mut m) else {
+                    continue;
+                };
+                let Ok(child) = get_u32(&mut s) else { continue };
+                // Anything else that connects (a port scan, a stray rank) is not placed.
+                if &m == TREE_MAGIC && kids.contains(&child) {
+                    let _ = s.set_read_timeout(None);
+                    let _ = s.set_nodelay(true);
+                    got[(child - kids.start) as usize] = Some(s);
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                if start.elapsed() > wait {
+                    let missing: Vec<String> = kids
+                        .clone()
+                        .zip(&got)
+                        .filter(|(_, g)| g.is_none())
+                        .map(|(c, _)| c.to_string())
+                        .collect();
+                    return Err(format!(
+                        "rank {rank} heard nothing within {} from its children {}",
+                        secs(wait),
+                        missing.join(", ")
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => return Err(format!("rank {rank}: accepting its children: {e}")),
+        }
+    }
+    Ok(got.into_iter().flatten().map(Edge::Own).collect())
 }
 
 /// Rank 0's side of the rendezvous.
@@ -548,17 +785,25 @@ impl Bootstrap for Tcp {
         self.local_size
     }
     fn describe(&self) -> String {
-        format!(
+        let mut d = format!(
             "nccl-smoke TCP bootstrap (no MPI): {}; rendezvous {}",
             self.info.source,
             self.info.rendezvous.as_deref().unwrap_or("-")
-        )
+        );
+        if tree::beyond_star(self.size) {
+            d.push_str("; ");
+            d.push_str(&self.barrier_kind);
+        }
+        d
     }
     fn info(&self) -> Info {
         self.info.clone()
     }
     fn barrier(&self) {
         let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = self.tree.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            return io(t.barrier(&mut peers));
+        }
         let mut b = [0u8; 1];
         if self.rank == 0 {
             for p in peers.iter_mut() {
@@ -604,5 +849,87 @@ impl Bootstrap for Tcp {
             all.push(v);
         }
         Some(all)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A star of `n` ranks over loopback, rank 0 first.
+    fn star(n: u32) -> Vec<Tcp> {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut accepted = Vec::new();
+        let mut others = Vec::new();
+        for rank in 1..n {
+            let s = TcpStream::connect(addr).unwrap();
+            accepted.push(listener.accept().unwrap().0);
+            others.push(Tcp::from_star(rank, n, vec![s]));
+        }
+        let mut all = vec![Tcp::from_star(0, n, accepted)];
+        all.extend(others);
+        all
+    }
+
+    /// Every rank grows the tree (rank `bad`, when given, advertising a closed port), then
+    /// runs `rounds` barriers; no rank may leave barrier `k` before every rank has reached
+    /// it. Returns each rank's barrier description.
+    fn barriers(n: u32, rounds: u32, bad: Option<u32>) -> Vec<String> {
+        let arrived = Arc::new(AtomicU32::new(0));
+        let closed = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let handles: Vec<_> = star(n)
+            .into_iter()
+            .map(|mut t| {
+                let arrived = arrived.clone();
+                std::thread::spawn(move || {
+                    let me = t.rank;
+                    t.grow_tree_advertising(Duration::from_secs(2), |a| {
+                        if Some(me) == bad { closed } else { a }
+                    });
+                    for k in 0..rounds {
+                        arrived.fetch_add(1, Ordering::SeqCst);
+                        t.barrier();
+                        let seen = arrived.load(Ordering::SeqCst);
+                        assert!(seen >= (k + 1) * n, "rank {me} left barrier {k} at {seen}");
+                        t.barrier();
+                    }
+                    t.describe()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
+    #[test]
+    fn the_tree_barrier_holds_every_rank_until_all_arrive() {
+        let said = barriers(83, 20, None);
+        assert!(
+            said.iter()
+                .all(|d| d.contains("a tree of fan-out 8, 3 level(s)")),
+            "{said:?}"
+        );
+    }
+
+    #[test]
+    fn a_job_within_the_fanout_is_its_own_tree() {
+        let said = barriers(9, 20, None);
+        assert!(said.iter().all(|d| !d.contains("barrier")), "{said:?}");
+    }
+
+    #[test]
+    fn a_parent_nobody_can_reach_leaves_the_star_for_every_rank() {
+        // Rank 2's children (17..=24) are told a port nobody listens on.
+        let said = barriers(30, 10, Some(2));
+        assert!(
+            said.iter()
+                .all(|d| d.contains("rank 0's star (the tree's connections")),
+            "{said:?}"
+        );
     }
 }
