@@ -57,6 +57,8 @@ fn results(c: &mut Criterion) {
         deadline: Duration::from_secs(60),
         latency_floor: 0,
         data_on: nccl_smoke::bench::DataOn::Device,
+        kernel_floor: nccl_smoke::bench::GPU_KERNEL_FLOOR,
+        size_budget: Duration::ZERO,
     };
     let mut g = c.benchmark_group("aggregate one size");
     for n in RANKS {

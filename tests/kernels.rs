@@ -261,3 +261,55 @@ fn a_driver_that_cannot_load_the_kernels_is_named_and_data_on_host_runs_without_
     assert_eq!(common::code(&o), 0, "{t}");
     assert!(t.contains("# data: written and checked by the host"), "{t}");
 }
+
+/// What crosses between host and device at a gibibyte, as the simulated driver counts it
+/// (`NCCL_SMOKE_SIM_CUDA_TRACE=1` logs every kernel launch and every host↔device copy with its
+/// bytes), under a deadline of 1 s that the fill and check kernels outlast on the simulated
+/// driver (it runs them on one CPU core: about 1.7 s each over 1 GiB on an idle machine), so
+/// that their waits must carry their own budget not to be called a hang:
+/// - `-c 0`, either `--data-on`: no kernel, no copy; measured, never checked, never a hang;
+/// - `-c 1 --data-on device`: one fill and one check per size, and the host reads counts only;
+/// - `-c 1 --data-on host`: every byte of both buffers crosses, once each way.
+///
+/// 1 GiB is as large as this goes here: the simulated all-reduce itself writes its receive
+/// buffer in host memory, 2 GiB resident at this size, 32 GiB at the 16 GiB the property is
+/// meant for. Nothing in the count depends on the size.
+#[test]
+fn a_gibibyte_without_a_check_crosses_nothing_and_its_kernels_are_no_hang() {
+    common::require_sim();
+    let run = |c: &str, on: &str| {
+        let mut cmd = std::process::Command::new(common::bin());
+        cmd.args(["launch", "-n", "1", "run", "--backend", "sim"])
+            .args(["-b", "64M", "-e", "1G", "-f", "16", "-n", "1", "-w", "0"])
+            .args(["--patterns", "all_reduce", "--timeout", "1"])
+            .args(["-c", c, "--data-on", on])
+            .env("NCCL_SMOKE_SIM_CUDA_TRACE", "1");
+        let o = common::bounded(cmd, 120);
+        let t = common::text(&o);
+        let launches: Vec<&str> = t.lines().filter(|l| l.contains("] (run)")).collect();
+        let copied: Vec<u64> = t
+            .lines()
+            .filter(|l| l.contains("cuMemcpyHtoD") || l.contains("cuMemcpyDtoH"))
+            .filter_map(|l| l.rsplit(' ').nth(1)?.parse().ok())
+            .collect();
+        (common::code(&o), t.clone(), launches.len(), copied)
+    };
+    const GIB: u64 = 1 << 30;
+    for on in ["device", "host"] {
+        let (code, t, launches, copied) = run("0", on);
+        assert_eq!(code, 26, "{t}");
+        assert!(
+            t.contains("UNVERIFIED [SIMULATED] — 1 patterns × 2 sizes"),
+            "{t}"
+        );
+        assert_eq!((launches, copied.len()), (0, 0), "--data-on {on}: {t}");
+    }
+    let (code, t, launches, copied) = run("1", "device");
+    assert_eq!(code, 0, "{t}");
+    assert_eq!(launches, 4, "a fill and a check per size: {t}");
+    assert!(copied.iter().all(|&b| b < 4096), "counts only: {copied:?}");
+    let (code, t, launches, copied) = run("1", "host");
+    assert_eq!(code, 0, "{t}");
+    assert_eq!(launches, 0, "{t}");
+    assert_eq!(copied.iter().sum::<u64>(), 2 * (GIB + GIB / 16), "{t}");
+}

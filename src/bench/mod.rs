@@ -36,6 +36,32 @@ pub struct Timing {
     pub latency_floor: u32,
     /// Where the send data is written and the received data checked.
     pub data_on: DataOn,
+    /// The slowest rate, bytes per second, at which the fill and check kernels may go through a
+    /// buffer before a wait on them counts against the deadline (see [`Timing::kernel_time`]):
+    /// [`GPU_KERNEL_FLOOR`], or [`SIM_KERNEL_FLOOR`] where the simulated driver runs them on a
+    /// CPU core.
+    pub kernel_floor: f64,
+    /// What the supervisor allows the size's iterations between two beats (the sweep's
+    /// `size_budget`), announced again after the fill and after the check, whose beats end it.
+    pub size_budget: Duration,
+}
+
+/// [`Timing::kernel_floor`] on a GPU: 10 GB/s, 30 times below the memory bandwidth of the
+/// slowest GPU the kernels target (sm_70 with HBM2 moves 900 GB/s; a PCIe 3 x16 link, which
+/// they never cross, 16 GB/s): a fill or check this slow is stuck.
+pub const GPU_KERNEL_FLOOR: f64 = 10e9;
+
+/// [`Timing::kernel_floor`] on the simulated driver, which runs the kernels' reference on one
+/// CPU core: about 0.6 GB/s measured through fill and check of 1 GiB on an idle two-core
+/// machine; 50 MB/s leaves room for a machine busy with other work.
+pub const SIM_KERNEL_FLOOR: f64 = 50e6;
+
+impl Timing {
+    /// How long a fill or check kernel may take over `bytes` on top of the deadline.
+    pub fn kernel_time(&self, bytes: usize) -> Duration {
+        let s = bytes as f64 / self.kernel_floor.max(1.0);
+        Duration::try_from_secs_f64(s.clamp(0.0, 86_400.0)).unwrap_or_default()
+    }
 }
 
 /// Where the send data is written and the received data checked.
@@ -228,7 +254,14 @@ fn upload(
     what: &str,
 ) -> Result<(), CommError> {
     if let Some(dd) = &mut bufs.device {
-        return Ok(dd.fill(comm, &bufs.send, layout, t.dtype, op, epoch)?);
+        dd.fill(comm, &bufs.send, layout, t.dtype, op, epoch)?;
+        // Waited for here, not in the warm-up: the kernel's time is the fill's, and a
+        // simulated driver's fill of a large buffer takes seconds.
+        let more = t.kernel_time(layout.bytes(t.dtype));
+        crate::progress::budget(more.as_secs_f64());
+        comm.wait_idle(t.deadline + more, what, Poll::Relaxed)?;
+        crate::progress::beat();
+        return Ok(());
     }
     let sz = t.dtype.size();
     let per = Buffers::chunk_elems(&bufs.stage_send, t.dtype);
@@ -260,9 +293,20 @@ fn check_received(
 ) -> Result<verify::Check, CommError> {
     if let Some(dd) = &mut bufs.device {
         let (dtype, op) = (t.dtype, t.op);
+        let more = t.kernel_time(layout.recv_count * dtype.size());
+        crate::progress::budget(more.as_secs_f64());
         let found = dd.check(
-            comm, &bufs.recv, pattern, layout, dtype, op, epoch, t.deadline, what,
+            comm,
+            &bufs.recv,
+            pattern,
+            layout,
+            dtype,
+            op,
+            epoch,
+            t.deadline + more,
+            what,
         )?;
+        crate::progress::beat();
         if let on_device::DeviceCheck::Clean { elements } = found {
             return Ok(on_device::clean(elements));
         }
@@ -309,8 +353,12 @@ pub fn measure(
     // Without a check nothing is written, as nccl-tests skips `InitData` with `-c 0`
     // (`BenchTime`, `src/common.cu` v2.19.6): the buffers hold whatever they held.
     if t.check {
-        upload(comm, bufs, layout, t, data_op, epoch, &what("upload"))?;
         bufs.recv.fill(crate::data::FILL_BYTE, &comm.stream)?;
+        let fill = what("fill");
+        crate::progress::step(&fill);
+        upload(comm, bufs, layout, t, data_op, epoch, &fill)?;
+        // The fill's beat ended the size's budget: the iterations have it again.
+        crate::progress::budget(t.size_budget.as_secs_f64());
     }
     let launch = |c: &Communicator, send: &DeviceBuffer, recv: &DeviceBuffer| {
         pattern.launch(
@@ -322,6 +370,7 @@ pub fn measure(
             t.op,
         )
     };
+    crate::progress::step(&what("warm-up"));
     for _ in 0..t.warmup {
         launch(comm, &bufs.send, &bufs.recv)?;
     }
@@ -357,14 +406,10 @@ pub fn measure(
     let us = |ns: u64| ns as f64 / 1e3;
 
     let check = if t.check {
+        let step = what("check");
+        crate::progress::step(&step);
         Some(check_received(
-            comm,
-            pattern,
-            bufs,
-            layout,
-            t,
-            epoch,
-            &what("copy-back"),
+            comm, pattern, bufs, layout, t, epoch, &step,
         )?)
     } else {
         None
@@ -698,6 +743,8 @@ mod tests {
             deadline: Duration::from_secs(1),
             latency_floor: 0,
             data_on: crate::bench::DataOn::Device,
+            kernel_floor: crate::bench::GPU_KERNEL_FLOOR,
+            size_budget: std::time::Duration::ZERO,
         };
         let layout = p.layout(1 << 20, 4, 8);
         let r = combine(

@@ -222,6 +222,7 @@ pub fn run(
                 progress::budget(whole.as_secs_f64());
                 let sized = Timing {
                     deadline: timing.deadline + per_wait,
+                    size_budget: whole,
                     ..*timing
                 };
                 // A fresh data epoch per size and pass: a stale buffer never passes the check.

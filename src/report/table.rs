@@ -193,6 +193,8 @@ mod tests {
             deadline: std::time::Duration::from_secs(1),
             latency_floor: 0,
             data_on: crate::bench::DataOn::Device,
+            kernel_floor: crate::bench::GPU_KERNEL_FLOOR,
+            size_budget: std::time::Duration::ZERO,
         };
         // (pattern, size asked, time in µs, size, count, algbw, busbw) as printed.
         let published = [
@@ -342,6 +344,8 @@ mod tests {
             deadline: std::time::Duration::from_secs(1),
             latency_floor: 0,
             data_on: crate::bench::DataOn::Device,
+            kernel_floor: crate::bench::GPU_KERNEL_FLOOR,
+            size_budget: std::time::Duration::ZERO,
         };
         let s = |rank, avg_us| RankSample {
             rank,

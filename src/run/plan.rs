@@ -281,6 +281,12 @@ impl Plan {
             deadline,
             latency_floor: self.latency_floor(),
             data_on: self.data_on,
+            kernel_floor: if self.libs.sim {
+                crate::bench::SIM_KERNEL_FLOOR
+            } else {
+                crate::bench::GPU_KERNEL_FLOOR
+            },
+            size_budget: Duration::ZERO,
         }
     }
 

@@ -465,6 +465,12 @@ pub(crate) fn queued(op: Op, stream: CUstream) -> CuResult {
     Ok(())
 }
 
+/// A copy between host and device memory, logged (with `NCCL_SMOKE_SIM_CUDA_TRACE=1`) so that a
+/// test can count what crossed between host and device.
+fn host_copy(name: &str, n: usize) {
+    crate::trace::log(|| format!("{name} {n} B"));
+}
+
 pub(crate) fn copy(dst: usize, src: usize, n: usize) -> Op {
     Op::Copy { dst, src, n }
 }
@@ -487,6 +493,7 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(
     byte_count: usize,
 ) -> CUresult {
     ffi("cuMemcpyHtoD_v2", || {
+        host_copy("cuMemcpyHtoD_v2", byte_count);
         now(copy(dst as usize, src as usize, byte_count))
     })
 }
@@ -498,6 +505,7 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2(
     byte_count: usize,
 ) -> CUresult {
     ffi("cuMemcpyDtoH_v2", || {
+        host_copy("cuMemcpyDtoH_v2", byte_count);
         now(copy(dst as usize, src as usize, byte_count))
     })
 }
@@ -533,6 +541,7 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
     h_stream: CUstream,
 ) -> CUresult {
     ffi("cuMemcpyHtoDAsync_v2", || {
+        host_copy("cuMemcpyHtoDAsync_v2", byte_count);
         queued(copy(dst as usize, src as usize, byte_count), h_stream)
     })
 }
@@ -545,6 +554,7 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
     h_stream: CUstream,
 ) -> CUresult {
     ffi("cuMemcpyDtoHAsync_v2", || {
+        host_copy("cuMemcpyDtoHAsync_v2", byte_count);
         queued(copy(dst as usize, src as usize, byte_count), h_stream)
     })
 }
