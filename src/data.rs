@@ -10,6 +10,9 @@ use float8::{F8E4M3, F8E5M2};
 use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
 
+use nccl_smoke_kernels::values::{self as v, Op};
+pub use nccl_smoke_kernels::values::{CONTRIBUTORS, COPY_MAX};
+
 /// `ncclDataType_t`, by the names nccl-tests uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -31,22 +34,6 @@ pub enum DataType {
 }
 
 impl DataType {
-    /// Every type, in `ncclDataType_t` order.
-    pub const ALL: [DataType; 12] = [
-        DataType::Int8,
-        DataType::Uint8,
-        DataType::Int32,
-        DataType::Uint32,
-        DataType::Int64,
-        DataType::Uint64,
-        DataType::Half,
-        DataType::Float,
-        DataType::Double,
-        DataType::Bfloat16,
-        DataType::F8e4m3,
-        DataType::F8e5m2,
-    ];
-
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
@@ -194,9 +181,6 @@ impl RedOp {
     }
 }
 
-use nccl_smoke_kernels::values::{self as v, Op};
-pub use nccl_smoke_kernels::values::{CONTRIBUTORS, COPY_MAX};
-
 /// The byte the receive buffer is filled with before each measurement: `0xff…` is -1 or the
 /// largest value of an integer type and a NaN of every floating type, so no correct result of
 /// [`value`]'s data (0..=126 for copies, 1..=9 for reductions) ever has these bits, and an
@@ -233,8 +217,8 @@ pub fn value(op: Option<RedOp>, nranks: u32, sender: u32, index: usize, epoch: u
 }
 
 /// Writes elements `first..` of what `sender` sends in `epoch` into `out`, one element of
-/// `dtype` each: [`value`] for every element, walking the contributor base up instead of
-/// dividing per element.
+/// `dtype` each: [`value`] for every element, by the fill kernel's reference (the device
+/// kernel's table, its values), so the host's fill and the simulated device's are one.
 pub fn fill(
     out: &mut [u8],
     dtype: DataType,
@@ -244,17 +228,19 @@ pub fn fill(
     first: usize,
     epoch: u32,
 ) {
-    let op = kernel_op(op);
-    let n = nranks.max(1) as u64;
-    let mut base = v::base(nranks, first as u64, epoch);
-    for (i, el) in out.chunks_exact_mut(dtype.size()).enumerate() {
-        let x = v::value_at(op, nranks, sender, (first + i) as u64, epoch, base);
-        dtype.encode(x as f64, el);
-        base += 1;
-        if base == n {
-            base = 0;
-        }
-    }
+    let args = nccl_smoke_kernels::args::FillArgs {
+        out: 0,
+        count: (out.len() / dtype.size()) as u64,
+        first: first as u64,
+        table: 0,
+        elsize: dtype.size() as u64,
+        op: kernel_op(op) as u64,
+        nranks: nranks as u64,
+        sender: sender as u64,
+        epoch: epoch as u64,
+    };
+    nccl_smoke_kernels::reference::fill(&args, out, &kernel_table(dtype))
+        .expect("a DataType's size and a kernel op are what the reference takes");
 }
 
 /// The exact result of reducing every rank's element `index` with `op`: only the
@@ -273,13 +259,16 @@ pub fn kernel_table(dtype: DataType) -> Vec<u8> {
 mod tests {
     use super::*;
 
-    const ALL: [DataType; 12] = DataType::ALL;
+    /// Every type, in `ncclDataType_t` order (the declaration's, which clap lists).
+    fn all() -> &'static [DataType] {
+        DataType::value_variants()
+    }
 
     #[test]
     fn sizes_and_codes_match_nccl_h() {
-        let sizes: Vec<usize> = ALL.iter().map(|d| d.size()).collect();
+        let sizes: Vec<usize> = all().iter().map(|d| d.size()).collect();
         assert_eq!(sizes, [1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1]);
-        let codes: Vec<u32> = ALL.iter().map(|d| d.nccl_code()).collect();
+        let codes: Vec<u32> = all().iter().map(|d| d.nccl_code()).collect();
         assert_eq!(codes, (0..12).collect::<Vec<u32>>());
         assert_eq!(
             [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min].map(|o| o.nccl_code()),
@@ -289,7 +278,7 @@ mod tests {
 
     #[test]
     fn encode_decode_round_trips_small_integers_in_every_type() {
-        for dt in ALL {
+        for &dt in all() {
             for v in [0.0, 1.0, 2.0, 3.0, 12.0, 96.0] {
                 let mut b = vec![0u8; dt.size()];
                 dt.encode(v, &mut b);
@@ -345,7 +334,7 @@ mod tests {
 
     #[test]
     fn no_correct_value_has_the_fill_bits() {
-        for dt in ALL {
+        for &dt in all() {
             let fill = vec![FILL_BYTE; dt.size()];
             let mut b = vec![0u8; dt.size()];
             for v in 0..=COPY_MAX {
@@ -421,7 +410,7 @@ mod tests {
                     vals.swap(i, (s % (i as u64 + 1)) as usize);
                 }
                 let want = reduced(op, n, index, epoch);
-                for dt in ALL {
+                for &dt in all() {
                     let (got, exact) = fold_in(dt, op, &vals);
                     if dt.is_fp8() {
                         let (mut a, mut b) = ([0u8; 1], [0u8; 1]);
