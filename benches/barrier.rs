@@ -16,7 +16,6 @@
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use nccl_smoke::bootstrap::Bootstrap;
 use nccl_smoke::bootstrap::tcp::Tcp;
-use std::net::{TcpListener, TcpStream};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -27,19 +26,15 @@ struct Job {
 }
 
 fn job(n: u32, tree: bool) -> Job {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
+    let mut ranks = Tcp::loopback_star(n).unwrap().into_iter();
+    let mut rank0 = ranks.next().unwrap();
     let mut go = Vec::new();
-    let mut accepted = Vec::new();
-    for rank in 1..n {
-        let s = TcpStream::connect(addr).unwrap();
-        accepted.push(listener.accept().unwrap().0);
+    for mut me in ranks {
         let (tx, rx) = mpsc::channel::<u64>();
         go.push(tx);
         std::thread::Builder::new()
             .stack_size(64 * 1024)
             .spawn(move || {
-                let mut me = Tcp::from_star(rank, n, vec![s]);
                 if tree {
                     me.grow_tree(Duration::from_secs(30));
                 }
@@ -51,7 +46,6 @@ fn job(n: u32, tree: bool) -> Job {
             })
             .unwrap();
     }
-    let mut rank0 = Tcp::from_star(0, n, accepted);
     if tree {
         rank0.grow_tree(Duration::from_secs(30));
         assert!(

@@ -46,10 +46,10 @@ pub struct Tcp {
     info: Info,
     /// Rank 0: one stream per other rank, in rank order. Others: the stream to rank 0.
     peers: Mutex<Vec<TcpStream>>,
-    /// The stage barrier's tree; `None`: the barrier goes through the star.
-    tree: Mutex<Option<Tree>>,
-    /// How the barrier runs, for the header.
-    barrier_kind: String,
+    /// The stage barrier's tree ([`Tree::star`] until [`Tcp::grow_tree`] makes a deeper one).
+    tree: Mutex<Tree>,
+    /// Whether the tree is deeper than the star.
+    grown: bool,
 }
 
 /// What a rank says when it connects.
@@ -189,8 +189,8 @@ impl Tcp {
             local_size,
             info,
             peers: Mutex::new(peers),
-            tree: Mutex::new(None),
-            barrier_kind: String::new(),
+            tree: Mutex::new(Tree::star(world.rank, world.size)),
+            grown: false,
         };
         // What is left of the launch deadline (half a second at least, within the
         // supervisor's grace): the tree never makes a healthy launch late.
@@ -202,9 +202,8 @@ impl Tcp {
 
 impl Tcp {
     /// A star that is already connected (rank 0: one stream per other rank, in rank order;
-    /// another rank: its stream to rank 0), without the rendezvous: for the barrier's bench.
-    #[doc(hidden)]
-    pub fn from_star(rank: u32, size: u32, peers: Vec<TcpStream>) -> Tcp {
+    /// another rank: its stream to rank 0), without the rendezvous.
+    fn from_star(rank: u32, size: u32, peers: Vec<TcpStream>) -> Tcp {
         for p in &peers {
             let _ = p.set_nodelay(true);
         }
@@ -219,9 +218,27 @@ impl Tcp {
                 rendezvous: None,
             },
             peers: Mutex::new(peers),
-            tree: Mutex::new(None),
-            barrier_kind: String::new(),
+            tree: Mutex::new(Tree::star(rank, size)),
+            grown: false,
         }
+    }
+
+    /// A star of `size` ranks over loopback, rank 0 first, as the rendezvous would leave it:
+    /// for tests and the barrier's bench.
+    #[doc(hidden)]
+    pub fn loopback_star(size: u32) -> std::io::Result<Vec<Tcp>> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        let mut accepted = Vec::new();
+        let mut others = Vec::new();
+        for rank in 1..size {
+            let s = TcpStream::connect(addr)?;
+            accepted.push(listener.accept()?.0);
+            others.push(Tcp::from_star(rank, size, vec![s]));
+        }
+        let mut all = vec![Tcp::from_star(0, size, accepted)];
+        all.extend(others);
+        Ok(all)
     }
 
     /// Sets up the stage barrier's tree ([`super::tree`]), collectively: every rank of the
@@ -243,35 +260,31 @@ impl Tcp {
     ) {
         let (rank, size) = (self.rank, self.size);
         if !tree::beyond_star(size) {
-            *self.tree.get_mut().unwrap_or_else(|p| p.into_inner()) =
-                Some(Tree::of_star(rank, size));
-            self.barrier_kind = "barrier: rank 0's star".into();
             return;
         }
         let start = Instant::now();
         let peers = self.peers.get_mut().unwrap_or_else(|p| p.into_inner());
         // This rank's listener, when it has children below rank 0.
         let mut problem = String::new();
-        let listener = if rank != 0 && !tree::children(rank, size).is_empty() {
+        let (listener, mine) = if rank != 0 && !tree::children(rank, size).is_empty() {
             let bound = peers[0]
                 .local_addr()
                 .and_then(|a| TcpListener::bind(SocketAddr::new(a.ip(), 0)))
-                .and_then(|l| l.set_nonblocking(true).map(|()| l));
+                .and_then(|l| {
+                    l.set_nonblocking(true)?;
+                    let at = l.local_addr()?;
+                    Ok((l, at))
+                });
             match bound {
-                Ok(l) => Some(l),
+                Ok((l, at)) => (Some(l), advertise(at).to_string()),
                 Err(e) => {
                     problem = format!("rank {rank} cannot listen for its children: {e}");
-                    None
+                    (None, String::new())
                 }
             }
         } else {
-            None
+            (None, String::new())
         };
-        let mine = listener
-            .as_ref()
-            .and_then(|l| l.local_addr().ok())
-            .map(|a| advertise(a).to_string())
-            .unwrap_or_default();
         // Rank 0 learns every address and tells each rank its parent's.
         let parent_addr = if rank == 0 {
             let mut addrs = vec![String::new()];
@@ -357,16 +370,10 @@ impl Tcp {
             io(peers[0].read_exact(&mut go));
             go[0] == 1
         };
-        self.barrier_kind = if agreed {
-            format!(
-                "barrier: a tree of fan-out {}, {} level(s) below rank 0",
-                tree::FANOUT,
-                tree::depth(size)
-            )
-        } else {
-            "barrier: rank 0's star (the tree's connections could not all be made)".into()
-        };
-        *self.tree.get_mut().unwrap_or_else(|p| p.into_inner()) = agreed.then_some(t);
+        if agreed {
+            *self.tree.get_mut().unwrap_or_else(|p| p.into_inner()) = t;
+            self.grown = true;
+        }
     }
 }
 
@@ -790,9 +797,14 @@ impl Bootstrap for Tcp {
             self.info.source,
             self.info.rendezvous.as_deref().unwrap_or("-")
         );
-        if tree::beyond_star(self.size) {
-            d.push_str("; ");
-            d.push_str(&self.barrier_kind);
+        if self.grown {
+            d.push_str(&format!(
+                "; barrier: a tree of fan-out {}, {} level(s) below rank 0",
+                tree::FANOUT,
+                tree::depth(self.size)
+            ));
+        } else if tree::beyond_star(self.size) {
+            d.push_str("; barrier: rank 0's star (the tree's connections could not all be made)");
         }
         d
     }
@@ -801,21 +813,8 @@ impl Bootstrap for Tcp {
     }
     fn barrier(&self) {
         let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(t) = self.tree.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-            return io(t.barrier(&mut peers));
-        }
-        let mut b = [0u8; 1];
-        if self.rank == 0 {
-            for p in peers.iter_mut() {
-                io(p.read_exact(&mut b));
-            }
-            for p in peers.iter_mut() {
-                io(p.write_all(b"g"));
-            }
-        } else {
-            io(peers[0].write_all(b"b"));
-            io(peers[0].read_exact(&mut b));
-        }
+        let mut tree = self.tree.lock().unwrap_or_else(|p| p.into_inner());
+        io(tree.barrier(&mut peers));
     }
     fn broadcast(&self, buf: &mut [u8]) {
         let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
@@ -858,22 +857,6 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    /// A star of `n` ranks over loopback, rank 0 first.
-    fn star(n: u32) -> Vec<Tcp> {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let mut accepted = Vec::new();
-        let mut others = Vec::new();
-        for rank in 1..n {
-            let s = TcpStream::connect(addr).unwrap();
-            accepted.push(listener.accept().unwrap().0);
-            others.push(Tcp::from_star(rank, n, vec![s]));
-        }
-        let mut all = vec![Tcp::from_star(0, n, accepted)];
-        all.extend(others);
-        all
-    }
-
     /// Every rank grows the tree (rank `bad`, when given, advertising a closed port), then
     /// runs `rounds` barriers; no rank may leave barrier `k` before every rank has reached
     /// it. Returns each rank's barrier description.
@@ -883,7 +866,8 @@ mod tests {
             .unwrap()
             .local_addr()
             .unwrap();
-        let handles: Vec<_> = star(n)
+        let handles: Vec<_> = Tcp::loopback_star(n)
+            .unwrap()
             .into_iter()
             .map(|mut t| {
                 let arrived = arrived.clone();

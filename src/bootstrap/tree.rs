@@ -77,9 +77,10 @@ pub(super) struct Tree {
 }
 
 impl Tree {
-    /// The tree whose every edge is a star connection: a job of at most `FANOUT + 1` ranks.
-    pub(super) fn of_star(rank: u32, size: u32) -> Tree {
-        debug_assert!(!beyond_star(size));
+    /// The star as a tree of one level: rank 0 the parent of every rank, every edge a star
+    /// connection. A job of at most `FANOUT + 1` ranks is its tree; a larger one runs it when
+    /// its own tree could not be made.
+    pub(super) fn star(rank: u32, size: u32) -> Tree {
         if rank == 0 {
             Tree {
                 parent: None,
