@@ -3,6 +3,7 @@
 
     explain-corpus.py add DIR...        add the logs of DIR/rows.tsv to the corpus
     explain-corpus.py eval [--bin PATH] [--markdown] [--misses dev]
+    explain-corpus.py compare BASE_BIN [--bin PATH]   what a rule change gained and lost
 
 Layout: tests/fixtures/explain-corpus/INDEX.tsv and logs/. Each row is one log from one public
 thread: file, split, expected category, expected stage, thread, family, established_by, cause.
@@ -32,7 +33,7 @@ REAL = os.path.join(ROOT, 'tests/fixtures/real-logs')
 HEADER = ['file', 'split', 'expect', 'stage', 'thread', 'family', 'established_by', 'cause']
 
 # Labels as the collectors wrote them, in explain's words.
-CATEGORY = {'other:topology': 'topology', 'other:misuse': 'init'}
+CATEGORY = {'other:topology': 'topology', 'other:misuse': 'init', 'other:plugin': 'version-mismatch'}
 STAGE = {'connect-import': 'connect:buffer-import', 'connect-proxy': 'connect:proxy',
          'connect-shm': 'connect:shm', 'connect-net': 'connect:net'}
 
@@ -157,9 +158,28 @@ def evaluate(binary, markdown, misses):
     return 0
 
 
+def compare(base, binary):
+    """A rule earns its place when it fixes development logs without losing held-out ones: the
+    development logs whose judgement changed are named, the held-out ones only counted."""
+    gained = defaultdict(list)
+    lost = defaultdict(list)
+    for r in real_rows() + read_index():
+        path = os.path.join(CORPUS, 'logs', r['file'])
+        before, after = judge(r, verdict(base, path)), judge(r, verdict(binary, path))
+        if before != after:
+            (gained if after else lost)[r['split']].append(r['file'])
+    for split in ('dev', 'held-out'):
+        print(f'{split:9} gained {len(gained[split])}, lost {len(lost[split])}')
+    for f in gained['dev']:
+        print(f'  dev gained {f}')
+    for f in lost['dev']:
+        print(f'  dev lost {f}')
+    return 1 if lost['held-out'] else 0
+
+
 def main():
     args = sys.argv[1:]
-    if not args or args[0] not in ('add', 'eval'):
+    if not args or args[0] not in ('add', 'eval', 'compare'):
         sys.exit(__doc__)
     if args[0] == 'add':
         add(args[1:])
@@ -167,6 +187,10 @@ def main():
     binary = os.path.join(ROOT, 'target/release/nccl-smoke')
     if '--bin' in args:
         binary = args[args.index('--bin') + 1]
+    if args[0] == 'compare':
+        if len(args) < 2 or args[1].startswith('--'):
+            sys.exit('compare: name the baseline binary')
+        sys.exit(compare(args[1], binary))
     misses = args[args.index('--misses') + 1] if '--misses' in args else None
     if misses == 'held-out':
         sys.exit('the held-out half is measured, not read: --misses dev only')

@@ -512,7 +512,6 @@ pub(super) const SIGNATURES: &[Signature] = &[
         what: Match::Phrases(&[
             "Invalid rank requested",
             "Invalid device count requested",
-            "Attempt to use communicator before the previous operation returned ncclSuccess",
             "Detected mixed local Net device counts",
             "ncclConfig_t argument not initialized",
             "Invalid config",
@@ -524,9 +523,8 @@ pub(super) const SIGNATURES: &[Signature] = &[
         source: "NVIDIA/nccl v2.19.3-1 src/init.cc (\"Invalid rank requested : %d/%d\")",
         releases: "2.16-2.30",
         cause: "the application used NCCL in a way it does not allow: a rank or device number out of range, a bad \
-                config, a send to itself without its receive, or a communicator used after an earlier error",
-        hint: "check the world size and each rank's number and device; after an error, abort the communicator and \
-               make a new one",
+                config, or a send to itself without its receive",
+        hint: "check the world size and each rank's number and device, the root and the config the program passes",
     },
     // ---------------------------------------------------------------- Open MPI / HCOLL (seed 001)
     Signature {

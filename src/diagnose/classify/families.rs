@@ -65,6 +65,23 @@ pub(super) const SIGNATURES: &[Signature] = &[
                then shows 'Using network' with the plugin's name",
     },
     Signature {
+        id: "net-not-found",
+        category: Category::Init,
+        stage: Stage::Init,
+        severity: Severity::Fail,
+        scope: Scope::Warn,
+        what: Match::Phrases(&["Error: network ", "Failed to initialize any NET plugin"]),
+        source: "NVIDIA/nccl v2.19.3-1 src/net.cc ncclNetInit (\"Error: network %s not found.\": no enabled network \
+                 has the name NCCL_NET or the config's netName gives; src/plugin/net.cc from v2.26.2-1); v2.28.9-1 \
+                 src/plugin/net.cc (\"Failed to initialize any NET plugin\")",
+        releases: "2.4-2.30",
+        cause: "NCCL_NET (or the communicator's netName) asks for a network that no loaded plugin and no built-in \
+                transport provides: the plugin that brings it failed to load or to initialise (an earlier \
+                NET/Plugin line says why), or that network found no device on this host",
+        hint: "read the NET/Plugin lines before this one (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET); check \
+               NCCL_NET_PLUGIN and that the plugin's libraries load in this container (ldd libnccl-net.so)",
+    },
+    Signature {
         id: "ofi-benign",
         category: Category::NetIb,
         stage: Stage::ConnectNet,

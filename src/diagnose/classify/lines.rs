@@ -256,11 +256,30 @@ fn finding(sig: &Signature, line: &str) -> Finding {
     }
 }
 
-/// Whether a signature only places a line (by its source file, or by a generic text such as
-/// "Cuda failure" or an NCCL error name) rather than naming a cause: a job's root cause is a
-/// specific finding when it has one.
+/// Whether a signature only places a line (by its source file, a generic text such as "Cuda
+/// failure" or an NCCL error name, a crash, a communicator refusing work after an earlier
+/// error) rather than naming a cause: a job's root cause is a specific finding when it has one.
 pub fn is_generic(signature: &str) -> bool {
-    signature.starts_with("loc-") || signature == "ras-warning" || is_weak(signature)
+    signature.starts_with("loc-")
+        || signature == "ras-warning"
+        || signature == "crash"
+        || signature == "comm-async-error"
+        || is_weak(signature)
+}
+
+/// The subsystem and stage one NCCL line of a process shows it in: the source file of a WARN
+/// or of an error-return trace (the generated table), else the topic NCCL's INFO text begins
+/// with. Used to place what the process did last before it crashed.
+pub fn place_of(line: &str) -> Option<(Category, crate::stage::Stage)> {
+    let printed = match LineKind::of(line) {
+        LineKind::Warn => warn_location(line),
+        LineKind::Info => return_trace(line).map(|(p, _)| p),
+        LineKind::Other => return None,
+    };
+    if let Some(sig) = printed.and_then(location_index).map(|i| SIGNATURES[i]) {
+        return Some((sig.category, sig.stage));
+    }
+    super::topics::info_topic(line)
 }
 
 /// Priority of a finding among others: more severe first, then earlier in the table.

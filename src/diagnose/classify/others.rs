@@ -6,6 +6,56 @@ use super::signature::{Match, Scope, Signature};
 use crate::stage::Stage;
 
 pub(super) const SIGNATURES: &[Signature] = &[
+    // ---------------------------------------------------------------- a process that crashed
+    Signature {
+        id: "crash",
+        category: Category::Run,
+        stage: Stage::Run,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "*** Process received signal ***",
+            "] Caught signal 11",
+            "] Caught signal 7 ",
+            "] Caught signal 4 ",
+            "Signal: Segmentation fault",
+            "Fatal Python error: Segmentation fault",
+            "Segmentation fault (core dumped)",
+            "Bus error (core dumped)",
+            "(SIGSEGV) received by PID",
+        ]),
+        source: "not NCCL: the crash reports of the layers around it: Open MPI's opal backtrace \
+                 (\"[host:pid] *** Process received signal ***\", \"Signal: Segmentation fault (11)\"), UCX's \
+                 (\"[host:pid :0:tid] Caught signal 11 (Segmentation fault: …)\"), CPython's faulthandler, the shell, \
+                 torchelastic (\"Signal 11 (SIGSEGV) received by PID\") (guess: texts from public logs). The process's \
+                 last NCCL line before it places the crash (explain's reader)",
+        releases: "any",
+        cause: "the process crashed (a segmentation fault, bus error or illegal instruction) and no line names why",
+        hint: "get the crash's stack (ulimit -c unlimited, or gdb -batch -ex bt on the core); rerun with \
+               NCCL_DEBUG=INFO to see NCCL's last step before it; a crash inside libnccl is worth a report with \
+               that stack and the NCCL version",
+    },
+    // ---------------------------------------------------------------- an earlier error, not named
+    Signature {
+        id: "comm-async-error",
+        category: Category::NcclError,
+        stage: Stage::Run,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "Attempt to use communicator before the previous operation returned ncclSuccess",
+        ]),
+        source: "NVIDIA/nccl v2.19.3-1 to v2.30.7-1 src/init.cc ncclCommEnsureReady: every collective checks the \
+                 communicator's asynchronous error first, and prints this when it is not ncclSuccess (an earlier \
+                 operation failed, or a non-blocking init or call has not finished: ncclInProgress)",
+        releases: "2.14-2.30",
+        cause: "the communicator already held an error from an earlier operation (an asynchronous failure, or a \
+                non-blocking call not finished), so NCCL refused this one: the first failure happened before, and no \
+                line in this log names it",
+        hint: "look for the first WARN of this rank (and of its peers) before this line; rerun with NCCL_DEBUG=WARN \
+               in every rank; with non-blocking communicators, poll ncclCommGetAsyncError until it leaves \
+               ncclInProgress before the next call",
+    },
     // ---------------------------------------------------------------- wrappers' words
     Signature {
         id: "wrapper-nccl-error",

@@ -6,7 +6,7 @@ use super::prefix::{nccl_version, number_after, parse_prefix, word_after, wrappe
 use super::summary::{LastOp, Limits, Located, LogSummary, Quoted, UNEXPLAINED_KEPT, Who, clean};
 use crate::diagnose::classify::{self, Category, Finding, LineKind, Severity};
 use crate::stage::Stage;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read};
 use std::time::Instant;
 
@@ -14,6 +14,8 @@ use std::time::Instant;
 const MAX_LINE: usize = 64 * 1024;
 /// How much of a file's start is checked for binary content.
 const SNIFF: usize = 8 * 1024;
+/// How many of the last NCCL lines are kept to place a crash by its process's last step.
+const RECENT: usize = 256;
 
 /// Reads one log with no caps but the line length (for tests and small inputs).
 pub fn explain_reader(file: &str, input: impl Read) -> std::io::Result<LogSummary> {
@@ -137,6 +139,12 @@ struct State {
     /// Per process (host, pid): the first of NCCL's error-return traces (`file:line -> N`,
     /// NCCLCHECK in src/include/checks.h since v2.4) and its line number.
     traces: Vec<(HostPid, String, u64)>,
+    /// Per process whose first trace is in NCCL's shared socket layer: the first later frame
+    /// that names the socket's user (bootstrap, proxy, IB transport), as that frame's line.
+    trace_callers: HashMap<HostPid, String>,
+    /// The last [`RECENT`] NCCL lines and their numbers (buffers reused): where a process
+    /// that crashed was last.
+    recent: VecDeque<(u64, String)>,
     /// Per process: its last connect retry (`Call to connect returned …, retrying`,
     /// `socketPollConnect: connect returned …, retrying`), cleared by any later NCCL line of
     /// that process.
@@ -190,6 +198,7 @@ impl State {
         let mut kind = LineKind::of(line);
         if kind != LineKind::Other {
             self.summary.nccl_lines += 1;
+            self.remember(line);
         }
         if kind == LineKind::Other && self.after_last_error {
             kind = LineKind::Warn;
@@ -212,7 +221,12 @@ impl State {
             .as_ref()
             .is_some_and(|f| f.severity <= Severity::Advice);
         if let Some(f) = found {
+            let crash = f.signature == "crash";
+            let before = self.summary.findings.len();
             self.add(f, line);
+            if crash && self.summary.findings.len() > before {
+                self.place_crash(line);
+            }
         }
         self.evidence(line, kind, named);
         self.help_block(line, note);
@@ -373,8 +387,16 @@ impl State {
             && let Some(caller) = trace_caller(line)
         {
             // The first frame past the socket layer says whose socket failed, and its
-            // subsystem's cause replaces the socket text's guess.
+            // subsystem's cause replaces the socket text's guess. A peer that closed a
+            // connection is a consequence on the proxy's and the transports' sockets; on the
+            // bootstrap's, before any operation, the rendezvous itself failed there (a rank
+            // that died in init, or a connection that was not a rank's reaching NCCL's
+            // bootstrap port, which misc/socket.cc's socketFinalizeAccept ignores from v2.27.3-1 on).
             let f = &mut self.summary.findings[i];
+            if f.severity == Severity::Consequence && caller.0 != Category::Bootstrap {
+                self.socket_warn.remove(&key);
+                return;
+            }
             f.category = caller.0;
             f.stage = caller.1.name().to_string();
             f.exit_code = caller.1.exit_code();
@@ -387,12 +409,37 @@ impl State {
                 );
                 f.hint = by.hint.to_string();
             }
+            if f.severity == Severity::Consequence {
+                f.cause = format!(
+                    "a connection of NCCL's bootstrap closed before the rendezvous finished \
+                     (traced back to {}): a rank died or was killed during init, or something \
+                     that is not a rank (a port scanner, a health check) connected to the \
+                     bootstrap port, which NCCL before 2.27.3 takes for a rank",
+                    clean(line.trim())
+                );
+                f.hint = "read the first error of the other ranks' logs; if none failed, look for \
+                          probes of the job's ports (NCCL 2.27.3+ ignores them), and pin the \
+                          bootstrap to an interface they do not reach (NCCL_SOCKET_IFNAME)"
+                    .to_string();
+            }
             self.socket_warn.remove(&key);
         }
         if let Some(code) = code
             && code != 0
             && code != 7
-            && !self.traces.iter().any(|(k, ..)| *k == key)
+            && let Some((_, first, _)) = self.traces.iter().find(|(k, ..)| *k == key)
+        {
+            if socket_layer(first)
+                && !self.trace_callers.contains_key(&key)
+                && trace_caller(line).is_some()
+            {
+                self.trace_callers.insert(key, clean(line.trim()));
+            }
+            return;
+        }
+        if let Some(code) = code
+            && code != 0
+            && code != 7
         {
             self.traces
                 .push((key, clean(line.trim()), self.summary.lines));
@@ -422,9 +469,84 @@ impl State {
             if has_failure(self, &key) {
                 continue;
             }
-            if let Some(f) = classify::trace_finding(&line) {
+            // A failure in the socket layer belongs to the subsystem whose frame follows it
+            // (a peer's failure, 6, and a CUDA call's, 1, keep their own reading).
+            let own_code = classify::return_trace(&line).is_some_and(|(_, c)| c == 1 || c == 6);
+            let by_caller = self
+                .trace_callers
+                .get(&key)
+                .filter(|_| !own_code)
+                .and_then(|caller| classify::location_finding(caller));
+            if let Some(mut f) = by_caller.or_else(|| classify::trace_finding(&line)) {
+                f.evidence = line.clone();
                 self.add_at(f, &line, no);
             }
+        }
+    }
+
+    fn remember(&mut self, line: &str) {
+        let mut slot = if self.recent.len() == RECENT {
+            self.recent.pop_front().unwrap_or_default()
+        } else {
+            (0, String::new())
+        };
+        slot.0 = self.summary.lines;
+        slot.1.clear();
+        slot.1.push_str(line);
+        self.recent.push_back(slot);
+    }
+
+    /// A crash (the finding just added) is placed where its process was last: the newest
+    /// NCCL line of the same pid (and host, when both say it) that names a subsystem. A crash
+    /// report that names no process, or whose process has no such line, stays a crash at run.
+    fn place_crash(&mut self, line: &str) {
+        let Some((host, pid)) = crash_process(line) else {
+            return;
+        };
+        let place = self.recent.iter().rev().find_map(|(no, l)| {
+            let (h, p, _) = parse_prefix(l);
+            let same = p == Some(pid)
+                && (host.is_none() || h.is_none() || h.as_deref() == host.as_deref());
+            if !same {
+                return None;
+            }
+            classify::place_of(l).map(|(c, s)| (c, s, *no, clean(l.trim())))
+        });
+        let Some(f) = self.summary.findings.last_mut() else {
+            return;
+        };
+        f.host = f.host.take().or(host);
+        f.pid = f.pid.or(Some(pid));
+        if let Some((category, stage, no, last)) = place {
+            f.category = category;
+            f.stage = stage.name().to_string();
+            f.exit_code = stage.exit_code();
+            f.cause = format!(
+                "{}; its last NCCL line before the crash (line {no}) places it in {}: {last}",
+                f.cause,
+                category.name()
+            );
+        }
+    }
+
+    /// A net plugin that could not load is only advice while NCCL goes on with its own
+    /// networks; when NCCL_NET then asks for a network that is not there ("Error: network %s
+    /// not found.", src/net.cc ncclNetInit), the plugin's failure is what failed the init.
+    fn plugin_behind_missing_network(&mut self) {
+        let findings = &mut self.summary.findings;
+        if !findings.iter().any(|f| f.signature == "net-not-found") {
+            return;
+        }
+        for f in findings
+            .iter_mut()
+            .filter(|f| f.signature == "net-plugin-version")
+        {
+            f.severity = Severity::Fail;
+            f.cause = format!(
+                "{}; and NCCL_NET asks for the network that plugin brings, so the init fails \
+                 ('network … not found' follows)",
+                f.cause
+            );
         }
     }
 
@@ -521,10 +643,9 @@ impl State {
         });
         // A failure NCCL's shared socket layer reports: the return traces after it name its
         // caller (`trace_or_retry`).
-        let socket_layer = f.severity == Severity::Fail
+        let socket_layer = matches!(f.severity, Severity::Fail | Severity::Consequence)
             && LineKind::of(line) == LineKind::Warn
-            && !has!(line, "ipcsocket")
-            && (has!(line, "socket.h:") || has!(line, "/socket.cc:") || has!(line, " socket.cc:"));
+            && socket_layer(line);
         if socket_layer {
             let found = self.summary.findings.len() - 1;
             let who = &self.summary.findings[found];
@@ -534,6 +655,7 @@ impl State {
 
     fn finish(mut self) -> LogSummary {
         self.silent_failures();
+        self.plugin_behind_missing_network();
         let rank_of = |host: &Option<String>, pid: Option<u32>| {
             pid.and_then(|p| self.ranks.get(&(host.clone(), p)).copied())
         };
@@ -566,6 +688,32 @@ impl State {
         self.summary.processes = self.procs;
         self.summary
     }
+}
+
+/// Whether a WARN or trace line comes from NCCL's shared socket layer (`misc/socket.cc`,
+/// `include/socket.h`), not the IPC socket of cuMem handles (`misc/ipcsocket.cc`).
+fn socket_layer(line: &str) -> bool {
+    !has!(line, "ipcsocket")
+        && (has!(line, "socket.h:") || has!(line, "/socket.cc:") || has!(line, " socket.cc:"))
+}
+
+/// The process a crash report names: Open MPI's `[host:pid] *** Process received signal ***`,
+/// UCX's `[host:pid :0:tid] Caught signal 11 (…)`, torchelastic's `Signal 11 (SIGSEGV)
+/// received by PID 1234`.
+fn crash_process(line: &str) -> Option<(Option<String>, u32)> {
+    if let Some(at) = line.find("received by PID ") {
+        let pid = line[at + 16..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()?;
+        return Some((None, pid));
+    }
+    let open = line.find('[')?;
+    let inner = line[open + 1..].split([']', ' ']).next()?;
+    let (host, pid) = inner.rsplit_once(':')?;
+    let pid = pid.parse().ok()?;
+    Some(((!host.is_empty()).then(|| clean(host)), pid))
 }
 
 /// The family of the network in `… NCCL INFO Using network NAME` (NCCL's own IB and Socket,
@@ -680,6 +828,89 @@ mod tests {
         let net = "h:1:2 [0] NCCL INFO Using network Socket\n\
                    h:1:2 [0] transport/net.cc:700 NCCL WARN something new in the net transport\n";
         assert_eq!(findings_of(net)[0].1, Category::NetSocket);
+    }
+
+    /// The socket layer's failure belongs to its caller also when NCCL printed no WARN (the
+    /// first trace is in misc/socket.cc, a later frame in bootstrap.cc), and a peer closing a
+    /// bootstrap connection is the bootstrap's consequence, not a generic remote error.
+    #[test]
+    fn socket_failures_take_their_callers_subsystem() {
+        let silent = "h:1:2 [4] NCCL INFO misc/socket.cc:666 -> 2\n\
+                      h:1:2 [4] NCCL INFO bootstrap.cc:280 -> 2\n\
+                      h:1:2 [4] NCCL INFO init.cc:1388 -> 2\n";
+        assert_eq!(
+            findings_of(silent),
+            vec![("loc-bootstrap".into(), Category::Bootstrap, "init".into())]
+        );
+        let closed = "[0] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer 10.0.1.3<36138>\n\
+                      [0] NCCL INFO misc/socket.cc:80 -> 6\n\
+                      [0] NCCL INFO bootstrap.cc:701 -> 6\n";
+        let s = explain_reader("t.log", closed.as_bytes()).unwrap();
+        assert_eq!(s.findings.len(), 1, "{:?}", s.findings);
+        assert_eq!(s.findings[0].category, Category::Bootstrap);
+        assert_eq!(s.findings[0].severity, Severity::Consequence);
+        assert!(s.findings[0].cause.contains("bootstrap.cc:701"));
+        // The same close on the proxy's socket stays a consequence of a peer's failure.
+        let proxy = closed.replace("bootstrap.cc:701", "proxy.cc:1200");
+        assert_eq!(findings_of(&proxy)[0].1, Category::RemoteError);
+    }
+
+    /// A crash is placed where its process was last in NCCL; one whose process said nothing
+    /// stays a crash at run.
+    #[test]
+    fn a_crash_is_placed_by_its_process_last_nccl_line() {
+        let log = "node1:405884:407462 [0] NCCL INFO NCCL_IB_FIFO_TC set by environment to 224.\n\
+                   node2:77:78 [7] NCCL INFO NET/IB: IbDev 4 Port 1 qpn 103534 set_ece={supported=1}\n\
+                   node1:405884:407462 [0] NCCL INFO RAS client listening socket at ::1<28028>\n\
+                   node2:77:78 [7] NCCL INFO NET/IB: IbDev 4 Port 1 qpn 103535 set_ece={supported=1}\n\
+                   [node1:405884] *** Process received signal ***\n";
+        let s = explain_reader("t.log", log.as_bytes()).unwrap();
+        let f = &s.findings[0];
+        assert_eq!((f.signature.as_str(), f.category), ("crash", Category::Ras));
+        assert_eq!((f.host.as_deref(), f.pid), (Some("node1"), Some(405884)));
+        assert!(f.cause.contains("line 3"), "{}", f.cause);
+        let ucx = "h:5665:5801 [2] NCCL INFO Channel 00/0 : 2[2] -> 3[3] via NET/IB/0\n\
+                   [h:5665 :0:5665] Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))\n";
+        assert_eq!(findings_of(ucx)[0].1, Category::NetIb);
+        let unknown = "Segmentation fault (core dumped)\n";
+        assert_eq!(
+            findings_of(unknown),
+            vec![("crash".into(), Category::Run, "run".into())]
+        );
+    }
+
+    /// NCCL_NET naming a network whose plugin failed to load: the plugin's failure is the
+    /// cause, not only advice.
+    #[test]
+    fn a_plugin_that_did_not_load_fails_the_network_asked_for() {
+        let log = "n:556:556 [1] NCCL INFO NET/Plugin: Plugin load returned 2 : /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.32' not found (required by /usr/lib/libnccl-net.so) : when loading libnccl-net.so\n\
+                   n:556:556 [1] net.cc:579 NCCL WARN Error: network gIB not found.\n";
+        let s = explain_reader("t.log", log.as_bytes()).unwrap();
+        let plugin = s
+            .findings
+            .iter()
+            .find(|f| f.signature == "net-plugin-version")
+            .unwrap();
+        assert_eq!(plugin.severity, Severity::Fail);
+        let v = super::super::job_verdict(std::slice::from_ref(&s));
+        assert_eq!(
+            v.root_cause.map(|r| r.signature).as_deref(),
+            Some("net-plugin-version")
+        );
+        // Without NCCL_NET asking for it, the same line stays advice.
+        let alone = log.lines().next().unwrap();
+        let s = explain_reader("t.log", alone.as_bytes()).unwrap();
+        assert_eq!(s.findings[0].severity, Severity::Advice);
+    }
+
+    /// ncclCommEnsureReady's refusal names an earlier failure, not a misuse at init.
+    #[test]
+    fn a_communicator_with_an_earlier_error_is_not_an_init_misuse() {
+        let log = "n:1:1 [2] init.cc:303 NCCL WARN Attempt to use communicator before the previous operation returned ncclSuccess\n";
+        assert_eq!(
+            findings_of(log),
+            vec![("comm-async-error".into(), Category::NcclError, "run".into())]
+        );
     }
 
     /// A repeated socket WARN of one process is one finding; the trace after the repeat still
