@@ -44,9 +44,11 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "driver version is insufficient for CUDA runtime version",
             "CUDA Driver version found is",
             "CUDA_ERROR_INSUFFICIENT_DRIVER",
+            "The NVIDIA driver on your system is too old",
         ]),
         source: "NVIDIA/nccl v2.30.7-1 src/misc/cudawrap.cc (\"CUDA Driver version found is %d. Minimum requirement is %d\"); \
-                 v2.19.3-1 src/include/cudawrap.h and src/include/checks.h print CUDA's own error string (\"Cuda failure '%s'\")",
+                 v2.19.3-1 src/include/cudawrap.h and src/include/checks.h print CUDA's own error string (\"Cuda failure '%s'\"); \
+                 PyTorch torch/cuda/__init__.py (\"The NVIDIA driver on your system is too old (found version %d)\")",
         releases: "2.16-2.30 (CUDA's error string through \"Cuda failure\"); \"CUDA Driver version found\" 2.16-2.30",
         cause: "the CUDA driver is older than the CUDA runtime this NCCL (or the framework around it) was built for",
         hint: "upgrade the GPU driver, or use a build of NCCL/PyTorch for the driver's CUDA version (nvidia-smi shows \
@@ -67,9 +69,14 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "Failed to load CUDA missing symbol",
             "cuDriverGetVersion failed",
             "CUDA some PFN functions not found",
+            "No CUDA GPUs are available",
+            "Found no NVIDIA driver on your system",
+            "CUDA driver initialization failed",
         ]),
         source: "NVIDIA/nccl v2.30.7-1 src/misc/cudawrap.cc (\"Failed to find CUDA library %s\", \"Failed to load CUDA missing \
-                 symbol cuInit\"); CUDA error strings through v2.19.3-1 src/include/checks.h \"Cuda failure '%s'\"",
+                 symbol cuInit\"); CUDA error strings through v2.19.3-1 src/include/checks.h \"Cuda failure '%s'\"; \
+                 PyTorch torch/csrc/cuda and torch/cuda/__init__.py (\"No CUDA GPUs are available\", \"Found no NVIDIA \
+                 driver on your system\")",
         releases: "2.16-2.30",
         cause: "NCCL could not initialise CUDA on this rank: no visible GPU, a driver that is not loaded (or a fabric \
                 manager that is not running on NVSwitch systems), or a CUDA context created before fork()",
@@ -527,6 +534,21 @@ pub(super) const SIGNATURES: &[Signature] = &[
         hint: "check the world size and each rank's number and device, the root and the config the program passes",
     },
     // ---------------------------------------------------------------- Open MPI / HCOLL (seed 001)
+    Signature {
+        id: "pmix-lock-noise",
+        category: Category::Mpi,
+        stage: Stage::Launch,
+        severity: Severity::Note,
+        scope: Scope::Any,
+        what: Match::Phrases(&["gds_ds12_lock_pthread.c"]),
+        source: "openpmix/openpmix src/mca/gds/ds12/gds_ds12_lock_pthread.c (PMIX_ERROR_LOG on the shared-memory \
+                 data store's rwlock setup and teardown, e.g. pmix_ds12_lock_finalize); open-mpi/ompi issue 7516 and \
+                 openpmix issues 1123 and 1716 show jobs that run on after it",
+        releases: "not NCCL: PMIx 2.x-3.x (alone, or inside Open MPI 4.x and Slurm)",
+        cause: "PMIx's shared-memory data store logged a lock error while setting up or tearing down: the job goes \
+                on, and NCCL does not use it",
+        hint: "harmless; PMIX_MCA_gds=hash in the job's environment quiets it",
+    },
     Signature {
         id: "mpi-hcoll",
         category: Category::Mpi,

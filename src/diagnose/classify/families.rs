@@ -10,6 +10,26 @@ use crate::stage::Stage;
 pub(super) const SIGNATURES: &[Signature] = &[
     // ---------------------------------------------------------------- net plugins
     Signature {
+        id: "ofi-peer-gone",
+        category: Category::RemoteError,
+        stage: Stage::Run,
+        severity: Severity::Consequence,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "Invalid receiver queue pair number",
+            "Receiver connection aborted",
+        ]),
+        source: "ofiwg/libfabric prov/efa/src/efa_errno.h (EFA completion status 9, REMOTE_ERROR_BAD_DEST_QPN: \
+                 \"Invalid receiver queue pair number (QPN). This error is typically caused by a crashed peer\"; \
+                 8, REMOTE_ERROR_ABORT: \"Receiver connection aborted\"), which aws-ofi-nccl quotes in its NET/OFI \
+                 completion WARN",
+        releases: "not NCCL: libfabric's EFA provider, through aws-ofi-nccl",
+        cause: "the peer's end of the EFA connection is gone: that process crashed or was killed (often the host's \
+                or the container's memory limit: the OOM killer) while this rank was sending to it",
+        hint: "read the peer's own log and the host's kernel log (dmesg: 'Out of memory: Killed process') on the \
+               host this line names as the peer; raise the container's memory limit if the OOM killer took it",
+    },
+    Signature {
         id: "ofi-register",
         category: Category::NetIb,
         stage: Stage::ConnectNet,
@@ -63,6 +83,38 @@ pub(super) const SIGNATURES: &[Signature] = &[
                 network, so an EFA/RDMA fabric the plugin drives is not used",
         hint: "install the plugin built for this image's libfabric/glibc (or the libfabric it needs); NCCL_DEBUG=INFO \
                then shows 'Using network' with the plugin's name",
+    },
+    Signature {
+        id: "nccl-symbol-missing",
+        category: Category::VersionMismatch,
+        stage: Stage::NcclLoad,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&["undefined symbol: nccl", "undefined symbol: pncclComm"]),
+        source: "the dynamic loader's message for a symbol no loaded library defines (glibc dlerror: \"undefined \
+                 symbol: %s\"); every public NCCL function is named nccl… (NVIDIA/nccl src/nccl.h.in)",
+        releases: "any",
+        cause: "a program (PyTorch's libtorch_cuda, a plugin) was built against a newer NCCL than the libnccl.so.2 \
+                the loader found first: the function it names is missing from that older library (two NCCL \
+                packages installed, or LD_LIBRARY_PATH pointing at an old copy)",
+        hint: "find which libnccl.so.2 is loaded (ldd on the library that fails, or NCCL_DEBUG=VERSION) and keep one \
+               NCCL: uninstall the other nvidia-nccl-cuXX package or fix LD_LIBRARY_PATH",
+    },
+    Signature {
+        id: "ibverbs-no-provider",
+        category: Category::NetIb,
+        stage: Stage::ConnectNet,
+        severity: Severity::Advice,
+        scope: Scope::Any,
+        what: Match::Phrases(&["no userspace device-specific driver found for"]),
+        source: "linux-rdma/rdma-core libibverbs/init.c (\"Warning: no userspace device-specific driver found for %s\", \
+                 printed with the \"libibverbs: \" prefix for an RDMA device in /sys/class/infiniband_verbs that no \
+                 installed provider library claims)",
+        releases: "not NCCL: rdma-core's libibverbs",
+        cause: "the node has an RDMA device (InfiniBand/RoCE) but this image lacks its userspace provider (libmlx5 for \
+                Mellanox/NVIDIA NICs, part of rdma-core): NCCL cannot open the HCA and goes without InfiniBand",
+        hint: "install rdma-core with the provider (ibverbs-providers on Debian/Ubuntu, libibverbs and its providers on \
+               RHEL) in the container; ibv_devinfo inside it must list the HCA",
     },
     Signature {
         id: "net-not-found",
@@ -168,9 +220,12 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "Barrier timed out",
             "DistStoreError",
             "store based barrier",
+            "Socket Timeout",
+            "The server socket has failed to listen on any local network address",
         ]),
         source: "PyTorch torch/csrc/distributed/c10d TCPStore (\"The client socket has timed out after %dms while trying to \
-                 connect to (%s, %d)\", DistNetworkError) and torch.distributed.elastic.rendezvous; JAX/XLA's \
+                 connect to (%s, %d)\", DistNetworkError; \"The server socket has failed to listen on any local network \
+                 address\" when MASTER_PORT is taken; \"Socket Timeout\" of older releases) and torch.distributed.elastic.rendezvous; JAX/XLA's \
                  coordination service (guess: texts from public logs)",
         releases: "not NCCL: PyTorch 1.x-2.x, JAX",
         cause: "the ranks could not meet at the launcher's rendezvous (torch's TCPStore at MASTER_ADDR:MASTER_PORT, \

@@ -352,6 +352,70 @@ mod tests {
         );
     }
 
+    /// The families around NCCL, each by its own source's words: the loader, libfabric's EFA
+    /// provider, libibverbs, PMIx, nccl-tests' CUDACHECK, PyTorch's CUDA checks.
+    #[test]
+    fn the_families_around_nccl_name_their_own_failures() {
+        let cases = [
+            (
+                "ImportError: /x/torch/lib/libtorch_cuda.so: undefined symbol: ncclMemFree",
+                "nccl-symbol-missing",
+                Category::VersionMismatch,
+                Severity::Fail,
+            ),
+            (
+                "[1,2]<stdout>:n:199:263 [2] process_err_completion:1562 NCCL WARN NET/OFI Request 0x1 completed with error. RC: 5. Error: Invalid receiver queue pair number (QPN)",
+                "ofi-peer-gone",
+                Category::RemoteError,
+                Severity::Consequence,
+            ),
+            (
+                "libibverbs: Warning: no userspace device-specific driver found for /sys/class/infiniband_verbs/uverbs0",
+                "ibverbs-no-provider",
+                Category::NetIb,
+                Severity::Advice,
+            ),
+            (
+                "[node1:08575] PMIX ERROR: ERROR in file gds_ds12_lock_pthread.c at line 168",
+                "pmix-lock-noise",
+                Category::Mpi,
+                Severity::Note,
+            ),
+            (
+                "node1: Test CUDA failure common.cu:1045 'unknown error'",
+                "nccl-tests-cuda",
+                Category::Cuda,
+                Severity::Fail,
+            ),
+            (
+                "RuntimeError: No CUDA GPUs are available",
+                "cuda-no-device",
+                Category::Cuda,
+                Severity::Fail,
+            ),
+            (
+                "RuntimeError: The NVIDIA driver on your system is too old (found version 10010).",
+                "cuda-driver-too-old",
+                Category::Cuda,
+                Severity::Fail,
+            ),
+        ];
+        for (line, id, category, severity) in cases {
+            let f = classify_line(line, LineKind::of(line)).unwrap_or_else(|| panic!("{line}"));
+            assert_eq!(
+                (f.signature, f.category, f.severity),
+                (id, category, severity),
+                "{line}"
+            );
+        }
+        // The specific CUDA code still wins over nccl-tests' generic CUDACHECK line.
+        let ordinal = "node1: Test CUDA failure common.cu:892 'invalid device ordinal'";
+        assert_eq!(
+            classify_line(ordinal, LineKind::Other).unwrap().signature,
+            "cuda-invalid-device"
+        );
+    }
+
     #[test]
     fn seed_003_proxy_failure() {
         let f = classify(["proxy.cc:1473 NCCL WARN [Service thread] Accept failed Resource temporarily unavailable"]).unwrap();

@@ -58,6 +58,23 @@ pub(super) const SIGNATURES: &[Signature] = &[
     },
     // ---------------------------------------------------------------- wrappers' words
     Signature {
+        id: "nccl-tests-cuda",
+        category: Category::Cuda,
+        stage: Stage::Device,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&["Test CUDA failure"]),
+        source: "NVIDIA/nccl-tests src/common.h CUDACHECK (\"%s: Test CUDA failure %s:%d '%s'\", the host, the \
+                 test's own file and line, and cudaGetErrorString's text): a CUDA runtime call of the test itself \
+                 (cudaSetDevice, cudaMalloc, cudaStreamCreate, cudaDeviceSynchronize), not one inside NCCL",
+        releases: "not NCCL: nccl-tests 2.x",
+        cause: "a CUDA call of nccl-tests itself failed, with the CUDA error quoted at the end of the line: before the \
+                results table, the GPU could not be used at all (no device node or nvidia_uvm module in a \
+                container, a driver that does not match, a device index the host does not have)",
+        hint: "run nvidia-smi and a one-line CUDA program in the same container and allocation; under Slurm/pyxis \
+               or Kubernetes check that the GPUs and /dev/nvidia-uvm are passed in (modprobe nvidia_uvm on the host)",
+    },
+    Signature {
         id: "wrapper-nccl-error",
         category: Category::NcclError,
         stage: Stage::Run,
@@ -66,6 +83,8 @@ pub(super) const SIGNATURES: &[Signature] = &[
         what: Match::Phrases(&[
             "unhandled system error",
             "unhandled cuda error",
+            "invalid usage (run with NCCL_DEBUG",
+            "invalid argument (run with NCCL_DEBUG",
             "internal error - please report this issue",
             "ncclInternalError",
             "ncclInvalidUsage",
@@ -73,11 +92,10 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "ncclUnhandledCudaError",
             "ncclSystemError",
             "Test NCCL failure",
-            "Test CUDA failure",
             "NCCL failure common.cu",
         ]),
         source: "NVIDIA/nccl v2.19.3-1 src/init.cc ncclGetErrorString (\"unhandled system error\", \"unhandled cuda error\", \
-                 \"internal error\"); PyTorch torch/csrc/distributed/c10d NCCLUtils (\"NCCL error in: …\", guess: from public \
+                 \"internal error\", \"invalid usage (run with NCCL_DEBUG=WARN for details)\"); PyTorch torch/csrc/distributed/c10d NCCLUtils (\"NCCL error in: …\", guess: from public \
                  logs); nccl-tests src/common.cu (\"Test NCCL failure %s:%d '%s'\", guess: from public logs)",
         releases: "2.16-2.30 (error strings)",
         cause: "NCCL returned an error to the program around it, and no line in this log names its cause",

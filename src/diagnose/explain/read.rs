@@ -213,6 +213,18 @@ impl State {
             self.wrapper_progress(line);
         }
         let mut found = classify::classify_line(line, kind);
+        // XLA quotes NCCL's last WARN (ncclGetLastError) after its own generic words: that
+        // text names the cause the way PyTorch's "Last error:" line does.
+        if kind == LineKind::Other
+            && let Some(quoted) = xla_last_warn(line)
+            && let Some(mut q) = classify::classify_line(quoted, LineKind::Warn)
+            && found
+                .as_ref()
+                .is_none_or(|f| classify::is_generic(f.signature))
+        {
+            q.evidence = line.to_string();
+            found = Some(q);
+        }
         if found.is_none() && evidence::wrong_values(line) {
             found = classify::wrong_data_finding(line);
         }
@@ -690,6 +702,21 @@ impl State {
     }
 }
 
+/// The NCCL text XLA quotes in its error status: `… NCCL operation X failed: <error string>.
+/// Last NCCL warning(error) log entry (may be unrelated) '<text>'.` (openxla/xla
+/// xla/backends/gpu/collectives nccl_errors / nccl_api ToStatus, quoting ncclGetLastError).
+fn xla_last_warn(line: &str) -> Option<&str> {
+    const MARK: &str = "Last NCCL warning(error) log entry";
+    let at = line.find(MARK)?;
+    let rest = &line[at + MARK.len()..];
+    let rest = rest.strip_prefix(" (may be unrelated)").unwrap_or(rest);
+    let rest = rest.trim_start_matches([' ', ':']);
+    let body = rest.strip_prefix('\'').unwrap_or(rest);
+    let end = body.rfind('\'').unwrap_or(body.len());
+    let text = body[..end].trim();
+    (!text.is_empty()).then_some(text)
+}
+
 /// Whether a WARN or trace line comes from NCCL's shared socket layer (`misc/socket.cc`,
 /// `include/socket.h`), not the IPC socket of cuMem handles (`misc/ipcsocket.cc`).
 fn socket_layer(line: &str) -> bool {
@@ -901,6 +928,15 @@ mod tests {
         let alone = log.lines().next().unwrap();
         let s = explain_reader("t.log", alone.as_bytes()).unwrap();
         assert_eq!(s.findings[0].severity, Severity::Advice);
+    }
+
+    /// XLA's status quotes NCCL's last WARN: that text is read as the WARN it was.
+    #[test]
+    fn xla_quotes_the_last_nccl_warn() {
+        let line = "INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:305: NCCL operation ncclCommInitRank(&comm, nranks, id, rank) failed: unhandled cuda error (run with NCCL_DEBUG=INFO for details). Last NCCL warning(error) log entry (may be unrelated) 'Cuda failure 2 'out of memory''.";
+        assert_eq!(xla_last_warn(line), Some("Cuda failure 2 'out of memory'"));
+        assert_eq!(findings_of(line)[0].1, Category::Oom);
+        assert_eq!(xla_last_warn("no quote here"), None);
     }
 
     /// ncclCommEnsureReady's refusal names an earlier failure, not a misuse at init.

@@ -136,6 +136,7 @@ pub fn job_verdict(summaries: &[LogSummary]) -> JobVerdict {
         .map(|f| (*f).clone())
         .collect();
 
+    explain_generic_error(&mut failures, &v.notes);
     let root = failures
         .iter()
         .min_by_key(|f| (key_of(f), f.file.clone(), f.line))
@@ -265,6 +266,35 @@ pub fn job_verdict(summaries: &[LogSummary]) -> JobVerdict {
         }
     }
     v
+}
+
+/// Advice that a network provider did not load: NCCL goes on without it, so alone it is advice.
+const PROVIDER_ADVICE: &[&str] = &["net-plugin-version", "ibverbs-no-provider"];
+
+/// When the only failure is an NCCL error that no line explains ("internal error", "unhandled
+/// system error" in a wrapper's words) and the log shows a network provider that did not load,
+/// that provider is the likely cause: it becomes a failure, ranked above the generic error.
+fn explain_generic_error(failures: &mut Vec<Located>, notes: &[Located]) {
+    let generic = |f: &Located| f.signature == "wrapper-nccl-error";
+    let only_generic = failures.iter().any(generic)
+        && failures
+            .iter()
+            .all(|f| f.severity < Severity::Fail || generic(f));
+    if !only_generic {
+        return;
+    }
+    for n in notes
+        .iter()
+        .filter(|n| PROVIDER_ADVICE.contains(&n.signature.as_str()))
+    {
+        let mut promoted = n.clone();
+        promoted.severity = Severity::Fail;
+        promoted.cause = format!(
+            "{}; NCCL then failed with an error no line explains: this is its likely cause",
+            n.cause
+        );
+        failures.push(promoted);
+    }
 }
 
 /// The root cause's order: more severe first; a finding that names a cause before one that
@@ -504,6 +534,29 @@ mod tests {
         assert_eq!(v.culprits[0].rank, Some(1));
         assert_eq!(v.consequences_only.len(), 1);
         assert_eq!(v.consequences_only[0].rank, Some(0));
+    }
+
+    /// An NCCL error no line explains, after the RDMA provider failed to load: the provider is
+    /// the likely cause. With a failure that names its cause, the provider stays advice.
+    #[test]
+    fn a_provider_that_did_not_load_explains_a_bare_nccl_error() {
+        let missing = "libibverbs: Warning: no userspace device-specific driver found for /sys/class/infiniband_verbs/uverbs0\n";
+        let bare = format!("{missing}node1: Test NCCL failure common.cu:775 'internal error'\n");
+        let v = job_verdict(&[explain_reader("a", bare.as_bytes()).unwrap()]);
+        let root = v.root_cause.unwrap();
+        assert_eq!(
+            (root.signature.as_str(), root.category, root.severity),
+            ("ibverbs-no-provider", Category::NetIb, Severity::Fail)
+        );
+        let named = format!(
+            "{missing}h:1:1 [0] misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-x to 9637892 bytes\n\
+             node1: Test NCCL failure common.cu:775 'internal error'\n"
+        );
+        let v = job_verdict(&[explain_reader("a", named.as_bytes()).unwrap()]);
+        assert_eq!(v.root_cause.unwrap().category, Category::Shm);
+        // Alone it is advice: a slower network, not a failure.
+        let v = job_verdict(&[explain_reader("a", missing.as_bytes()).unwrap()]);
+        assert_eq!(v.status, "advice");
     }
 }
 
