@@ -204,6 +204,23 @@ pub(super) const SIGNATURES: &[Signature] = &[
     },
     // ---------------------------------------------------------------- launchers' rendezvous
     Signature {
+        id: "gloo-connect",
+        category: Category::Bootstrap,
+        stage: Stage::Launch,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&["connectFullMesh failed", "gloo/transport/tcp/device.cc"]),
+        source: "PyTorch torch/csrc/distributed/c10d/ProcessGroupGloo.cpp (\"Gloo connectFullMesh failed with …\") and \
+                 facebookincubator/gloo gloo/transport/tcp/device.cc (an enforce on the two ranks' address families, \
+                 ss_family 2 is IPv4 and 10 IPv6): the CPU process group torch and vLLM set up beside NCCL's",
+        releases: "not NCCL: PyTorch 1.x-2.x with Gloo",
+        cause: "the ranks' Gloo connections (torch's CPU process group, made at init beside NCCL) could not be made: a \
+                rank advertised an address the others cannot reach (the loopback from /etc/hosts, a docker bridge), or \
+                one rank chose IPv4 and another IPv6",
+        hint: "set GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) to the interface that routes between the nodes, and \
+               make each host's name resolve to that address, not 127.0.x.x",
+    },
+    Signature {
         id: "rendezvous",
         category: Category::Bootstrap,
         stage: Stage::Launch,

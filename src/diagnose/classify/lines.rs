@@ -388,6 +388,12 @@ mod tests {
                 Severity::Fail,
             ),
             (
+                "[rank0]: RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:276] ss1.ss_family == ss2.ss_family. 2 vs 10",
+                "gloo-connect",
+                Category::Bootstrap,
+                Severity::Fail,
+            ),
+            (
                 "RuntimeError: No CUDA GPUs are available",
                 "cuda-no-device",
                 Category::Cuda,

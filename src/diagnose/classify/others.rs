@@ -30,7 +30,8 @@ pub(super) const SIGNATURES: &[Signature] = &[
                  torchelastic (\"Signal 11 (SIGSEGV) received by PID\") (guess: texts from public logs). The process's \
                  last NCCL line before it places the crash (explain's reader)",
         releases: "any",
-        cause: "the process crashed (a segmentation fault, bus error or illegal instruction) and no line names why",
+        cause: "the process died on a signal (a segmentation fault, bus error, illegal instruction, or an abort: the \
+                crash report's next lines name it) and no line names why",
         hint: "get the crash's stack (ulimit -c unlimited, or gdb -batch -ex bt on the core); rerun with \
                NCCL_DEBUG=INFO to see NCCL's last step before it; a crash inside libnccl is worth a report with \
                that stack and the NCCL version",

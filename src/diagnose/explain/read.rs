@@ -126,6 +126,9 @@ struct State {
     /// (`misc/socket.cc`, `include/socket.h`), whose caller (bootstrap, the IB or socket
     /// transport, the proxy) the error-return traces after it name.
     socket_warn: HashMap<HostPid, usize>,
+    /// Processes that printed a channel over NCCL's socket transport (`… via NET/Socket/…`,
+    /// src/transport/net.cc).
+    socket_transport: std::collections::HashSet<HostPid>,
     /// Inside an Open MPI help block (between two lines of dashes): the unexplained count and
     /// kept length when it began, and whether a line of it was a known benign note. A block
     /// that is a known note takes its other lines with it ("Error code: 2" of an xpmem
@@ -320,6 +323,10 @@ impl State {
         }
         if has!(line, "Using network ") {
             self.network = network_of(line).or(self.network);
+        }
+        if has!(line, " via NET/Socket") {
+            let (host, pid, _) = parse_prefix(line);
+            self.socket_transport.insert((host, pid));
         }
         if has!(line, "NCCL version ") {
             self.version(line);
@@ -541,6 +548,36 @@ impl State {
         }
     }
 
+    /// A refused connection of the socket layer whose caller no trace names is the
+    /// bootstrap's when the process never printed a channel over NCCL's socket transport: the
+    /// transports connect to listeners their peer has just announced, the bootstrap to the
+    /// root's address from the unique id, which nothing may be listening at yet or any more
+    /// (guess: NCCL prints no caller with NCCL_DEBUG=WARN; the order of connects follows
+    /// v2.19.3-1 src/bootstrap.cc and src/transport/net_socket.cc).
+    fn refusals_without_caller(&mut self) {
+        let pending: Vec<(HostPid, usize)> = self.socket_warn.drain().collect();
+        for (key, i) in pending {
+            if self.socket_transport.contains(&key) {
+                continue;
+            }
+            let f = &mut self.summary.findings[i];
+            if f.severity != Severity::Fail || !has!(f.evidence, "Connection refused") {
+                continue;
+            }
+            f.category = Category::Bootstrap;
+            f.stage = Stage::Init.name().to_string();
+            f.exit_code = Stage::Init.exit_code();
+            f.cause = "a rank's connection was refused and no trace names the caller: with no \
+                       channel over NCCL's socket transport, it is the bootstrap (the root or a ring \
+                       neighbour not listening at the address the unique id gave: not started yet, \
+                       already exited, or a stale NCCL_COMM_ID / MASTER_ADDR)"
+                .to_string();
+            f.hint = "start every rank of the job (and the root first), check that the unique id is \
+                      this job's, and that NCCL_SOCKET_IFNAME names an address the other ranks reach"
+                .to_string();
+        }
+    }
+
     /// A net plugin that could not load is only advice while NCCL goes on with its own
     /// networks; when NCCL_NET then asks for a network that is not there ("Error: network %s
     /// not found.", src/net.cc ncclNetInit), the plugin's failure is what failed the init.
@@ -667,6 +704,7 @@ impl State {
 
     fn finish(mut self) -> LogSummary {
         self.silent_failures();
+        self.refusals_without_caller();
         self.plugin_behind_missing_network();
         let rank_of = |host: &Option<String>, pid: Option<u32>| {
             pid.and_then(|p| self.ranks.get(&(host.clone(), p)).copied())
@@ -880,6 +918,18 @@ mod tests {
         // The same close on the proxy's socket stays a consequence of a peer's failure.
         let proxy = closed.replace("bootstrap.cc:701", "proxy.cc:1200");
         assert_eq!(findings_of(&proxy)[0].1, Category::RemoteError);
+    }
+
+    /// A refused connect with no caller is the bootstrap's, unless the process ran channels
+    /// over the socket transport.
+    #[test]
+    fn a_refusal_without_caller_is_the_bootstraps() {
+        let refused = "node1:63799:64163 [7] include/socket.h:387 NCCL WARN Connect to 10.0.0.1<52473> failed : Connection refused\n";
+        assert_eq!(findings_of(refused)[0].1, Category::Bootstrap);
+        let transport = format!(
+            "node1:63799:64163 [7] NCCL INFO Channel 00/0 : 7[7] -> 0[0] [send] via NET/Socket/0\n{refused}"
+        );
+        assert_eq!(findings_of(&transport)[0].1, Category::NetSocket);
     }
 
     /// A crash is placed where its process was last in NCCL; one whose process said nothing
