@@ -156,6 +156,23 @@ pub(super) const SIGNATURES: &[Signature] = &[
     },
     // ---------------------------------------------------------------- MPI layers
     Signature {
+        id: "mpi-family",
+        category: Category::Mpi,
+        stage: Stage::Launch,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        // Read by its family's marks (`classify::family_finding`), not by phrases.
+        what: Match::Phrases(&[]),
+        source: "Open MPI's and PRRTE's components print their name in their errors (ORTE_ERROR_LOG, mca_*, btl_*, \
+                 pml_*, oob_*, orted, prterun, mpirun, MPI_*), PMIx and Slurm's srun/slurmstepd theirs (open-mpi/ompi \
+                 v4.1.x orte/ and opal/ help texts; guess: which words mark the family)",
+        releases: "not NCCL: Open MPI 4.x-5.x, PMIx, Slurm",
+        cause: "the MPI layer or the launcher (Open MPI, PMIx, Slurm) reported an error no signature names: quoted as \
+                the evidence",
+        hint: "read the quoted line and the block around it; run a plain MPI hello-world with the same launcher, \
+               hosts and environment to tell the launcher's failure from NCCL's",
+    },
+    Signature {
         id: "mpi-ucx-ucc",
         category: Category::Mpi,
         stage: Stage::Launch,

@@ -224,6 +224,41 @@ pub fn location_finding(line: &str) -> Option<Finding> {
     Some(finding(SIGNATURES[location_index(printed)?], line))
 }
 
+/// Words that mark a line as the MPI layer's or the launcher's: Open MPI's components and
+/// tools, PMIx, Slurm.
+const MPI_MARKS: &[&str] = &[
+    "ORTE_ERROR_LOG",
+    "ORTE ",
+    "PRTE ",
+    "orted",
+    "prterun",
+    "mpirun",
+    "mpiexec",
+    "mca_",
+    "btl_",
+    "pml_",
+    "oob_",
+    "MPI_",
+    "Open MPI",
+    "OMPI_",
+    "PMIx",
+    "PMIX",
+    "pmix",
+    "srun: error",
+    "slurmstepd: error",
+];
+
+/// The generic finding of the MPI family for an error line no signature names, when the line
+/// carries the family's marks (one reader per family: a line from an unknown family stays
+/// unexplained and is quoted).
+pub fn family_finding(line: &str) -> Option<Finding> {
+    MPI_MARKS
+        .iter()
+        .any(|m| line.contains(m))
+        .then(|| signature_finding("mpi-family", line))
+        .flatten()
+}
+
 /// The finding for nccl-tests' footer of wrong values.
 pub fn wrong_data_finding(line: &str) -> Option<Finding> {
     signature_finding("nccl-tests-wrong-data", line)
@@ -264,6 +299,7 @@ pub fn is_generic(signature: &str) -> bool {
         || signature == "ras-warning"
         || signature == "crash"
         || signature == "comm-async-error"
+        || signature == "mpi-family"
         || is_weak(signature)
 }
 

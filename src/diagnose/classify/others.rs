@@ -198,11 +198,13 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "terminated normally, but 1 process returned",
             "ActorDiedError",
             "The actor died unexpectedly",
+            "Exited with exit code",
         ]),
         source: "NVIDIA/nccl v2.19.3-1 src/misc/socket.cc (\"socketProgress: Connection closed by remote peer %s\"), \
                  src/proxy.cc (\"[Proxy Service %d] Failed to execute operation %s from rank %d, retcode %d\", \"Socket recv \
                  failed while polling for opId=%p\"), src/init.cc ncclGetErrorString (ncclRemoteError); torchrun's \
-                 ChildFailedError and Ray's ActorDiedError / \"The actor died unexpectedly\" (guess: texts from public logs)",
+                 ChildFailedError and Ray's ActorDiedError / \"The actor died unexpectedly\" (guess: texts from public logs); \
+                 SchedMD/slurm srun (\"srun: error: %s: task %s: Exited with exit code %d\")",
         releases: "2.16-2.30 (ncclRemoteError since 2.13)",
         cause: "a peer rank failed or exited first (or the network between them broke); this rank reports the \
                 consequence, not the cause",

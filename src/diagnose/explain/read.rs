@@ -129,11 +129,8 @@ struct State {
     /// Processes that printed a channel over NCCL's socket transport (`… via NET/Socket/…`,
     /// src/transport/net.cc).
     socket_transport: std::collections::HashSet<HostPid>,
-    /// Inside an Open MPI help block (between two lines of dashes): the unexplained count and
-    /// kept length when it began, and whether a line of it was a known benign note. A block
-    /// that is a known note takes its other lines with it ("Error code: 2" of an xpmem
-    /// fallback).
-    help_block: Option<(u64, usize, bool)>,
+    /// Inside an Open MPI help block (between two lines of dashes).
+    help_block: Option<HelpBlock>,
     /// nccl-tests' `maxBytes N` from its first line: a row at that size is the sweep's last.
     max_bytes: Option<u64>,
     /// The network NCCL said it uses (`NCCL INFO Using network IB`, src/init.cc since v2.6.4-1):
@@ -152,6 +149,17 @@ struct State {
     /// `socketPollConnect: connect returned …, retrying`), cleared by any later NCCL line of
     /// that process.
     retrying: HashMap<HostPid, (String, u64)>,
+}
+
+/// An Open MPI help block being read (between two lines of dashes): the unexplained count,
+/// the quotes kept and the findings when it began, and whether a line of it was a known benign
+/// note. A block that is a known note takes its other lines with it ("Error code: 2" of an
+/// xpmem fallback).
+struct HelpBlock {
+    unexplained_total: u64,
+    unexplained_kept: usize,
+    findings: usize,
+    benign: bool,
 }
 
 /// The stage of a finding: an allocation that NCCL itself reports (an `NCCL WARN` line) failed
@@ -253,20 +261,27 @@ impl State {
         let dashes = body.len() >= 20 && body.bytes().all(|b| b == b'-');
         match (&mut self.help_block, dashes) {
             (None, true) => {
-                self.help_block = Some((
-                    self.summary.unexplained_total,
-                    self.summary.unexplained.len(),
-                    false,
-                ))
+                self.help_block = Some(HelpBlock {
+                    unexplained_total: self.summary.unexplained_total,
+                    unexplained_kept: self.summary.unexplained.len(),
+                    findings: self.summary.findings.len(),
+                    benign: false,
+                })
             }
-            (Some((total, kept, benign)), true) => {
-                if *benign {
-                    self.summary.unexplained_total = *total;
-                    self.summary.unexplained.truncate(*kept);
+            (Some(block), true) => {
+                if block.benign {
+                    self.summary.unexplained_total = block.unexplained_total;
+                    self.summary.unexplained.truncate(block.unexplained_kept);
+                    // The family's generic findings inside a benign block are its notes.
+                    for f in &mut self.summary.findings[block.findings..] {
+                        if f.signature == "mpi-family" {
+                            f.severity = Severity::Note;
+                        }
+                    }
                 }
                 self.help_block = None;
             }
-            (Some((_, _, benign)), false) => *benign |= note,
+            (Some(block), false) => block.benign |= note,
             (None, false) => {}
         }
     }
@@ -308,6 +323,14 @@ impl State {
             LineKind::Other => evidence::error_like(line),
             LineKind::Info => false,
         };
+        if error
+            && !named
+            && kind == LineKind::Other
+            && let Some(f) = classify::family_finding(line)
+        {
+            self.add(f, line);
+            return;
+        }
         if error && !named {
             self.summary.unexplained_total += 1;
             if self.summary.unexplained.len() < UNEXPLAINED_KEPT {
@@ -978,6 +1001,22 @@ mod tests {
         let alone = log.lines().next().unwrap();
         let s = explain_reader("t.log", alone.as_bytes()).unwrap();
         assert_eq!(s.findings[0].severity, Severity::Advice);
+    }
+
+    /// An error line of the MPI family that no signature names is that family's finding; an
+    /// error line of no known family stays unexplained and quoted.
+    #[test]
+    fn the_mpi_family_reads_its_own_unnamed_errors() {
+        let mpi = "[node1][[1234,1],0][btl_tcp_endpoint.c:803:mca_btl_tcp_endpoint_complete_connect] connect() to 10.0.0.2 failed: No route to host (113)\n";
+        let s = explain_reader("t.log", mpi.as_bytes()).unwrap();
+        assert_eq!(s.findings[0].signature, "mpi-family");
+        assert_eq!(s.unexplained_total, 0);
+        let other = "frobnicator: fatal: the widget failed\n";
+        let s = explain_reader("t.log", other.as_bytes()).unwrap();
+        assert!(s.findings.is_empty());
+        assert_eq!(s.unexplained_total, 1);
+        let srun = "srun: error: node1: task 3: Exited with exit code 1\n";
+        assert_eq!(findings_of(srun)[0].1, Category::RemoteError);
     }
 
     /// XLA's status quotes NCCL's last WARN: that text is read as the WARN it was.
