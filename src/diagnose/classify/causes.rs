@@ -70,6 +70,7 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "cuDriverGetVersion failed",
             "CUDA some PFN functions not found",
             "No CUDA GPUs are available",
+            "ProcessGroupNCCL is only supported with GPUs, no GPUs found",
             "Found no NVIDIA driver on your system",
             "CUDA driver initialization failed",
         ]),

@@ -156,6 +156,37 @@ pub(super) const SIGNATURES: &[Signature] = &[
     },
     // ---------------------------------------------------------------- MPI layers
     Signature {
+        id: "cuda-family",
+        category: Category::Cuda,
+        stage: Stage::Run,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        // Read by its family's marks (`classify::family_finding`), not by phrases.
+        what: Match::Phrases(&[]),
+        source: "PyTorch c10/cuda/CUDAException (\"CUDA error: %s\" with cudaGetErrorString's text) and its driver-API \
+                 check (\"CUDA driver error: %s\"); the CUDA runtime's cudaError_t and the driver's CUresult names",
+        releases: "not NCCL: CUDA and PyTorch",
+        cause: "a CUDA call failed with an error no signature names (quoted as the evidence): the GPU, its driver or \
+                the program, not NCCL's transports",
+        hint: "rerun with CUDA_LAUNCH_BLOCKING=1 to see the call; check nvidia-smi, the kernel log (dmesg: NVRM Xid) \
+               and that the driver matches the CUDA the program was built for",
+    },
+    Signature {
+        id: "gpu-xid",
+        category: Category::Cuda,
+        stage: Stage::Device,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&["NVRM: Xid", "GPU has fallen off the bus"]),
+        source: "the NVIDIA kernel driver's log line (\"NVRM: Xid (PCI:…): N, …\") documented in NVIDIA's Xid error \
+                 catalogue (79: the GPU has fallen off the bus; 48: double-bit ECC; 13/31/43: an application's fault)",
+        releases: "not NCCL: the NVIDIA kernel driver",
+        cause: "the GPU's driver reported a fault (an Xid) in the kernel log: a GPU off the bus (79), an uncorrectable \
+                ECC error (48), or a fault of the program running on it",
+        hint: "look the Xid number up in NVIDIA's Xid catalogue; 79 and 48 need the node drained and the GPU \
+               checked (nvidia-smi -q, a reset or RMA); run `nccl-smoke isolate` to find the host",
+    },
+    Signature {
         id: "mpi-family",
         category: Category::Mpi,
         stage: Stage::Launch,
@@ -256,6 +287,7 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "store based barrier",
             "Socket Timeout",
             "The server socket has failed to listen on any local network address",
+            "Error initializing torch.distributed using",
         ]),
         source: "PyTorch torch/csrc/distributed/c10d TCPStore (\"The client socket has timed out after %dms while trying to \
                  connect to (%s, %d)\", DistNetworkError; \"The server socket has failed to listen on any local network \

@@ -248,15 +248,41 @@ const MPI_MARKS: &[&str] = &[
     "slurmstepd: error",
 ];
 
-/// The generic finding of the MPI family for an error line no signature names, when the line
-/// carries the family's marks (one reader per family: a line from an unknown family stays
-/// unexplained and is quoted).
+/// Words that mark a line as CUDA's own error report (PyTorch's c10 CUDA check "CUDA error:
+/// %s", its driver-API check "CUDA driver error: %s", the runtime's and the driver's enum
+/// names).
+const CUDA_MARKS: &[&str] = &[
+    "CUDA error:",
+    "CUDA driver error:",
+    "CUDA_ERROR_",
+    "cudaError",
+];
+
+/// The generic finding of a family for an error line no signature names, when the line
+/// carries that family's marks: CUDA's, then the MPI layer's (one reader per family: a line
+/// from an unknown family stays unexplained and is quoted).
 pub fn family_finding(line: &str) -> Option<Finding> {
-    MPI_MARKS
-        .iter()
-        .any(|m| line.contains(m))
-        .then(|| signature_finding("mpi-family", line))
-        .flatten()
+    let id = if CUDA_MARKS.iter().any(|m| has_mark(line, m)) {
+        "cuda-family"
+    } else if MPI_MARKS.iter().any(|m| has_mark(line, m)) {
+        "mpi-family"
+    } else {
+        return None;
+    };
+    signature_finding(id, line)
+}
+
+/// Whether `mark` starts a word of `line` ("orted" the daemon, not "supported"), and ends one
+/// unless it ends in `_` or a space (a prefix such as `mca_`).
+fn has_mark(line: &str, mark: &str) -> bool {
+    let b = line.as_bytes();
+    line.match_indices(mark).any(|(at, _)| {
+        let starts = at == 0 || !b[at - 1].is_ascii_alphanumeric();
+        let end = at + mark.len();
+        let open = mark.ends_with(['_', ' ', ':']) || mark.starts_with("cudaError");
+        let ends = open || end == b.len() || !b[end].is_ascii_alphanumeric();
+        starts && ends
+    })
 }
 
 /// The finding for nccl-tests' footer of wrong values.
@@ -300,6 +326,7 @@ pub fn is_generic(signature: &str) -> bool {
         || signature == "crash"
         || signature == "comm-async-error"
         || signature == "mpi-family"
+        || signature == "cuda-family"
         || is_weak(signature)
 }
 
@@ -450,6 +477,24 @@ mod tests {
                 "{line}"
             );
         }
+        // Family readers: CUDA's and the MPI layer's marks, as words ("orted" is not in
+        // "supported").
+        let family = |l: &str| family_finding(l).map(|f| f.signature);
+        assert_eq!(
+            family("RuntimeError: CUDA error: invalid argument"),
+            Some("cuda-family")
+        );
+        assert_eq!(
+            family("[node1:01234] orted: lost connection to mpirun"),
+            Some("mpi-family")
+        );
+        assert_eq!(family("RuntimeError: operation not supported"), None);
+        assert_eq!(family("the communicator was aborted"), None);
+        let xid = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.";
+        assert_eq!(
+            classify_line(xid, LineKind::Other).unwrap().signature,
+            "gpu-xid"
+        );
         // The specific CUDA code still wins over nccl-tests' generic CUDACHECK line.
         let ordinal = "node1: Test CUDA failure common.cu:892 'invalid device ordinal'";
         assert_eq!(

@@ -94,6 +94,11 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "ncclSystemError",
             "Test NCCL failure",
             "NCCL failure common.cu",
+            "NCCL Error 1:",
+            "NCCL Error 2:",
+            "NCCL Error 3:",
+            "NCCL Error 4:",
+            "NCCL Error 5:",
         ]),
         source: "NVIDIA/nccl v2.19.3-1 src/init.cc ncclGetErrorString (\"unhandled system error\", \"unhandled cuda error\", \
                  \"internal error\", \"invalid usage (run with NCCL_DEBUG=WARN for details)\"); PyTorch torch/csrc/distributed/c10d NCCLUtils (\"NCCL error in: …\", guess: from public \
