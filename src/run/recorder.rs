@@ -48,26 +48,12 @@ impl Run<'_> {
         if let Some(tables) = crate::ffi::cuda::sim_driver_lacking() {
             f = crate::diagnose::causes::lacking_tables(f, &tables);
         }
-        let victim = crate::diagnose::causes::peer_first(&f);
-        if victim {
+        if crate::diagnose::causes::peer_first(&f) {
             std::thread::sleep(super::worker::PEER_FIRST);
         }
         self.stage = f.stage;
         self.leave(false);
-        if victim {
-            // A rank that only saw a peer fail is a victim: its line says so, and names no
-            // rank as failing (the job's verdict names the culprit). Under load the launcher
-            // may not have stopped it within PEER_FIRST.
-            let rank = f.rank.map(|r| r.to_string()).unwrap_or_else(|| "?".into());
-            println!(
-                "# consequence: rank {rank} (host {}) at {}: {}",
-                f.host,
-                f.stage,
-                f.detail()
-            );
-        } else {
-            println!("{}{f}", self.backing.prefix());
-        }
+        println!("{}{f}", self.backing.prefix());
         for line in &f.evidence {
             println!("#   evidence: {line}");
         }

@@ -404,10 +404,6 @@ impl JobView {
     pub fn summary(&self, me: Option<(Stage, Option<&str>, Option<&Failure>)>) -> Vec<String> {
         let mut out = Vec::new();
         match me {
-            Some((_, _, Some(f))) if crate::diagnose::causes::peer_first(f) => out.push(format!(
-                "# job: rank 0 stopped at {}, a consequence of another rank's failure (above)",
-                f.stage
-            )),
             Some((_, _, Some(f))) => {
                 out.push(format!("# job: rank 0 failed at {} (above)", f.stage))
             }
