@@ -82,7 +82,7 @@ pub fn worker(plan: &Plan) -> u8 {
 }
 
 /// How long a rank whose failure is [`causes::peer_first`] waits before reporting and exiting.
-pub(super) const PEER_FIRST: std::time::Duration = std::time::Duration::from_millis(1500);
+pub(super) const PEER_FIRST: std::time::Duration = std::time::Duration::from_millis(3000);
 
 impl Run<'_> {
     pub(super) fn enter(&mut self, stage: Stage) {
