@@ -262,9 +262,11 @@ const CUDA_MARKS: &[&str] = &[
 /// carries that family's marks: CUDA's, then the MPI layer's (one reader per family: a line
 /// from an unknown family stays unexplained and is quoted).
 pub fn family_finding(line: &str) -> Option<Finding> {
-    let id = if CUDA_MARKS.iter().any(|m| has_mark(line, m)) {
+    // CUDA's marks all begin a longer word (an enum name, "CUDA error: …"); the MPI layer's
+    // are words of their own unless they end in `_` or a space.
+    let id = if CUDA_MARKS.iter().any(|m| has_mark(line, m, false)) {
         "cuda-family"
-    } else if MPI_MARKS.iter().any(|m| has_mark(line, m)) {
+    } else if MPI_MARKS.iter().any(|m| has_mark(line, m, true)) {
         "mpi-family"
     } else {
         return None;
@@ -272,14 +274,14 @@ pub fn family_finding(line: &str) -> Option<Finding> {
     signature_finding(id, line)
 }
 
-/// Whether `mark` starts a word of `line` ("orted" the daemon, not "supported"), and ends one
-/// unless it ends in `_` or a space (a prefix such as `mca_`).
-fn has_mark(line: &str, mark: &str) -> bool {
+/// Whether `mark` starts a word of `line` ("orted" the daemon, not "supported"); with `whole`,
+/// also ends one, unless the mark ends in `_` or a space (a prefix such as `mca_`).
+fn has_mark(line: &str, mark: &str, whole: bool) -> bool {
     let b = line.as_bytes();
+    let open = !whole || mark.ends_with(['_', ' ']);
     line.match_indices(mark).any(|(at, _)| {
         let starts = at == 0 || !b[at - 1].is_ascii_alphanumeric();
         let end = at + mark.len();
-        let open = mark.ends_with(['_', ' ', ':']) || mark.starts_with("cudaError");
         let ends = open || end == b.len() || !b[end].is_ascii_alphanumeric();
         starts && ends
     })
@@ -321,14 +323,17 @@ fn finding(sig: &Signature, line: &str) -> Finding {
 /// failure" or an NCCL error name, a crash, a communicator refusing work after an earlier
 /// error) rather than naming a cause: a job's root cause is a specific finding when it has one.
 pub fn is_generic(signature: &str) -> bool {
-    signature.starts_with("loc-")
-        || signature == "ras-warning"
-        || signature == "crash"
-        || signature == "comm-async-error"
-        || signature == "mpi-family"
-        || signature == "cuda-family"
-        || is_weak(signature)
+    signature.starts_with("loc-") || GENERIC.contains(&signature) || is_weak(signature)
 }
+
+/// Signatures that place a failure without naming its cause (besides the location ones).
+const GENERIC: &[&str] = &[
+    "ras-warning",
+    "crash",
+    "comm-async-error",
+    "mpi-family",
+    "cuda-family",
+];
 
 /// The subsystem and stage one NCCL line of a process shows it in: the source file of a WARN
 /// or of an error-return trace (the generated table), else the topic NCCL's INFO text begins

@@ -442,15 +442,6 @@ impl State {
             f.category = caller.0;
             f.stage = caller.1.name().to_string();
             f.exit_code = caller.1.exit_code();
-            if let Some(by) = classify::location_finding(line) {
-                f.cause = format!(
-                    "{}: the call that failed is the socket it uses (the evidence), traced back \
-                     to {}",
-                    by.cause,
-                    clean(line.trim())
-                );
-                f.hint = by.hint.to_string();
-            }
             if f.severity == Severity::Consequence {
                 f.cause = format!(
                     "a connection of NCCL's bootstrap closed before the rendezvous finished \
@@ -463,28 +454,37 @@ impl State {
                           probes of the job's ports (NCCL 2.27.3+ ignores them), and pin the \
                           bootstrap to an interface they do not reach (NCCL_SOCKET_IFNAME)"
                     .to_string();
+            } else if let Some(by) = classify::location_finding(line) {
+                f.cause = format!(
+                    "{}: the call that failed is the socket it uses (the evidence), traced back \
+                     to {}",
+                    by.cause,
+                    clean(line.trim())
+                );
+                f.hint = by.hint.to_string();
             }
             self.socket_warn.remove(&key);
         }
-        if let Some(code) = code
-            && code != 0
-            && code != 7
-            && let Some((_, first, _)) = self.traces.iter().find(|(k, ..)| *k == key)
-        {
-            if socket_layer(first)
-                && !self.trace_callers.contains_key(&key)
-                && trace_caller(line).is_some()
+        if code.is_none_or(|c| c == 0 || c == 7) {
+            return;
+        }
+        // The process's first failing trace is kept; a later one may name the caller of a
+        // first that is in the socket layer.
+        let first_in_socket_layer = self
+            .traces
+            .iter()
+            .find(|(k, ..)| *k == key)
+            .map(|(_, first, _)| socket_layer(first));
+        match first_in_socket_layer {
+            None => self
+                .traces
+                .push((key, clean(line.trim()), self.summary.lines)),
+            Some(true)
+                if !self.trace_callers.contains_key(&key) && trace_caller(line).is_some() =>
             {
                 self.trace_callers.insert(key, clean(line.trim()));
             }
-            return;
-        }
-        if let Some(code) = code
-            && code != 0
-            && code != 7
-        {
-            self.traces
-                .push((key, clean(line.trim()), self.summary.lines));
+            Some(_) => {}
         }
     }
 
@@ -527,11 +527,12 @@ impl State {
     }
 
     fn remember(&mut self, line: &str) {
-        let mut slot = if self.recent.len() == RECENT {
-            self.recent.pop_front().unwrap_or_default()
-        } else {
-            (0, String::new())
-        };
+        // Full: the oldest line's buffer is reused; until then a new one is made.
+        let full = self.recent.len() == RECENT;
+        let mut slot = full
+            .then(|| self.recent.pop_front())
+            .flatten()
+            .unwrap_or_default();
         slot.0 = self.summary.lines;
         slot.1.clear();
         slot.1.push_str(line);
