@@ -497,7 +497,9 @@ impl State {
                 .iter()
                 .any(|f| f.severity >= Severity::Consequence && (f.host.clone(), f.pid) == *key)
         };
-        let retrying: Vec<_> = std::mem::take(&mut self.retrying).into_iter().collect();
+        // In the log's order, not the map's (which differs from run to run).
+        let mut retrying: Vec<_> = std::mem::take(&mut self.retrying).into_iter().collect();
+        retrying.sort_by_key(|(_, (_, no))| *no);
         for (key, (line, no)) in retrying {
             if has_failure(self, &key) {
                 continue;
