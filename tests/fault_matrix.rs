@@ -36,20 +36,36 @@ fn check(np: u32, case: &Case) -> String {
         ));
     }
     let want = format!("FAIL at {} on rank {} ", case.stage, case.rank);
-    if !t.lines().any(|l| l.contains(&want)) {
+    // A hang inside an operation (the simulation's run hang) looks alike from every rank: each
+    // waits for the others, and whose wait runs out first is chance. The job's verdict then
+    // names every rank stuck there, the faulty one among them, and none alone.
+    let inside_op = case.fault.starts_with("run@") && case.fault.ends_with(":hang");
+    let verdict = t.lines().rev().find(|l| l.starts_with("VERDICT: "));
+    if inside_op {
+        let among = verdict
+            .and_then(|l| l.split(&format!("FAIL at {} on ranks ", case.stage)).nth(1))
+            .and_then(|r| r.split(" (").next())
+            .is_some_and(|ranks| ranks.split(", ").any(|r| r == case.rank.to_string()));
+        if !among && !verdict.is_some_and(|l| l.contains(&want)) {
+            problems.push(format!(
+                "the verdict does not name rank {} among the ranks stuck in the operation: {verdict:?}",
+                case.rank
+            ));
+        }
+    } else if !t.lines().any(|l| l.contains(&want)) {
         problems.push(format!("no line containing '{want}'"));
     }
     // A hang is named within its deadline + 2 s (`--timeout 4`), by the supervisor ("no progress
     // for N s") or by the worker's own wait ("did not complete within N s").
     if case.fault.ends_with(":hang")
-        && let Some(secs) = t
-            .lines()
-            .find(|l| l.contains(&want))
-            .and_then(|l| {
-                (l.split("no progress for ").nth(1)).or_else(|| l.split("within ").nth(1))
-            })
-            .and_then(|r| r.split(' ').next())
-            .and_then(|n| n.parse::<f64>().ok())
+        && let Some(secs) = (if inside_op {
+            verdict
+        } else {
+            t.lines().find(|l| l.contains(&want))
+        })
+        .and_then(|l| (l.split("no progress for ").nth(1)).or_else(|| l.split("within ").nth(1)))
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse::<f64>().ok())
         && secs > 6.0
     {
         problems.push(format!("hang named after {secs} s (deadline 4 s)"));

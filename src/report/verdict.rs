@@ -84,12 +84,37 @@ pub fn job_verdict(failures: &[Failure]) -> Option<Verdict> {
         .cloned()
         .collect();
     let groups = crate::error::group(&culprits);
-    let g = groups.first()?;
+    let mut g = groups.first()?.clone();
+    // Waits that ran out in one stage all point away from their ranks, at nobody in
+    // particular: every one of them is as much a suspect, whatever its words.
+    let waits = level == Blame::Waited;
+    if waits {
+        for other in groups
+            .iter()
+            .skip(1)
+            .filter(|o| o.first.stage == g.first.stage)
+        {
+            for r in &other.ranks {
+                if !g.ranks.contains(r) {
+                    g.ranks.push(*r);
+                }
+            }
+            for h in &other.hosts {
+                if !g.hosts.contains(h) {
+                    g.hosts.push(h.clone());
+                }
+            }
+        }
+    }
     let named = |f: &Failure| {
-        blame(f) == level && crate::error::group(&[g.first.clone(), f.clone()]).len() == 1
+        blame(f) == level
+            && ((waits && f.stage == g.first.stage)
+                || crate::error::group(&[g.first.clone(), f.clone()]).len() == 1)
     };
     let mut consequences = Vec::new();
-    for f in failures.iter().filter(|f| !named(f)) {
+    // A rank named in the verdict is not also its consequence for being stopped after it.
+    let stopped_named = |f: &Failure| f.is_stopped() && g.ranks.contains(&f.rank);
+    for f in failures.iter().filter(|f| !named(f) && !stopped_named(f)) {
         let rank = f.rank.map(|r| r.to_string()).unwrap_or_else(|| "?".into());
         let line = format!("rank {rank} (host {}) at {}: {}", f.host, f.stage, f.error);
         if !consequences.contains(&line) {
@@ -261,6 +286,53 @@ pub(crate) mod tests {
             &format!("no progress for 7 s in the init stage {WAITED_MARK}"),
         );
         assert_eq!(blame(&hung_waiting), Blame::Waited);
+    }
+
+    #[test]
+    fn waits_that_ran_out_in_one_stage_are_named_together_whatever_their_words() {
+        // Rank 2's own wait ran out first; rank 0's supervisor found rank 3 still inside the
+        // same step (a hang inside an operation looks alike on every rank); rank 1 was stopped
+        // by the launcher, and is named with them instead of listed as their consequence.
+        let fs = [
+            at(
+                2,
+                Stage::Run,
+                "latency iterations of all_reduce 512 bytes did not complete within 5.5 s",
+            ),
+            at(
+                3,
+                Stage::Run,
+                &format!("still inside the run stage when the job ended, {WAITED_MARK}"),
+            ),
+            at(1, Stage::Run, &format!("{STOPPED} during the run stage")),
+            at(
+                0,
+                Stage::Finalize,
+                "communicator teardown did not complete within 5.5 s",
+            ),
+        ];
+        let v = job_verdict(&fs).unwrap();
+        assert_eq!(v.ranks, vec![2, 3], "{}", v.line);
+        assert!(
+            v.line.starts_with("FAIL at run on ranks 2, 3 "),
+            "{}",
+            v.line
+        );
+        // The wait in another stage stays a consequence; rank 1's stop is one too (not named).
+        assert_eq!(v.consequences.len(), 2, "{:?}", v.consequences);
+        // Once rank 1 is found stuck too, its stop is not listed beside its name.
+        let mut more = fs.to_vec();
+        more.push(at(
+            1,
+            Stage::Run,
+            &format!("still inside the run stage when the job ended, {WAITED_MARK}"),
+        ));
+        let v = job_verdict(&more).unwrap();
+        assert_eq!(v.ranks, vec![2, 3, 1]);
+        assert_eq!(v.consequences.len(), 1, "{:?}", v.consequences);
+        // A failure of a rank's own still names that rank alone.
+        more.push(at(1, Stage::Run, "unhandled cuda error"));
+        assert_eq!(job_verdict(&more).unwrap().ranks, vec![1]);
     }
 
     #[test]

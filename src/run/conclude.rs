@@ -116,7 +116,11 @@ pub(super) fn conclude(
                 } else {
                     Vec::new()
                 };
-                (lines, v.failures.clone())
+                let mut remote = v.failures.clone();
+                if !cancel && !walked_through(code) {
+                    remote.extend(stuck_alongside(w, &v, failure.as_ref()));
+                }
+                (lines, remote)
             })
             .unwrap_or_default(),
         None => Default::default(),
@@ -202,6 +206,26 @@ pub(super) fn conclude(
         code = exit::WRITE_FAILED;
     }
     code
+}
+
+/// Rank 0: when no rank failed on its own, only waits ran out in one stage, the ranks found
+/// inside that stage with no report of their own, rank 0 itself among them when the launcher
+/// stopped it there (see [`status::JobView::stuck_alongside`]).
+fn stuck_alongside(w: &Watch, v: &status::JobView, mine: Option<&Failure>) -> Vec<Failure> {
+    let mine = mine.filter(|f| !f.is_stopped());
+    let known: Vec<Failure> = mine.into_iter().chain(&v.failures).cloned().collect();
+    let mut out = v.stuck_alongside(&known);
+    if mine.is_none()
+        && status::all_waited_in_one_stage(&known) == Some(w.stage)
+        && !known.iter().any(|f| f.rank == Some(0))
+    {
+        let me = Who {
+            rank: Some(0),
+            host: w.host.clone(),
+        };
+        out.insert(0, status::stuck_in_step(&me, w.stage, w.step.as_deref()));
+    }
+    out
 }
 
 /// Rank 0, whose own wait on the other ranks ran out: gives the rank it waited for a moment

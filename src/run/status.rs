@@ -52,6 +52,43 @@ pub fn liveness(deadline: Duration) -> Duration {
     deadline.min(ALIVE_EVERY * MISSED_BEATS)
 }
 
+/// The stage every failure of `known` is a wait that ran out in, the launcher's stops aside;
+/// `None` when one is anything else (a failure of a rank's own names the culprit) or there is
+/// none.
+pub(super) fn all_waited_in_one_stage(known: &[Failure]) -> Option<Stage> {
+    use crate::report::results::{Blame, blame};
+    let waited = |f: &Failure| blame(f) == Blame::Waited;
+    let mut own = known.iter().filter(|f| !f.is_stopped());
+    let first = own.next()?;
+    (waited(first) && own.all(|f| f.stage == first.stage && waited(f))).then_some(first.stage)
+}
+
+/// A rank found inside `stage` (at `step`) when the job ended, with no failure of its own,
+/// while the ranks beside it reported waits that ran out there (see
+/// [`JobView::stuck_alongside`]). Worded as a wait, which is what it is known to have been.
+pub(super) fn stuck_in_step(who: &Who, stage: Stage, step: Option<&str>) -> Failure {
+    Failure::new(
+        stage,
+        who,
+        format!(
+            "still inside the {stage} stage{} when the job ended, {} like the ranks named with it, \
+             before its own wait ran out",
+            step.map(|s| format!(" ({s})")).unwrap_or_default(),
+            crate::error::WAITED_MARK
+        ),
+    )
+    .cause(
+        "no rank failed on its own: every rank named waited inside the same step, and from the \
+         host a hang inside an operation looks alike on every rank; whose wait ran out first is \
+         chance",
+    )
+    .hint(
+        "look at each named rank's host: dmesg (Xid errors), nvidia-smi; rerun with \
+         NCCL_DEBUG=INFO, and on NCCL 2.24+ ask NCCL's RAS (ncclras) for each rank's operation \
+         count",
+    )
+    .kind(crate::error::Kind::Waited)
+}
 /// A write on the status line that takes longer than this is given up: a stopped peer
 /// supervisor must not stop this one.
 pub(super) const WRITE_LIMIT: Duration = Duration::from_millis(200);
@@ -311,6 +348,43 @@ impl JobView {
             out.push((*rank, f));
         }
         out
+    }
+
+    /// When every failure known (`known`, rank 0's own among them when it has one) is a wait
+    /// that ran out in one stage, no rank failed on its own: the other ranks still inside that
+    /// stage with no report of their own (running, or stopped by the launcher before their
+    /// wait ran out) were stuck in the same place, and are as much suspects as the ranks that
+    /// reported. From the host, a hang inside an operation looks the same on every rank (each
+    /// waits for the others); whose wait runs out first is chance, so they are named together
+    /// instead of leaving out the ranks that were slower to report.
+    pub fn stuck_alongside(&self, known: &[Failure]) -> Vec<Failure> {
+        let Some(stage) = all_waited_in_one_stage(known) else {
+            return Vec::new();
+        };
+        let reported = |r: u32| known.iter().any(|f| f.rank == Some(r) && !f.is_stopped());
+        self.ranks
+            .iter()
+            .filter(|(rank, v)| {
+                !reported(**rank)
+                    && !v.lost
+                    && !v.unresponsive
+                    && v.stage == Some(stage)
+                    && !matches!(v.ended, Some((0, _)))
+                    && v.ended
+                        .as_ref()
+                        .is_none_or(|(_, f)| f.as_ref().is_none_or(Failure::is_stopped))
+            })
+            .map(|(rank, v)| {
+                stuck_in_step(
+                    &Who {
+                        rank: Some(*rank),
+                        host: v.host.clone(),
+                    },
+                    stage,
+                    v.step.as_deref(),
+                )
+            })
+            .collect()
     }
 
     /// Rank 0's supervisor was itself stopped for a while (see [`SELF_STOPPED`]): every rank's

@@ -326,3 +326,89 @@ fn a_host_cut_off_is_one_verdict_whatever_stage_each_of_its_ranks_was_in() {
         verdict.consequences
     );
 }
+
+#[test]
+fn ranks_inside_the_stage_where_only_waits_ran_out_are_stuck_alongside() {
+    let mut v = JobView {
+        nranks: 5,
+        ..Default::default()
+    };
+    for r in 1..5 {
+        v.apply(report(
+            r,
+            Event::Stage {
+                stage: Stage::Run,
+                rank: Some(r),
+            },
+        ));
+        v.apply(report(
+            r,
+            Event::Step {
+                what: "all_reduce 512 B: its iterations".into(),
+                waiting: false,
+            },
+        ));
+    }
+    let who = |rank| Who {
+        rank: Some(rank),
+        host: format!("h{rank}"),
+    };
+    // Rank 1's wait ran out; rank 2 was stopped by the launcher; rank 3 is still in run; rank
+    // 4 finished its run stage and went on to finalize.
+    let waited = Failure::new(
+        Stage::Run,
+        &who(1),
+        "latency iterations of all_reduce 512 bytes did not complete within 5.5 s",
+    )
+    .kind(crate::error::Kind::Waited);
+    v.apply(report(
+        1,
+        Event::Failed {
+            failure: waited.clone(),
+        },
+    ));
+    let stop = Failure::new(
+        Stage::Run,
+        &who(2),
+        format!("{} during the run stage", crate::error::STOPPED),
+    )
+    .kind(crate::error::Kind::Stopped);
+    v.apply(report(
+        2,
+        Event::Ended {
+            code: 143,
+            failure: Some(stop),
+            stages: Vec::new(),
+        },
+    ));
+    v.apply(report(
+        4,
+        Event::Stage {
+            stage: Stage::Finalize,
+            rank: Some(4),
+        },
+    ));
+    let known = v.failures.clone();
+    let stuck = v.stuck_alongside(&known);
+    let ranks: Vec<Option<u32>> = stuck.iter().map(|f| f.rank).collect();
+    assert_eq!(ranks, vec![Some(2), Some(3)]);
+    assert!(stuck.iter().all(|f| f.kind == crate::error::Kind::Waited
+        && f.stage == Stage::Run
+        && f.error.contains("(all_reduce 512 B: its iterations)")));
+    // Read back from the results file, the words say the same.
+    assert_eq!(
+        crate::error::Kind::read(&stuck[0].error, &[]),
+        crate::error::Kind::Waited
+    );
+    // A failure of a rank's own names the culprit: nobody is stuck alongside it.
+    let own = Failure::new(Stage::Run, &who(3), "unhandled cuda error");
+    assert!(v.stuck_alongside(&[waited.clone(), own]).is_empty());
+    // Waits in two stages point nowhere in particular either: nothing is added.
+    let other = Failure::new(
+        Stage::Finalize,
+        &who(4),
+        "communicator teardown did not complete within 5.5 s",
+    )
+    .kind(crate::error::Kind::Waited);
+    assert!(v.stuck_alongside(&[waited, other]).is_empty());
+}
