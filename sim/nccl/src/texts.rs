@@ -550,10 +550,13 @@ pub fn gdr_disabled() -> Line {
     }
 }
 
-/// `run`: this rank's link drops mid-run (connection reset): ncclSystemError here; its peers
-/// see the connection close.
+/// `run`: this rank's link drops mid-run: its send times out (`ETIMEDOUT`, TCP's retransmission
+/// timeout on a dead link; which errno a dead link gives is a guess, NCCL prints whatever
+/// `send` set, `socketProgressOpt`, src/misc/socket.cc v2.28.3-1): ncclSystemError here; its
+/// peers see the connection close. Not "Connection reset by peer": that is what a rank sees
+/// when its peer went away, the victim's words, not the culprit's.
 pub fn run_error(v: i32, peer: SocketAddrV4) -> Report {
-    transfer_failed(v, true, peer, "Connection reset by peer").trail(&[&at(
+    transfer_failed(v, true, peer, "Connection timed out").trail(&[&at(
         v,
         "transport/net.cc:1193",
         "transport/net.cc:1379",
