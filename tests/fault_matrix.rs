@@ -348,3 +348,30 @@ fn alike_failures_on_two_ranks_are_one_verdict() {
     assert_eq!(doc.verdict.stage, Some(Stage::ConnectProxy));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The same fault on every rank, at 4 ranks: every rank is named, whichever reported first.
+/// A failing rank keeps its process until rank 0 has concluded (or a bound), so the launcher
+/// does not stop the ranks about to report the same failure; before, which ranks were named
+/// changed from run to run (`init` on all 4 ranks, 5 runs: three different sets).
+#[test]
+fn a_fault_on_every_rank_names_every_rank() {
+    require_sim();
+    let mut wrong = Vec::new();
+    for (fault, stage) in [
+        ("driver:error", Stage::Driver),
+        ("alloc:error", Stage::Alloc),
+        ("init:error", Stage::Init),
+        ("import:error", Stage::ConnectImport),
+    ] {
+        for _ in 0..2 {
+            let o = sim_run(4, &[], &[("NCCL_SMOKE_SIM_FAULT", fault)]);
+            let t = text(&o);
+            let want = format!("VERDICT: FAIL at {stage} on ranks 0, 1, 2, 3 (host ");
+            let last = t.lines().rev().find(|l| l.starts_with("VERDICT: "));
+            if code(&o) != stage.exit_code() as i32 || !last.is_some_and(|l| l.contains(&want)) {
+                wrong.push(format!("{fault}: exit {}, verdict {last:?}", code(&o)));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -4,7 +4,7 @@
 use super::Plan;
 use super::recorder::{rank_table, record, say_line, say_verdict, walked};
 use super::status;
-use super::supervisor::{CANCEL_SETTLE, OWN_FAILURE, SETTLE};
+use super::supervisor::{CANCEL_SETTLE, GATHER, HOLD, OWN_FAILURE, SETTLE};
 use super::watch::{Watch, rank0_gone, who_label};
 use crate::error::{Failure, Who};
 use crate::progress::Event;
@@ -70,6 +70,12 @@ pub(super) fn conclude(
             failure: failure.clone(),
             stages,
         });
+        // A failure of this rank's own: the launcher stops every rank once this one exits,
+        // so it stays until rank 0 has concluded (or HOLD), for the ranks failing alike to
+        // report too.
+        if !walked_through(code) && failure.as_ref().is_some_and(|f| !f.is_stopped()) {
+            u.await_bye(HOLD, || term.load(Ordering::SeqCst));
+        }
         // A pass is only a pass once rank 0 has it: a rank 0 that vanished or stopped
         // answering would leave the job without a verdict.
         if walked_through(code)
@@ -101,6 +107,21 @@ pub(super) fn conclude(
         }
     }
     let failure = own.clone().or(failure);
+    if !walked_through(code)
+        && !cancel
+        && let Some(job) = &w.job
+    {
+        // The job failed: the other ranks' ends, those failing alike included, arrive within
+        // GATHER (each keeps its process for this rank's goodbye), unless the launcher is
+        // tearing the job down already.
+        let start = Instant::now();
+        while start.elapsed() < GATHER
+            && !term.load(Ordering::SeqCst)
+            && !job.lock().map(|v| v.all_ended()).unwrap_or(true)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
     if let (Some(job), Some(mine)) = (&w.job, failure.as_ref())
         && results::blame(mine) == results::Blame::Waited
     {

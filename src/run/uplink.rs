@@ -144,6 +144,19 @@ impl Uplink {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+
+    /// Waits up to `limit` for rank 0's goodbye (it has concluded the job), its line closing,
+    /// or `stop` (the launcher's signal).
+    pub fn await_bye(&self, limit: Duration, stop: impl Fn() -> bool) {
+        let start = Instant::now();
+        while start.elapsed() < limit && !stop() {
+            match self.down.lock() {
+                Ok(d) if !(d.bye || d.closed) => {}
+                _ => return,
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 impl Drop for Uplink {
