@@ -41,6 +41,18 @@ pub enum Kind {
     Crashed,
 }
 
+/// `word` with every `0x`-prefixed run of hex digits cut to its `0x`.
+fn without_hex(word: &str) -> String {
+    let mut out = String::with_capacity(word.len());
+    let mut rest = word;
+    while let Some(i) = rest.find("0x") {
+        out.push_str(&rest[..i + 2]);
+        rest = rest[i + 2..].trim_start_matches(|c: char| c.is_ascii_hexdigit());
+    }
+    out.push_str(rest);
+    out
+}
+
 /// How a supervisor's failure begins when the launcher stopped its rank.
 pub const STOPPED: &str = "stopped by the launcher";
 /// How rank 0's own failure begins when its supervisor ended the job because another rank
@@ -306,11 +318,14 @@ impl Group<'_> {
             );
             // NCCL names its /dev/shm segments `nccl-` and six random characters
             // (`ncclShmOpen`, src/misc/shmutils.cc v2.19.3-1): not a difference.
+            // Nor is an address NCCL prints in hex, a communicator's say (`comm %p`, as
+            // `ncclProxyStop`'s "comm 0x55a5… (rank = 3) destroys proxy resource error"):
+            // numbers, which the split below drops, but for their letters.
             let text = text
                 .split(' ')
                 .map(|w| match w.find("/dev/shm/nccl-") {
-                    Some(i) => &w[..i],
-                    None => w,
+                    Some(i) => w[..i].to_string(),
+                    None => without_hex(w),
                 })
                 .collect::<Vec<_>>()
                 .join(" ");
@@ -459,6 +474,24 @@ mod tests {
             "FAIL at connect:proxy on ranks 1, 3 (hosts b, a): ncclInternalError — try: raise the open-file limit"
         );
         assert_eq!(g[1].to_string(), fs[2].to_string());
+        // A communicator's address in hex is a number too; a word that differs is not.
+        let comm = |rank, addr: &str| {
+            at(
+                rank,
+                "a",
+                &format!(
+                    "ncclProxyStop: comm {addr} (rank = {rank}) destroys proxy resource error 2"
+                ),
+            )
+        };
+        let fs = [
+            comm(3, "0x55a550d8f430"),
+            comm(1, "0x55b7033df2e0"),
+            at(2, "a", "ncclProxyStop: comm 0xfe destroys nothing"),
+        ];
+        assert_eq!(group(&fs).len(), 2);
+        assert_eq!(group(&fs)[0].ranks, vec![Some(3), Some(1)]);
+        assert_eq!(without_hex("(0xdeadBEEF,0x1)face"), "(0x,0x)face");
     }
 
     #[test]
