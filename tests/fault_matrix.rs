@@ -70,6 +70,11 @@ fn check(np: u32, case: &Case) -> String {
     {
         problems.push(format!("hang named after {secs} s (deadline 4 s)"));
     }
+    // One job, one verdict: printed once, when the job is concluded.
+    let verdicts = t.lines().filter(|l| l.starts_with("VERDICT: ")).count();
+    if verdicts != 1 {
+        problems.push(format!("{verdicts} VERDICT lines (want exactly 1)"));
+    }
     if t.contains("panicked") {
         problems.push("a panic".into());
     }
@@ -368,8 +373,15 @@ fn a_fault_on_every_rank_names_every_rank() {
             let t = text(&o);
             let want = format!("VERDICT: FAIL at {stage} on ranks 0, 1, 2, 3 (host ");
             let last = t.lines().rev().find(|l| l.starts_with("VERDICT: "));
-            if code(&o) != stage.exit_code() as i32 || !last.is_some_and(|l| l.contains(&want)) {
-                wrong.push(format!("{fault}: exit {}, verdict {last:?}", code(&o)));
+            let verdicts = t.lines().filter(|l| l.starts_with("VERDICT: ")).count();
+            if code(&o) != stage.exit_code() as i32
+                || !last.is_some_and(|l| l.contains(&want))
+                || verdicts != 1
+            {
+                wrong.push(format!(
+                    "{fault}: exit {}, {verdicts} verdict line(s), the last {last:?}",
+                    code(&o)
+                ));
             }
         }
     }

@@ -73,7 +73,12 @@ pub(super) fn conclude(
         // A failure of this rank's own: the launcher stops every rank once this one exits,
         // so it stays until rank 0 has concluded (or HOLD), for the ranks failing alike to
         // report too.
-        if !walked_through(code) && failure.as_ref().is_some_and(|f| !f.is_stopped()) {
+        // Not when the failure is rank 0's (its supervisor is gone): no goodbye will come.
+        if !walked_through(code)
+            && failure
+                .as_ref()
+                .is_some_and(|f| !f.is_stopped() && f.rank != Some(0))
+        {
             u.await_bye(HOLD, || term.load(Ordering::SeqCst));
         }
         // A pass is only a pass once rank 0 has it: a rank 0 that vanished or stopped
@@ -112,18 +117,29 @@ pub(super) fn conclude(
         && let Some(job) = &w.job
     {
         // The job failed: the other ranks' ends, those failing alike included, arrive within
-        // GATHER (each keeps its process for this rank's goodbye), unless the launcher is
-        // tearing the job down already.
-        let start = Instant::now();
-        while start.elapsed() < GATHER
+        // GATHER of the first failure known (each keeps its process for this rank's goodbye),
+        // unless the launcher is tearing the job down already, or will at once: a rank's
+        // process is gone, which it saw (it stops every rank tens of milliseconds later).
+        let until = w
+            .first_remote
+            .as_ref()
+            .map_or_else(Instant::now, |c| c.since)
+            + GATHER;
+        while Instant::now() < until
             && !term.load(Ordering::SeqCst)
-            && !job.lock().map(|v| v.all_ended()).unwrap_or(true)
+            && !job
+                .lock()
+                .map(|v| v.all_ended() || v.any_lost())
+                .unwrap_or(true)
         {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+    // A wait of rank 0's own that ran out, or rank 0 ended the job after another rank's
+    // failure: a rank the waits were for may be behind in its own step.
     if let (Some(job), Some(mine)) = (&w.job, failure.as_ref())
-        && results::blame(mine) == results::Blame::Waited
+        && (results::blame(mine) == results::Blame::Waited
+            || (mine.is_stopped() && w.first_remote.is_some()))
     {
         name_laggards(plan, w, job, mine, term);
     }
@@ -154,7 +170,22 @@ pub(super) fn conclude(
         .filter(|f| !(cancel && f.is_stopped()))
         .cloned()
         .collect();
-    let verdict = w.job.as_ref().and_then(|_| results::job_verdict(&counted));
+    // Rank 0 waited at the first meeting of the ranks, or was stopped, and heard from no rank:
+    // no rank can report to rank 0 before the ranks first meet, so a rank that failed there
+    // names itself (below), and rank 0, which cannot know who, names nobody.
+    let unheard = w.job.as_ref().is_some_and(|j| {
+        remote.is_empty()
+            && j.lock()
+                .map(|v| v.nranks > 1 && v.ranks.is_empty())
+                .unwrap_or(false)
+    }) && failure
+        .as_ref()
+        .is_some_and(|f| f.is_stopped() || waited_at_launch(f));
+    let verdict = w
+        .job
+        .as_ref()
+        .filter(|_| !unheard)
+        .and_then(|_| results::job_verdict(&counted));
     let state = if cancel {
         RankState::Cancelled
     } else {
@@ -206,7 +237,23 @@ pub(super) fn conclude(
                 .unwrap_or_default()
         ));
     } else if let Some(v) = &verdict {
-        say_verdict(w, v, true);
+        say_verdict(w, v);
+    } else if unheard {
+        say_line(&format!(
+            "# job: rank 0 heard from no other rank (in the {} stage); no rank can report to \
+             rank 0 before the ranks first meet, so a rank that failed there names itself in \
+             its own VERDICT line",
+            w.stage
+        ));
+    } else if w.rank.unwrap_or(0) != 0
+        && w.uplink.is_none()
+        && let Some(f) = failure
+            .as_ref()
+            .filter(|f| f.stage == Stage::Launch && results::blame(f) == results::Blame::Own)
+    {
+        // This rank failed before the ranks first met: rank 0 cannot hear of it, so this
+        // rank's own line is the job's verdict.
+        say_line(&format!("VERDICT: {f}"));
     } else if w.rank.unwrap_or(0) != 0
         && let Some(f) = own.as_ref().filter(|f| f.rank == Some(0))
     {
@@ -227,6 +274,11 @@ pub(super) fn conclude(
         code = exit::WRITE_FAILED;
     }
     code
+}
+
+/// A wait that ran out in the launch stage, at the ranks' first meeting.
+fn waited_at_launch(f: &Failure) -> bool {
+    f.stage == Stage::Launch && results::blame(f) == results::Blame::Waited
 }
 
 /// Rank 0: when no rank failed on its own, only waits ran out in one stage, the ranks found

@@ -2,7 +2,7 @@
 //! verdict; the supervisor adds every rank's failure and the job's verdict (see
 //! [`crate::report::verdict::job_verdict`], the one place it is decided).
 
-use super::watch::Watch;
+use super::watch::{FirstRemote, Watch};
 use super::worker::Run;
 use crate::bench::{self, Buffers, SizeResult, Timing};
 use crate::bootstrap::Bootstrap;
@@ -20,7 +20,7 @@ use crate::stage::StageRecord;
 use crate::stage::{Stage, exit};
 use std::io::IsTerminal;
 use std::path::Path;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 impl Run<'_> {
     /// Rewrites the results file (rank 0). A failure is said once, not once per size; the run
@@ -306,23 +306,16 @@ pub(super) fn warn_shared_gpus(fp: &Fingerprint) {
     }
 }
 
-/// Rank 0 prints the job's verdict when it is new or changed (`always`: also when unchanged,
-/// at the end), with the consequences under it.
-pub(super) fn say_verdict(w: &mut Watch, v: &Verdict, always: bool) {
-    if !always && w.said.as_deref() == Some(v.line.as_str()) {
-        return;
+/// Rank 0 prints the job's verdict, with the consequences under it: once, at the job's end.
+pub(super) fn say_verdict(w: &Watch, v: &Verdict) {
+    let line = match &w.backend {
+        Some(b) => crate::report::backing::verdict_line(b, &v.line),
+        None => v.line.clone(),
+    };
+    say_line(&format!("VERDICT: {line}"));
+    for c in &v.consequences {
+        say_line(&format!("#   consequence: {c}"));
     }
-    if w.said.as_deref() != Some(v.line.as_str()) || always {
-        let line = match &w.backend {
-            Some(b) => crate::report::backing::verdict_line(b, &v.line),
-            None => v.line.clone(),
-        };
-        say_line(&format!("VERDICT: {line}"));
-        for c in &v.consequences {
-            say_line(&format!("#   consequence: {c}"));
-        }
-    }
-    w.said = Some(v.line.clone());
 }
 
 /// This rank's stages, the current one ending now (`ok`: it ended well).
@@ -437,10 +430,16 @@ pub(super) fn record_remote_failures(w: &mut Watch) {
         }
         w.recorded = all.len();
     }
-    let mut known = all;
-    known.extend(w.failed.clone());
-    if let Some(v) = results::job_verdict(&known) {
-        say_verdict(w, &v, false);
+    // The job has failed: rank 0 concludes it once the ranks failing alike have reported
+    // (see `watch`), and prints the one verdict then.
+    if w.first_remote.is_none()
+        && let Some(f) = all.first()
+    {
+        w.first_remote = Some(FirstRemote {
+            since: Instant::now(),
+            who: super::watch::who_label(f),
+            stage: f.stage,
+        });
     }
 }
 

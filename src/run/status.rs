@@ -404,6 +404,12 @@ impl JobView {
             .any(|v| v.ended.is_none() && (v.unresponsive || (v.lost && !self.failures.is_empty())))
     }
 
+    /// Whether a rank's status line closed without an end report: its process is gone, and the
+    /// launcher, which saw it go, is stopping every rank.
+    pub fn any_lost(&self) -> bool {
+        self.ranks.values().any(|v| v.lost && v.ended.is_none())
+    }
+
     /// Whether every other rank has connected to the status line (before that, a rank's
     /// failure may not have reached rank 0).
     pub fn all_connected(&self) -> bool {
@@ -526,11 +532,12 @@ impl JobView {
             .collect();
         // The status lines open after the launch stage's first collective: a job that ended in
         // its launch stage never opened them (the verdict above says why).
-        let own_launch = matches!(me, Some((_, _, Some(f))) if f.stage == Stage::Launch);
+        let own_launch = matches!(me, Some((Stage::Launch, _, _)));
+        let ranks = if missing.len() == 1 { "rank" } else { "ranks" };
         match (missing.join(", "), own_launch) {
             (m, _) if m.is_empty() => {}
             (m, true) => out.push(format!(
-                "# job: ranks {m}: no status line (the job ended in its launch stage, before \
+                "# job: {ranks} {m}: no status line (the job ended in its launch stage, before \
                  the status lines open)"
             )),
             (m, false) => out.push(format!("# job: ranks never heard from after launch: {m}")),

@@ -31,7 +31,8 @@ pub(super) const GRACE: Duration = Duration::from_millis(1000);
 /// total (deadline + 1.9 s) stays within deadline + 2 s.
 pub(super) const WAITING_BACKSTOP: Duration = Duration::from_millis(400);
 
-/// How long rank 0, its job failed, waits for the other ranks' end reports before it concludes:
+/// How long rank 0, its job failed, waits for the other ranks' end reports before it concludes
+/// (from the first failure it knows of; its own worker is stopped then if it is still running):
 /// ranks that fail alike at about the same moment all reach the verdict, instead of those the
 /// launcher stopped first being left out by chance.
 pub(super) const GATHER: Duration = Duration::from_millis(1000);
@@ -39,7 +40,7 @@ pub(super) const GATHER: Duration = Duration::from_millis(1000);
 /// How long a rank whose worker failed keeps its process for rank 0's goodbye: its exit makes
 /// the launcher stop every rank, those about to report the same failure among them. Longer than
 /// [`GATHER`], so that rank 0 concludes first when it can.
-pub(super) const HOLD: Duration = Duration::from_millis(1500);
+pub(super) const HOLD: Duration = Duration::from_millis(2000);
 
 /// How long rank 0 waits, after a pass, for the other ranks' end reports.
 pub(super) const SETTLE: Duration = Duration::from_secs(2);

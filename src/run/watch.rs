@@ -6,7 +6,7 @@ use super::conclude::conclude;
 use super::link::Msg;
 use super::recorder::record_remote_failures;
 use super::status::{self, JobView, Uplink};
-use super::supervisor::{GRACE, LAUNCHER_SIGNAL_WAIT, WAITING_BACKSTOP};
+use super::supervisor::{GATHER, GRACE, LAUNCHER_SIGNAL_WAIT, WAITING_BACKSTOP};
 use crate::diagnose::causes;
 use crate::error::{Failure, Who};
 use crate::ffi::os;
@@ -62,8 +62,8 @@ pub(super) struct Watch {
     /// Rank 0: how many of the other ranks' failures are printed, and in the results file.
     pub(super) announced: usize,
     pub(super) recorded: usize,
-    /// Rank 0: the verdict line printed last.
-    pub(super) said: Option<String>,
+    /// Rank 0: the first failure another rank reported (not a stop).
+    pub(super) first_remote: Option<FirstRemote>,
     /// The results file's `backend` when the worker said it (simulated GPUs only).
     pub(super) backend: Option<String>,
     /// The NCCL version code and communicator hash NCCL's RAS knows this rank's by.
@@ -71,6 +71,15 @@ pub(super) struct Watch {
     /// The stages left behind, timed, and when the current one was entered.
     pub(super) history: Vec<StageRecord>,
     pub(super) entered: Instant,
+}
+
+/// Rank 0: another rank's failure, and when it arrived.
+#[derive(Clone)]
+pub(super) struct FirstRemote {
+    pub(super) since: Instant,
+    /// Its rank, as a verdict names it ("rank 1").
+    pub(super) who: String,
+    pub(super) stage: Stage,
 }
 
 impl Watch {
@@ -91,7 +100,7 @@ impl Watch {
             job,
             announced: 0,
             recorded: 0,
-            said: None,
+            first_remote: None,
             backend: None,
             ras: None,
             history: Vec::new(),
@@ -225,6 +234,24 @@ pub(super) fn watch(
         {
             stop_worker(&mut child);
             let f = causes::ended_by_rank0(&who_at(&w, who), w.stage);
+            let code = f.exit_code();
+            return conclude(plan, &mut w, Some(f), code, term);
+        }
+        // Rank 0: another rank failed, and the ranks failing alike have had GATHER to report
+        // too. Rank 0 ends the job now, before the failing ranks stop waiting
+        // for its goodbye (HOLD) and their exit makes the launcher stop this one mid-verdict.
+        if w.failed.is_none()
+            && let Some(c) = w.first_remote.clone()
+            && c.since.elapsed() >= GATHER
+        {
+            let _ = child.kill();
+            // What the worker said before it was stopped (its own failure, at that moment).
+            drain(&mut w, &rx, closed, term);
+            let _ = child.wait();
+            if let Some(given) = w.failed.clone() {
+                return conclude(plan, &mut w, None, given.exit_code(), term);
+            }
+            let f = causes::ended_after(&who_at(&w, who), w.stage, &c.who, c.stage);
             let code = f.exit_code();
             return conclude(plan, &mut w, Some(f), code, term);
         }

@@ -135,6 +135,17 @@ pub fn ended_by_rank0(who: &Who, stage: Stage) -> Failure {
     .kind(Kind::Stopped)
 }
 
+/// Rank 0's supervisor ends the job: `culprit` (a rank label) failed on its own at `at`, and
+/// the ranks failing alike have had their moment to report.
+pub fn ended_after(who: &Who, stage: Stage, culprit: &str, at: Stage) -> Failure {
+    Failure::new(
+        stage,
+        who,
+        format!("{ENDED_BY_RANK0} during the {stage} stage: {culprit} failed at {at}"),
+    )
+    .kind(Kind::Stopped)
+}
+
 /// Another rank's supervisor (`seen_by`) lost rank 0's: the status line to it closed
 /// (`closed`), or it said nothing for more than `limit`.
 pub fn rank0_gone(
