@@ -53,6 +53,16 @@ fn without_hex(word: &str) -> String {
     out
 }
 
+/// `error` without the NCCL call that returned it: one communicator error reaches one rank as
+/// the return of the collective it enqueues (`ncclAllReduce returned ncclSystemError …`) and
+/// another, already waiting, through `ncclCommGetAsyncError`; the error is the same.
+fn without_caller(error: &str) -> &str {
+    match error.split_once(" returned ") {
+        Some((call, _)) if call.starts_with("nccl") && !call.contains(' ') => &error[call.len()..],
+        _ => error,
+    }
+}
+
 /// How a supervisor's failure begins when the launcher stopped its rank.
 pub const STOPPED: &str = "stopped by the launcher";
 /// How rank 0's own failure begins when its supervisor ended the job because another rank
@@ -312,7 +322,7 @@ impl Group<'_> {
         let words = |f: &Failure| {
             let text = format!(
                 "{}|{}|{}",
-                f.error,
+                without_caller(&f.error),
                 f.cause.as_deref().unwrap_or(""),
                 f.hint.as_deref().unwrap_or("")
             );
@@ -492,6 +502,32 @@ mod tests {
         assert_eq!(group(&fs).len(), 2);
         assert_eq!(group(&fs)[0].ranks, vec![Some(3), Some(1)]);
         assert_eq!(without_hex("(0xdeadBEEF,0x1)face"), "(0x,0x)face");
+        // One communicator error, surfaced by the collective on one rank and by the
+        // asynchronous query on another; a different error is not alike.
+        let fs = [
+            at(
+                0,
+                "a",
+                "ncclAllReduce returned ncclSystemError (2): unhandled system error",
+            ),
+            at(
+                1,
+                "a",
+                "ncclCommGetAsyncError returned ncclSystemError (2): unhandled system error",
+            ),
+            at(
+                2,
+                "a",
+                "ncclCommGetAsyncError returned ncclInternalError (3): internal error",
+            ),
+        ];
+        let g = group(&fs);
+        assert_eq!(g.len(), 2);
+        assert_eq!(g[0].ranks, vec![Some(0), Some(1)]);
+        assert_eq!(
+            without_caller("no call returned here"),
+            "no call returned here"
+        );
     }
 
     #[test]
