@@ -55,7 +55,10 @@ fn without_hex(word: &str) -> String {
 
 /// `error` without the NCCL call that returned it: one communicator error reaches one rank as
 /// the return of the collective it enqueues (`ncclAllReduce returned ncclSystemError …`) and
-/// another, already waiting, through `ncclCommGetAsyncError`; the error is the same.
+/// another, already waiting, through `ncclCommGetAsyncError`; the error is the same. NCCL's
+/// `ncclEnqueueCheck` (`src/enqueue.cc`) first calls `ncclCommEnsureReady` (`src/init.cc`),
+/// which returns the communicator's asynchronous error as the collective's own (NVIDIA/nccl
+/// v2.19.3-1, v2.23.4-1, v2.28.3-1).
 fn without_caller(error: &str) -> &str {
     match error.split_once(" returned ") {
         Some((call, _)) if call.starts_with("nccl") && !call.contains(' ') => &error[call.len()..],

@@ -79,7 +79,15 @@ pub(super) fn conclude(
                 .as_ref()
                 .is_some_and(|f| !f.is_stopped() && f.rank != Some(0))
         {
-            u.await_bye(HOLD, || term.load(Ordering::SeqCst));
+            // Every failing rank exits with the job's code once rank 0 has it: the launcher
+            // returns the first non-zero code (mpirun) or the highest (srun), and this rank
+            // may exit before rank 0 does.
+            if let Some(job) = u
+                .await_bye(HOLD, || term.load(Ordering::SeqCst))
+                .filter(|&c| c != exit::PASS)
+            {
+                code = job;
+            }
         }
         // A pass is only a pass once rank 0 has it: a rank 0 that vanished or stopped
         // answering would leave the job without a verdict.
@@ -268,7 +276,7 @@ pub(super) fn conclude(
     if let Some(job) = &w.job
         && let Ok(mut v) = job.lock()
     {
-        v.say_bye();
+        v.say_bye(Some(code));
     }
     if write_failed && code == exit::PASS {
         code = exit::WRITE_FAILED;

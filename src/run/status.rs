@@ -417,12 +417,21 @@ impl JobView {
     }
 
     /// Rank 0 is ending: tells every rank so, so that none takes the closed line for rank 0's
-    /// death.
-    pub fn say_bye(&mut self) {
+    /// death; with the job's exit code once rank 0 has concluded (`code`), which a failing
+    /// rank then exits with too, so that the launcher's code is the verdict's whichever rank
+    /// exits first (mpirun returns the first non-zero code, srun the highest).
+    pub fn say_bye(&mut self, code: Option<u8>) {
+        if self.bye && code.is_none() {
+            return;
+        }
         self.bye = true;
+        let word = match code {
+            Some(c) => format!("bye {c}\n"),
+            None => "bye\n".to_string(),
+        };
         for c in &self.conns {
             // Non-blocking: a rank whose line is full (its supervisor is stopped) misses it.
-            let _ = (&**c).write_all(b"bye\n");
+            let _ = (&**c).write_all(word.as_bytes());
         }
     }
 

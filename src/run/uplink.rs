@@ -17,6 +17,8 @@ pub struct Downlink {
     pub acked: bool,
     /// Rank 0 said it has ended.
     pub bye: bool,
+    /// The job's exit code, when rank 0 said it with its goodbye (it had concluded the job).
+    pub job_code: Option<u8>,
     /// The connection closed.
     pub closed: bool,
 }
@@ -58,6 +60,7 @@ impl Uplink {
                         last: Instant::now(),
                         acked: false,
                         bye: false,
+                        job_code: None,
                         closed: false,
                     }));
                     if let Ok(read) = stream.try_clone() {
@@ -146,16 +149,19 @@ impl Uplink {
     }
 
     /// Waits up to `limit` for rank 0's goodbye (it has concluded the job), its line closing,
-    /// or `stop` (the launcher's signal).
-    pub fn await_bye(&self, limit: Duration, stop: impl Fn() -> bool) {
+    /// or `stop` (the launcher's signal). Returns the job's exit code when rank 0 said it with
+    /// its goodbye after it had this rank's end report (the job's verdict counts this rank).
+    pub fn await_bye(&self, limit: Duration, stop: impl Fn() -> bool) -> Option<u8> {
         let start = Instant::now();
         while start.elapsed() < limit && !stop() {
             match self.down.lock() {
                 Ok(d) if !(d.bye || d.closed) => {}
-                _ => return,
+                Ok(d) => return d.job_code.filter(|_| d.acked),
+                Err(_) => return None,
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+        None
     }
 }
 
@@ -173,9 +179,13 @@ fn listen(read: TcpStream, down: Arc<Mutex<Downlink>>) {
             let Ok(line) = line else { break };
             let Ok(mut d) = down.lock() else { return };
             d.last = Instant::now();
-            match line.trim() {
-                "ack" => d.acked = true,
-                "bye" => d.bye = true,
+            let mut words = line.split_whitespace();
+            match words.next() {
+                Some("ack") => d.acked = true,
+                Some("bye") => {
+                    d.bye = true;
+                    d.job_code = words.next().and_then(|c| c.parse().ok()).or(d.job_code);
+                }
                 _ => {}
             }
         }

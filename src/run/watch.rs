@@ -142,7 +142,7 @@ pub(super) fn watch(
             && let Ok(mut v) = job.lock()
         {
             // First of all, so that no rank takes rank 0's closing line for its death.
-            v.say_bye();
+            v.say_bye(None);
         }
         if let Some(u) = w.uplink.as_mut() {
             u.keep_alive();
@@ -233,7 +233,7 @@ pub(super) fn watch(
             && job.lock().map(|v| v.has_gone_rank()).unwrap_or(false)
         {
             stop_worker(&mut child);
-            let f = causes::ended_by_rank0(&who_at(&w, who), w.stage);
+            let f = causes::ended_by_rank0(&who_at(&w, who), w.stage, "another rank is gone");
             let code = f.exit_code();
             return conclude(plan, &mut w, Some(f), code, term);
         }
@@ -251,7 +251,11 @@ pub(super) fn watch(
             if let Some(given) = w.failed.clone() {
                 return conclude(plan, &mut w, None, given.exit_code(), term);
             }
-            let f = causes::ended_after(&who_at(&w, who), w.stage, &c.who, c.stage);
+            let f = causes::ended_by_rank0(
+                &who_at(&w, who),
+                w.stage,
+                &format!("{} failed at {}", c.who, c.stage),
+            );
             let code = f.exit_code();
             return conclude(plan, &mut w, Some(f), code, term);
         }

@@ -124,24 +124,14 @@ pub fn stopped_by_launcher(who: &Who, stage: Stage) -> Failure {
     .kind(Kind::Stopped)
 }
 
-/// Rank 0's supervisor ends the job: another rank vanished or stopped answering, which the
-/// launcher cannot know.
-pub fn ended_by_rank0(who: &Who, stage: Stage) -> Failure {
+/// Rank 0's supervisor ends the job and stops its own worker, for `why`: another rank vanished
+/// or stopped answering (which the launcher cannot know), or another rank failed on its own
+/// and the ranks failing alike have had their moment to report.
+pub fn ended_by_rank0(who: &Who, stage: Stage, why: &str) -> Failure {
     Failure::new(
         stage,
         who,
-        format!("{ENDED_BY_RANK0} during the {stage} stage: another rank is gone"),
-    )
-    .kind(Kind::Stopped)
-}
-
-/// Rank 0's supervisor ends the job: `culprit` (a rank label) failed on its own at `at`, and
-/// the ranks failing alike have had their moment to report.
-pub fn ended_after(who: &Who, stage: Stage, culprit: &str, at: Stage) -> Failure {
-    Failure::new(
-        stage,
-        who,
-        format!("{ENDED_BY_RANK0} during the {stage} stage: {culprit} failed at {at}"),
+        format!("{ENDED_BY_RANK0} during the {stage} stage: {why}"),
     )
     .kind(Kind::Stopped)
 }

@@ -206,7 +206,7 @@ fn a_stop_by_the_launcher_is_no_failure_of_the_ranks_own() {
         f.error,
         "stopped by the launcher during the run stage (another rank failed, or the job was cancelled)"
     );
-    assert!(read_back(&ended_by_rank0(&who(), Stage::Init)).is_stopped());
+    assert!(read_back(&ended_by_rank0(&who(), Stage::Init, "another rank is gone")).is_stopped());
     let g = rank0_gone(
         "h0".into(),
         "rank 3",

@@ -267,7 +267,7 @@ fn one_listener_thread_answers_alive_ack_and_bye_on_each_line() {
         assert!((1..4).all(|r| v.ranks[&r].stage == Some(Stage::Run)));
     }
     // Rank 0 ends: every rank hears it, so none takes the silence after for rank 0's death.
-    view.lock().unwrap().say_bye();
+    view.lock().unwrap().say_bye(Some(14));
     let start = Instant::now();
     while !ups.iter().all(|u| u.down.lock().unwrap().bye) {
         assert!(
@@ -276,6 +276,14 @@ fn one_listener_thread_answers_alive_ack_and_bye_on_each_line() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+    // With the job's code: the rank whose end rank 0 had takes it, the others do not (the
+    // verdict may not count them).
+    assert!(
+        ups.iter()
+            .all(|u| u.down.lock().unwrap().job_code == Some(14))
+    );
+    assert_eq!(ups[1].await_bye(Duration::from_secs(1), || false), Some(14));
+    assert_eq!(ups[0].await_bye(Duration::from_secs(1), || false), None);
     // A rank whose line closes without an end report is lost; the ended one is not.
     drop(ups.remove(0));
     let start = Instant::now();
