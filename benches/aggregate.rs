@@ -276,7 +276,7 @@ fn side_channel() {
         let wall = beat_start.elapsed().as_secs_f64();
         let heard = view.lock().map(|v| v.heard).unwrap_or(0) - heard0;
         if let Ok(mut v) = view.lock() {
-            v.say_bye();
+            v.say_bye(None);
         }
         // The stand-ins' own pace: their slowest turn, and beats not sent whole.
         let (mut slowest, mut unsent) = (0u64, 0u64);

@@ -11,7 +11,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use nccl_smoke::comm::{Communicator, Region};
 use nccl_smoke::data::{DataType, RedOp};
 use nccl_smoke::ffi::cuda::{Device, DeviceBuffer, Driver, Event};
-use nccl_smoke::ffi::nccl::Nccl;
+use nccl_smoke::ffi::nccl::{CollArgs, Collective, Nccl};
 use nccl_smoke::patterns::select;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -56,16 +56,16 @@ fn bench(c: &mut Criterion) {
     let (dt, rop) = (dtype.nccl().0, op.nccl_code());
 
     let bare = || {
-        nccl.all_reduce(
-            send.ptr(),
-            recv.ptr(),
-            0,
-            dt,
-            rop,
-            comm.handle(),
-            &comm.stream,
-        )
-        .unwrap();
+        let args = CollArgs {
+            send: send.ptr(),
+            recv: recv.ptr(),
+            count: 0,
+            dtype: dt,
+            op: rop,
+            root: 0,
+        };
+        nccl.collective(Collective::AllReduce, args, comm.handle(), &comm.stream)
+            .unwrap();
     };
     let launch = || {
         p.launch(

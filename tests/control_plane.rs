@@ -100,33 +100,33 @@ fn control_plane(c: &Case) -> (std::process::Output, PathBuf, PathBuf) {
     if !c.blocking {
         env.push(("NCCL_COMM_BLOCKING", "0"));
     }
-    let o = mpirun(
-        c.np,
-        &[
-            "run",
-            "--backend",
-            "control-plane",
-            "--nccl-lib",
-            c.lib.to_str().unwrap(),
-            "-b",
-            "64K",
-            "-e",
-            "64K",
-            "-n",
-            "1",
-            "-w",
-            "0",
-            "--timeout",
-            "10",
-            "--stage-timeout",
-            "finalize=3",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        &env,
-        90,
-    );
+    let mut args = control_plane_args(c.lib);
+    args.extend(["--json", json.to_str().unwrap()]);
+    let o = mpirun(c.np, &args, &env, 90);
     (o, logs, json)
+}
+
+/// A control-plane run of one 64 KiB size on `lib`, bounded.
+fn control_plane_args(lib: &Path) -> Vec<&str> {
+    vec![
+        "run",
+        "--backend",
+        "control-plane",
+        "--nccl-lib",
+        lib.to_str().unwrap(),
+        "-b",
+        "64K",
+        "-e",
+        "64K",
+        "-n",
+        "1",
+        "-w",
+        "0",
+        "--timeout",
+        "10",
+        "--stage-timeout",
+        "finalize=3",
+    ]
 }
 
 fn what(c: &Case) -> String {
@@ -256,6 +256,28 @@ fn check_case(c: &Case) -> bool {
     let links = doc["control_plane"]["links"].as_array().unwrap();
     assert!(links.len() >= c.np as usize, "{name}: {links:?}");
     true
+}
+
+/// The collectives beyond all-reduce and all-to-all: every release's own ncclAllGather,
+/// ncclReduceScatter, ncclBroadcast, ncclReduce, and ncclGather and ncclScatter (native from
+/// 2.28.3, grouped sends and receives before) take nccl-smoke's arguments (root 0) and connect
+/// their ranks, on 3 ranks (an odd count: no pairing hides a wrong count or root).
+#[test]
+fn every_release_connects_the_collectives_beyond_all_reduce() {
+    let patterns = "all_gather,reduce_scatter,broadcast,reduce,gather,scatter";
+    for (version, lib) in wheel_nccls() {
+        let mut args = control_plane_args(&lib);
+        args.extend(["--patterns", patterns]);
+        let o = mpirun(3, &args, &[], 90);
+        let t = text(&o);
+        assert_eq!(code(&o), CONTROL_PLANE_OK, "{version}:\n{t}");
+        let want = format!(
+            "CONTROL PLANE OK — REAL NCCL {version} · SIMULATED GPUS — init and connect of \
+             {} on 3 rank(s)",
+            patterns.replace(',', ", ")
+        );
+        assert!(t.lines().any(|l| l.starts_with(&want)), "{version}:\n{t}");
+    }
 }
 
 /// The ordinary real path (no backend flag), pointed at the stand-in driver: the collectives

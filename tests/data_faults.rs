@@ -11,11 +11,17 @@ use std::collections::BTreeMap;
 
 const TYPES: [&str; 6] = ["float", "half", "bfloat16", "double", "int32", "int8"];
 const FAULTS: [&str; 5] = ["nothing", "partial", "flip", "nan", "peer"];
-const PATTERNS: [&str; 4] = [
+/// Every pattern that writes rank 1's receive buffer (a reduce and a gather write the root's
+/// only: see `tests/collectives.rs`).
+const PATTERNS: [&str; 8] = [
     "all_reduce",
     "all_to_all",
     "send_recv_ring",
     "send_recv_pairwise",
+    "all_gather",
+    "reduce_scatter",
+    "broadcast",
+    "scatter",
 ];
 
 /// The words the finding of `fault` must hold for `pattern` in type `dtype`.
@@ -38,7 +44,9 @@ fn finding(fault: &str, pattern: &str, dtype: &str) -> Vec<&'static str> {
             "wrong elements; e.g. element 0 received by rank 1 is",
             "(bytes 7f",
         ],
-        ("peer", "all_reduce") => vec!["rank 1 holds rank 1's own input instead of the reduction"],
+        ("peer", "all_reduce" | "reduce_scatter") => {
+            vec!["rank 1 holds rank 1's own input instead of the reduction"]
+        }
         ("peer", _) => vec!["rank 1 received rank 1's data where rank 0's was due"],
         _ => unreachable!(),
     }

@@ -40,6 +40,12 @@ fn real_library_version_path_and_capabilities_are_reported() {
             if native_alltoall { "yes" } else { "no" }
         );
         assert!(t.contains(&caps), "{version}: want '{caps}'\n{t}");
+        // Native gather and scatter came with 2.28.3 too.
+        let gs = format!(
+            "native ncclGather/ncclScatter {}",
+            if native_alltoall { "yes" } else { "no" }
+        );
+        assert!(t.contains(&gs), "{version}: want '{gs}'\n{t}");
         assert!(!t.contains("SIMULATED"), "{t}");
     }
 }

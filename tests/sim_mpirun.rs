@@ -159,7 +159,7 @@ fn grouped_send_recv_fallback_when_the_library_lacks_alltoall() {
             "-e",
             "16K",
             "--patterns",
-            "all_to_all",
+            "all_to_all,gather,scatter",
         ],
         &[("NCCL_SMOKE_SIM_NCCL_VERSION", "21903")],
         120,
@@ -167,4 +167,7 @@ fn grouped_send_recv_fallback_when_the_library_lacks_alltoall() {
     let t = text(&out);
     assert_eq!(code(&out), 0, "{t}");
     assert!(t.contains("native ncclAlltoAll no"), "{t}");
+    // Gather and scatter as nccl-tests runs them before NCCL 2.28: grouped sends and receives.
+    assert!(t.contains("native ncclGather/ncclScatter no"), "{t}");
+    assert!(t.contains("# gather, ") && t.contains("# scatter, "), "{t}");
 }

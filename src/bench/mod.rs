@@ -293,7 +293,7 @@ fn check_received(
 ) -> Result<verify::Check, CommError> {
     if let Some(dd) = &mut bufs.device {
         let (dtype, op) = (t.dtype, t.op);
-        let more = t.kernel_time(layout.recv_count * dtype.size());
+        let more = t.kernel_time(pattern.written(comm.rank, layout) * dtype.size());
         crate::progress::budget(more.as_secs_f64());
         let found = dd.check(
             comm,
@@ -316,9 +316,9 @@ fn check_received(
     let per = Buffers::chunk_elems(&bufs.stage_recv, t.dtype);
     let (rank, n) = (comm.rank, comm.nranks);
     let mut checker = verify::Checker::new(pattern, layout, t.dtype, t.op, rank, n, epoch);
-    let mut first = 0;
-    while first < layout.recv_count {
-        let k = per.min(layout.recv_count - first);
+    let (mut first, written) = (0, pattern.written(rank, layout));
+    while first < written {
+        let k = per.min(written - first);
         let chunk = &mut bufs.stage_recv[..k * sz];
         bufs.recv.copy_to_host(first * sz, chunk, &comm.stream)?;
         comm.wait_idle(t.deadline, what, Poll::Relaxed)?;
@@ -566,6 +566,7 @@ pub struct SampleError {
 /// Checks that `samples` hold one sample per rank, in rank order, each with the whole
 /// receive buffer checked when the data is checked.
 pub fn validate(
+    pattern: &dyn Pattern,
     layout: &Layout,
     t: &Timing,
     nranks: u32,
@@ -586,7 +587,7 @@ pub fn validate(
                 },
             });
         }
-        let want = layout.recv_count as u64;
+        let want = pattern.written(s.rank, layout) as u64;
         match (&s.check, t.check) {
             (None, true) => {
                 return Err(SampleError {

@@ -36,6 +36,10 @@ pub enum DeviceCheck {
     Clean { elements: u64 },
     /// Wrong elements, or not every element compared: check again on the host.
     Recheck(CheckResult),
+    /// The kernels cannot check this pattern on this rank (a reduction whose element i is
+    /// not the reduction of the ranks' element i: reduce-scatter's block of rank > 0): the
+    /// host checks it.
+    OnHost,
 }
 
 impl DeviceData {
@@ -110,9 +114,12 @@ impl DeviceData {
         deadline: std::time::Duration,
         what: &str,
     ) -> Result<DeviceCheck, CommError> {
-        let count = layout.recv_count as u64;
+        let count = pattern.written(comm.rank, layout) as u64;
         if count == 0 {
             return Ok(DeviceCheck::Clean { elements: 0 });
+        }
+        if on_host(pattern, layout, comm.rank, comm.nranks) {
+            return Ok(DeviceCheck::OnHost);
         }
         let table = self.table(dtype, comm)?;
         let (kop, per) = match blocks(pattern, layout, comm.rank, comm.nranks) {
@@ -125,7 +132,7 @@ impl DeviceData {
                     .copy_from_host(0, &self.blocks_host, &comm.stream)?;
                 (nccl_smoke_kernels::values::Op::Copy, per)
             }
-            None => (data::kernel_op(Some(op)), layout.recv_count),
+            None => (data::kernel_op(Some(op)), count as usize),
         };
         self.result_host = CheckResult::START.to_bytes();
         self.result
@@ -155,6 +162,15 @@ impl DeviceData {
             DeviceCheck::Recheck(r)
         })
     }
+}
+
+/// Whether `rank`'s receive buffer is a reduction the kernels cannot check: they compare
+/// element i with the reduction of the ranks' element i, and reduce-scatter's block on rank
+/// r > 0 starts at element `r × recvcount` of the reduction.
+pub fn on_host(pattern: &dyn Pattern, layout: &Layout, rank: u32, nranks: u32) -> bool {
+    pattern.reduces()
+        && pattern.written(rank, layout) > 0
+        && pattern.source(rank, nranks, 0, layout) != (Source::Reduced { index: 0 })
 }
 
 /// A copying pattern's receive buffer as blocks of `per` elements, each a run of one sender's
@@ -209,7 +225,10 @@ mod tests {
                     let layout = p.layout(bytes, 4, n);
                     for rank in 0..n {
                         let Some((list, per)) = blocks(*p, &layout, rank, n) else {
-                            for i in 0..layout.recv_count {
+                            if on_host(*p, &layout, rank, n) {
+                                continue;
+                            }
+                            for i in 0..p.written(rank, &layout) {
                                 assert_eq!(
                                     p.source(rank, n, i, &layout),
                                     Source::Reduced { index: i },

@@ -252,7 +252,7 @@ pub fn run(
                     },
                 })?;
                 if let Some(all) = gathered {
-                    super::validate(&layout, timing, nranks, &all)
+                    super::validate(*p, &layout, timing, nranks, &all)
                         .map_err(|error| SweepError::Sample { what, error })?;
                     let mut row = super::combine(*p, &layout, timing, nranks, &all);
                     row.requested_bytes = Some(size);

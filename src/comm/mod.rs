@@ -6,8 +6,10 @@
 
 use crate::ffi::cuda::{CudaError, DevPtr, DeviceBuffer, Stream};
 use crate::ffi::nccl::{
-    CommHandle, DataTypeCode, Issued, Nccl, NcclError, RedOpCode, ResultCode, UniqueId,
+    CollArgs, CommHandle, DataTypeCode, Issued, Nccl, NcclError, RedOpCode, ResultCode, UniqueId,
 };
+
+pub use crate::ffi::nccl::Collective;
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
@@ -397,21 +399,35 @@ impl<'n> Communicator<'n> {
         self.nccl.last_error(Some(self.handle))
     }
 
-    pub fn all_reduce(
+    /// One collective (see [`Collective`]) with NCCL's `count`: the send and receive regions
+    /// must hold what `nccl.h` says the collective reads and writes for it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn collective(
         &self,
+        c: Collective,
         send: Region,
         recv: Region,
         count: usize,
         dtype: (DataTypeCode, usize),
         op: RedOpCode,
+        root: u32,
     ) -> Result<()> {
-        let bytes = count * dtype.1;
-        let s = send.ptr(bytes, "all_reduce send")?;
-        let r = recv.ptr(bytes, "all_reduce recv")?;
-        let issued = self
-            .nccl
-            .all_reduce(s, r, count, dtype.0, op, self.handle, &self.stream)?;
-        self.settle(issued, "ncclAllReduce")
+        let (bytes, n) = (count * dtype.1, self.nranks as usize);
+        let (send_bytes, recv_bytes) = match c {
+            Collective::AllGather | Collective::Gather => (bytes, bytes * n),
+            Collective::ReduceScatter | Collective::Scatter => (bytes * n, bytes),
+            Collective::AllReduce | Collective::Broadcast | Collective::Reduce => (bytes, bytes),
+        };
+        let args = CollArgs {
+            send: send.ptr(send_bytes, "collective send")?,
+            recv: recv.ptr(recv_bytes, "collective recv")?,
+            count,
+            dtype: dtype.0,
+            op,
+            root: root as i32,
+        };
+        let issued = self.nccl.collective(c, args, self.handle, &self.stream)?;
+        self.settle(issued, c.symbol())
     }
 
     /// Native `ncclAlltoAll`; `count` elements per peer.

@@ -1,7 +1,7 @@
 //! `ncclAllReduce`: every rank ends with the reduction of all ranks' buffers.
 
 use super::{Layout, Pattern, Source};
-use crate::comm::{CommError, Communicator, Region};
+use crate::comm::{Collective, CommError, Communicator, Region};
 use crate::data::{DataType, RedOp};
 
 pub struct AllReduce;
@@ -16,12 +16,7 @@ impl Pattern for AllReduce {
     }
 
     fn layout(&self, bytes: usize, elem_size: usize, _nranks: u32) -> Layout {
-        let count = bytes / elem_size;
-        Layout {
-            count,
-            recv_count: count,
-            per_peer: count,
-        }
+        Layout::whole(bytes, elem_size)
     }
 
     fn busbw_factor(&self, nranks: u32) -> f64 {
@@ -37,7 +32,15 @@ impl Pattern for AllReduce {
         dtype: DataType,
         op: RedOp,
     ) -> Result<(), CommError> {
-        comm.all_reduce(send, recv, layout.count, dtype.nccl(), op.nccl_code())
+        comm.collective(
+            Collective::AllReduce,
+            send,
+            recv,
+            layout.count,
+            dtype.nccl(),
+            op.nccl_code(),
+            0,
+        )
     }
 
     fn source(&self, _rank: u32, _nranks: u32, index: usize, _layout: &Layout) -> Source {

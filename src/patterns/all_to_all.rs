@@ -24,7 +24,7 @@ impl Pattern for AllToAll {
     }
 
     fn busbw_factor(&self, nranks: u32) -> f64 {
-        (nranks as f64 - 1.0) / nranks as f64
+        super::spread(nranks)
     }
 
     fn count_column(&self, layout: &Layout) -> usize {

@@ -5,8 +5,14 @@
 //! verification needs no extra communication and a wrong element is attributed to its sender.
 //! Adding a pattern is one new file and one line in [`REGISTRY`].
 
+mod all_gather;
 mod all_reduce;
 mod all_to_all;
+mod broadcast;
+mod gather;
+mod reduce;
+mod reduce_scatter;
+mod scatter;
 mod send_recv_pairwise;
 mod send_recv_ring;
 
@@ -25,6 +31,39 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// One buffer of `bytes / elem_size` elements sent and received (all-reduce, broadcast,
+    /// reduce).
+    pub fn whole(bytes: usize, elem_size: usize) -> Layout {
+        let count = bytes / elem_size;
+        Layout {
+            count,
+            recv_count: count,
+            per_peer: count,
+        }
+    }
+
+    /// nccl-tests' `base = (count/nranks) & ~(16/eltSize - 1)` sent by each rank and `nranks`
+    /// times that received (all-gather, gather; `src/all_gather.cu`, `src/gather.cu`).
+    pub fn gathered(bytes: usize, elem_size: usize, nranks: u32) -> Layout {
+        let per = per_peer_count(bytes, elem_size, nranks as usize);
+        Layout {
+            count: per,
+            recv_count: per * nranks as usize,
+            per_peer: per,
+        }
+    }
+
+    /// `nranks × base` sent by each rank and `base` received (reduce-scatter, scatter;
+    /// `src/reduce_scatter.cu`, `src/scatter.cu`).
+    pub fn scattered(bytes: usize, elem_size: usize, nranks: u32) -> Layout {
+        let l = Layout::gathered(bytes, elem_size, nranks);
+        Layout {
+            count: l.recv_count,
+            recv_count: l.count,
+            per_peer: l.per_peer,
+        }
+    }
+
     /// Bytes each rank sends.
     pub fn bytes(&self, dtype: DataType) -> usize {
         self.count * dtype.size()
@@ -46,6 +85,21 @@ pub fn per_peer_count(bytes: usize, elem_size: usize, peers: usize) -> usize {
     per & !(align - 1)
 }
 
+/// The root of the rooted collectives (broadcast, reduce): rank 0, nccl-tests' default (`-r`).
+pub const ROOT: u32 = 0;
+
+/// nccl-tests' busbw factor of the collectives that move `(nranks - 1) / nranks` of the data
+/// across ranks (all-to-all, all-gather, reduce-scatter, gather, scatter).
+pub fn spread(nranks: u32) -> f64 {
+    (nranks as f64 - 1.0) / nranks as f64
+}
+
+/// What a rooted pattern's rank receives: everything on the root, nothing elsewhere (reduce,
+/// gather).
+pub fn on_root_only(rank: u32, layout: &Layout) -> usize {
+    if rank == ROOT { layout.recv_count } else { 0 }
+}
+
 /// Where a received element comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
@@ -53,6 +107,18 @@ pub enum Source {
     Rank { rank: u32, index: usize },
     /// The reduction over all ranks of their element `index`.
     Reduced { index: usize },
+}
+
+impl Source {
+    /// Element `index` of a buffer made of one block of `per` elements from each rank in rank
+    /// order (all-gather, a gather's root): rank `index / per`'s element `index % per`.
+    pub fn block(index: usize, per: usize) -> Source {
+        let per = per.max(1);
+        Source::Rank {
+            rank: (index / per) as u32,
+            index: index % per,
+        }
+    }
 }
 
 /// One communication pattern.
@@ -71,6 +137,11 @@ pub trait Pattern: Sync {
     fn count_column(&self, layout: &Layout) -> usize {
         layout.count
     }
+    /// Elements of `rank`'s receive buffer the operation writes, the first ones: every
+    /// element, but for a reduce, whose non-root ranks receive nothing.
+    fn written(&self, _rank: u32, layout: &Layout) -> usize {
+        layout.recv_count
+    }
     /// Queues one operation on the communicator's stream.
     fn launch(
         &self,
@@ -81,7 +152,8 @@ pub trait Pattern: Sync {
         dtype: DataType,
         op: RedOp,
     ) -> Result<(), CommError>;
-    /// Where element `index` of `rank`'s receive buffer comes from.
+    /// Where element `index` of `rank`'s receive buffer comes from (`index` below
+    /// [`Pattern::written`]).
     fn source(&self, rank: u32, nranks: u32, index: usize, layout: &Layout) -> Source;
 }
 
@@ -91,16 +163,28 @@ pub static REGISTRY: &[&dyn Pattern] = &[
     &all_to_all::AllToAll,
     &send_recv_ring::SendRecvRing,
     &send_recv_pairwise::SendRecvPairwise,
+    &all_gather::AllGather,
+    &reduce_scatter::ReduceScatter,
+    &broadcast::Broadcast,
+    &reduce::Reduce,
+    &gather::Gather,
+    &scatter::Scatter,
 ];
 
 /// Resolves a `--patterns` list: exact names, or a prefix (`send_recv` selects both shapes).
 pub fn select(names: &[String]) -> Result<Vec<&'static dyn Pattern>, String> {
     let mut out: Vec<&'static dyn Pattern> = Vec::new();
     for want in names {
-        let hits: Vec<_> = REGISTRY
-            .iter()
-            .filter(|p| p.name() == want || p.name().starts_with(&format!("{want}_")))
-            .collect();
+        // An exact name selects that pattern alone (`reduce` is not `reduce_scatter`).
+        let exact: Vec<_> = REGISTRY.iter().filter(|p| p.name() == want).collect();
+        let hits: Vec<_> = if exact.is_empty() {
+            REGISTRY
+                .iter()
+                .filter(|p| p.name().starts_with(&format!("{want}_")))
+                .collect()
+        } else {
+            exact
+        };
         if hits.is_empty() {
             let known: Vec<_> = REGISTRY.iter().map(|p| p.name()).collect();
             return Err(format!(
@@ -132,6 +216,98 @@ mod tests {
         assert_eq!(by_name("all_to_all").busbw_factor(n), 7.0 / 8.0);
         assert_eq!(by_name("send_recv_ring").busbw_factor(n), 1.0);
         assert_eq!(by_name("send_recv_pairwise").busbw_factor(n), 1.0);
+        // NVIDIA/nccl-tests v2.19.6: AllGatherGetBw and ReduceScatterGetBw
+        // (`factor = (nranks - 1)/nranks`, src/all_gather.cu:42, src/reduce_scatter.cu:41),
+        // BroadcastGetBw (`factor = 1`, src/broadcast.cu:38), ReduceGetBw (`busBw = baseBw`,
+        // src/reduce.cu:39).
+        assert_eq!(by_name("all_gather").busbw_factor(n), 7.0 / 8.0);
+        assert_eq!(by_name("reduce_scatter").busbw_factor(n), 7.0 / 8.0);
+        assert_eq!(by_name("broadcast").busbw_factor(n), 1.0);
+        assert_eq!(by_name("reduce").busbw_factor(n), 1.0);
+    }
+
+    /// nccl-tests v2.19.6's GetCollByteCount of each program (src/all_gather.cu:10,
+    /// src/reduce_scatter.cu:10, src/broadcast.cu:10, src/reduce.cu:10): the count column is
+    /// `paramcount`, the size column (algbw's bytes) `max(sendcount, recvcount) × eltSize`,
+    /// which for all-gather and reduce-scatter is `count × nranks` as in their GetBw.
+    #[test]
+    fn counts_are_nccl_tests_ones() {
+        // 1 MiB of floats over 3 ranks: base = (262144/3) & ~3 = 87380.
+        let ag = by_name("all_gather").layout(1 << 20, 4, 3);
+        assert_eq!((ag.count, ag.recv_count), (87380, 262140));
+        assert_eq!(by_name("all_gather").count_column(&ag), 87380);
+        assert_eq!(ag.size_column(DataType::Float), 262140 * 4);
+        let rs = by_name("reduce_scatter").layout(1 << 20, 4, 3);
+        assert_eq!((rs.count, rs.recv_count), (262140, 87380));
+        assert_eq!(by_name("reduce_scatter").count_column(&rs), 87380);
+        assert_eq!(rs.size_column(DataType::Float), 262140 * 4);
+        for name in ["broadcast", "reduce"] {
+            let l = by_name(name).layout(1000, 8, 3);
+            assert_eq!((l.count, l.recv_count), (125, 125), "{name}");
+            assert_eq!(by_name(name).count_column(&l), 125, "{name}");
+        }
+        // Gather and scatter: src/gather.cu:8, src/scatter.cu:8.
+        let g = by_name("gather").layout(1 << 20, 4, 3);
+        assert_eq!((g.count, g.recv_count), (87380, 262140));
+        assert_eq!(by_name("gather").count_column(&g), 87380);
+        let s = by_name("scatter").layout(1 << 20, 4, 3);
+        assert_eq!((s.count, s.recv_count), (262140, 87380));
+        assert_eq!(by_name("scatter").count_column(&s), 87380);
+        assert_eq!(s.size_column(DataType::Float), 262140 * 4);
+        // GatherGetBw, ScatterGetBw: factor (nranks - 1)/nranks (src/gather.cu:36,
+        // src/scatter.cu:32).
+        assert_eq!(by_name("gather").busbw_factor(4), 0.75);
+        assert_eq!(by_name("scatter").busbw_factor(4), 0.75);
+        // A reduce writes the root's receive buffer only, as a gather does; every other
+        // pattern every rank's.
+        let l = by_name("reduce").layout(64, 4, 4);
+        assert_eq!(
+            (0..4)
+                .map(|r| by_name("reduce").written(r, &l))
+                .collect::<Vec<_>>(),
+            [16, 0, 0, 0]
+        );
+        assert_eq!(by_name("broadcast").written(3, &l), 16);
+        let l = by_name("gather").layout(64, 4, 4);
+        assert_eq!(
+            (0..4)
+                .map(|r| by_name("gather").written(r, &l))
+                .collect::<Vec<_>>(),
+            [16, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn gathered_and_broadcast_elements_name_their_sender() {
+        let ag = by_name("all_gather");
+        let l = ag.layout(4 * 16, 4, 4); // 4 elements (16 bytes) from each rank
+        assert_eq!(ag.source(2, 4, 0, &l), Source::Rank { rank: 0, index: 0 });
+        assert_eq!(ag.source(2, 4, 13, &l), Source::Rank { rank: 3, index: 1 });
+        let bc = by_name("broadcast");
+        let l = bc.layout(64, 4, 4);
+        assert_eq!(
+            bc.source(3, 4, 7, &l),
+            Source::Rank {
+                rank: ROOT,
+                index: 7
+            }
+        );
+        let g = by_name("gather");
+        let l = g.layout(4 * 16, 4, 4);
+        assert_eq!(g.source(ROOT, 4, 9, &l), Source::Rank { rank: 2, index: 1 });
+        let sc = by_name("scatter");
+        let l = sc.layout(4 * 16, 4, 4);
+        assert_eq!(
+            sc.source(3, 4, 1, &l),
+            Source::Rank {
+                rank: ROOT,
+                index: 13
+            }
+        );
+        // Reduce-scatter: rank r's element i is element r × recvcount + i of the reduction.
+        let rs = by_name("reduce_scatter");
+        let l = rs.layout(4 * 16, 4, 4);
+        assert_eq!(rs.source(2, 4, 1, &l), Source::Reduced { index: 9 });
     }
 
     #[test]
@@ -145,6 +321,13 @@ mod tests {
             names,
             ["send_recv_ring", "send_recv_pairwise", "all_reduce"]
         );
+        // An exact name is that pattern alone; a prefix a family.
+        let names: Vec<_> = select(&["reduce".into()])
+            .unwrap()
+            .iter()
+            .map(|p| p.name())
+            .collect();
+        assert_eq!(names, ["reduce"]);
         let e = select(&["allreduce".into()]).err().unwrap();
         assert!(
             e.contains("unknown pattern 'allreduce'") && e.contains("all_reduce"),
@@ -176,7 +359,12 @@ mod tests {
     /// element goes to exactly one receiver: the data flow is a permutation.
     #[test]
     fn point_to_point_sources_form_a_permutation() {
-        for name in ["all_to_all", "send_recv_ring", "send_recv_pairwise"] {
+        for name in [
+            "all_to_all",
+            "send_recv_ring",
+            "send_recv_pairwise",
+            "scatter",
+        ] {
             let p = by_name(name);
             for n in [1u32, 2, 3, 4, 5] {
                 let l = p.layout(4 * 60, 4, n);

@@ -291,6 +291,7 @@ mod tests {
                     finalize: true,
                     alltoall: false,
                     split: true,
+                    gather_scatter: false,
                 },
                 simulated: None,
             }),

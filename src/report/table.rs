@@ -39,12 +39,13 @@ pub fn nccl_lines(n: &NcclInfo) -> Vec<String> {
     vec![
         format!("# nccl: {} ({}){sim}", n.version, n.path),
         format!(
-            "# nccl capabilities: non-blocking init {}, ncclGetLastError {}, ncclCommFinalize {}, native ncclAlltoAll {}, ncclCommSplit {}",
+            "# nccl capabilities: non-blocking init {}, ncclGetLastError {}, ncclCommFinalize {}, native ncclAlltoAll {}, ncclCommSplit {}, native ncclGather/ncclScatter {}",
             yes_no(c.init_rank_config),
             yes_no(c.last_error),
             yes_no(c.finalize),
             yes_no(c.alltoall),
-            yes_no(c.split)
+            yes_no(c.split),
+            yes_no(c.gather_scatter)
         ),
     ]
 }

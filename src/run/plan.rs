@@ -247,7 +247,21 @@ impl Plan {
                                      (--data-on host: every byte crosses PCIe twice)"
             }
         };
-        format!("# data: {how}")
+        // Reduce-scatter's blocks on ranks > 0 are not what the check kernel computes
+        // (`bench::on_device::on_host`).
+        let host_checked = self.check
+            && self.data_on == DataOn::Device
+            && self.patterns.iter().any(|p| {
+                crate::patterns::select(std::slice::from_ref(p))
+                    .is_ok_and(|ps| ps.iter().any(|p| p.name() == "reduce_scatter"))
+            });
+        let rs = if host_checked {
+            "; reduce_scatter's received blocks are checked by the host, through the staging \
+             buffer"
+        } else {
+            ""
+        };
+        format!("# data: {how}{rs}")
     }
 
     /// How the columns are timed (one line for the run's header).

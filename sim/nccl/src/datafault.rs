@@ -5,6 +5,7 @@
 //! No NCCL source: these act out failures of the device (a kernel that did not run, a transfer
 //! cut short, a flipped bit, a mis-routed buffer), which NCCL has no code for.
 
+use crate::colls::Coll;
 use crate::ops::{self, Op, Ptr};
 use crate::reduce;
 use nccl_smoke_fault::DataFault;
@@ -87,17 +88,46 @@ fn nan_of(dtype: u32) -> [u8; 8] {
     }
 }
 
-/// Another rank's data in the receive buffer: all-to-all's chunks shifted by one peer (chunk
-/// p gets what peer p+1 sent); several receives of one group shifted by one; a lone receive or
-/// an all-reduce gets this rank's own send buffer.
+/// A receive buffer in one chunk per peer (all-to-all, all-gather, a gather's root), or `None`.
+fn chunked(op: &Op) -> Option<Ptr> {
+    match *op {
+        Op::AllToAll { recv, .. }
+        | Op::Coll {
+            kind: Coll::AllGather | Coll::Gather,
+            recv,
+            ..
+        } => Some(recv),
+        _ => None,
+    }
+}
+
+/// Another rank's data in the receive buffer: all-to-all's and all-gather's chunks shifted by
+/// one peer (chunk p gets what peer p+1 sent); several receives of one group shifted by one; a
+/// lone receive or another collective gets this rank's own send buffer (at least as long as
+/// what it receives).
 fn peer(ops: &[Op], nranks: usize, bytes: Option<u64>) {
     let recvs = regions(ops, nranks, bytes);
     let own_send = ops.iter().find_map(|op| match *op {
         Op::AllReduce { send, .. } | Op::Send { buf: send, .. } => Some(send),
+        // Its own block of its input, where a reduce-scatter's or a scatter's block was due
+        // (a scatter's non-root send buffer, which NCCL does not read, may be absent).
+        Op::Coll {
+            kind: Coll::ReduceScatter | Coll::Scatter,
+            send,
+            me,
+            ..
+        } if send.0 != 0 => op.recv_region(nranks).map(|(_, len)| send.at(me * len)),
+        Op::Coll {
+            kind: Coll::Scatter,
+            ..
+        } => None,
+        Op::Coll { kind, send, .. } if !matches!(kind, Coll::AllGather | Coll::Gather) => {
+            Some(send)
+        }
         _ => None,
     });
     for op in ops {
-        if let Op::AllToAll { recv, .. } = *op
+        if let Some(recv) = chunked(op)
             && let Some((_, len)) = op.recv_region(nranks)
             && recvs.iter().any(|(p, _, _)| *p == recv)
         {
@@ -108,10 +138,7 @@ fn peer(ops: &[Op], nranks: usize, bytes: Option<u64>) {
     }
     let singles: Vec<&(Ptr, usize, u32)> = recvs
         .iter()
-        .filter(|(p, _, _)| {
-            !ops.iter()
-                .any(|op| matches!(*op, Op::AllToAll { recv, .. } if recv == *p))
-        })
+        .filter(|(p, _, _)| !ops.iter().any(|op| chunked(op) == Some(*p)))
         .collect();
     if singles.len() > 1 {
         // SAFETY: as above; the copies are taken before any buffer is rewritten.
@@ -127,7 +154,8 @@ fn peer(ops: &[Op], nranks: usize, bytes: Option<u64>) {
         }
     } else if let (Some((p, len, _)), Some(send)) = (singles.first(), own_send) {
         // SAFETY: the send buffer of this batch, at least as long as the receive (all-reduce,
-        // and a ring's send and receive, are the same count).
+        // broadcast, reduce and a ring's send and receive are the same count; a reduce-scatter's
+        // or a scatter's block `me` of `nranks` is inside its send buffer).
         let mine = unsafe { ops::copy_out(send, *len) };
         unsafe { ops::dest(*p, *len) }.copy_from_slice(&mine);
     }

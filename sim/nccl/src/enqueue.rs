@@ -2,6 +2,7 @@
 //! buffers), its COLL line, then the group machinery.
 
 use crate::call::{fail, lookup};
+use crate::colls::Coll;
 use crate::comm::Comm;
 use crate::log::{self, sys};
 use crate::ops::{Op, Ptr};
@@ -46,8 +47,9 @@ pub fn submit(comm: *mut c_void, stream: *mut c_void, call: Call) -> u32 {
                 });
             }
         }
-        let p2p = matches!(call.name, "Send" | "Recv");
-        if p2p && (call.root < 0 || call.root as usize >= c.id.nranks) {
+        // NCCL's ArgsCheck checks every call's root (a send's or receive's peer), 0 for the
+        // collectives without one (`src/misc/argcheck.cc`, v2.28.3-1).
+        if call.root < 0 || call.root as usize >= c.id.nranks {
             return Err(texts::bad_peer(v, call.name, call.root.into(), c.id.nranks));
         }
         let fp8 = matches!(call.dtype, 10 | 11);
@@ -61,10 +63,16 @@ pub fn submit(comm: *mut c_void, stream: *mut c_void, call: Call) -> u32 {
             return Err(texts::bad_op(v, call.name, call.redop));
         }
         if call.count > 0 {
+            let root = call.root as usize == c.id.rank;
             for (what, addr) in [("sendbuff", call.send), ("recvbuff", call.recv)] {
+                // A broadcast's send buffer and a reduce's receive buffer matter on the root
+                // only (ArgsCheck, as above); a scatter's and a gather's too, by their data
+                // flow (guessed: ArgsCheck in v2.28.3-1 names neither).
                 let needed = match call.name {
                     "Send" => what == "sendbuff",
                     "Recv" => what == "recvbuff",
+                    "Broadcast" | "Scatter" => what == "recvbuff" || root,
+                    "Reduce" | "Gather" => what == "sendbuff" || root,
                     _ => true,
                 };
                 if needed && addr == 0 {
@@ -86,6 +94,16 @@ pub fn submit(comm: *mut c_void, stream: *mut c_void, call: Call) -> u32 {
                 recv: Ptr(call.recv),
                 count: call.count,
                 dtype,
+            },
+            name if let Some(kind) = Coll::from_name(name) => Op::Coll {
+                kind,
+                send: Ptr(call.send),
+                recv: Ptr(call.recv),
+                count: call.count,
+                dtype,
+                op: call.redop as u32,
+                root: peer,
+                me: c.id.rank,
             },
             "Send" => Op::Send {
                 buf: Ptr(call.send),

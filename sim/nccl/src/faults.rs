@@ -5,7 +5,7 @@
 use crate::SUCCESS;
 use crate::comm::Comm;
 use crate::datafault;
-use crate::ops::{self, Op};
+use crate::ops::Op;
 use crate::texts;
 use nccl_smoke_fault::{Kind, Where};
 use std::sync::Arc;
@@ -146,7 +146,7 @@ pub fn run_batch(comm: &Arc<Comm>, ops: &[Op], setup: Setup) {
     };
     let nranks = comm.id.nranks;
     let saved = data.map(|(f, b)| datafault::before(f, b, ops, nranks));
-    let sent = match ops::execute(comm, ops, corrupt) {
+    let sent = match crate::moves::execute(comm, ops, corrupt) {
         Ok(bytes) => {
             if let (Some((f, b)), Some(saved)) = (data, saved) {
                 datafault::after(f, b, ops, nranks, saved);

@@ -6,8 +6,10 @@
 //! operations as they would on a GPU.
 //!
 //! * [`api`]: the exports. [`init`]: communicator creation; [`split`]: from a parent. [`enqueue`]: an operation call's
-//!   checks. [`group`]: group calls and queueing on the stream. [`ops`]: what an operation
-//!   moves, [`reduce`]: the arithmetic. [`comm`]: a communicator's state, abort.
+//!   checks. [`group`]: group calls and queueing on the stream. [`ops`]: the operations
+//!   ([`colls`]: the data flow of the collectives beyond all-reduce and all-to-all), [`moves`]:
+//!   how a batch of them moves its bytes,
+//!   [`reduce`]: the arithmetic. [`comm`]: a communicator's state, abort.
 //! * [`ids`]: interfaces and the unique id. [`bootstrap`]: root and mesh. [`transport`]:
 //!   framed messages to a peer.
 //! * [`faults`]: when injected faults strike; [`texts`]: what the real library says then.
@@ -22,6 +24,7 @@
 pub mod api;
 mod bootstrap;
 mod call;
+mod colls;
 mod comm;
 mod cuda;
 mod datafault;
@@ -31,6 +34,7 @@ mod group;
 mod ids;
 mod init;
 mod log;
+mod moves;
 mod ops;
 mod ras;
 mod reduce;

@@ -4,7 +4,8 @@
 use super::error::{NcclError, Result, ResultCode};
 use super::sys::{self, ncclComm_t, ncclConfig_t, ncclResult_t, ncclUniqueId};
 use super::{
-    CommHandle, DataTypeCode, Issued, NCCL_UNIQUE_ID_BYTES, Nccl, RedOpCode, SplitSlot, UniqueId,
+    CollArgs, Collective, CommHandle, DataTypeCode, Issued, NCCL_UNIQUE_ID_BYTES, Nccl, SplitSlot,
+    UniqueId,
 };
 use crate::ffi::cuda::{DevPtr, Stream};
 use std::ffi::c_char;
@@ -142,30 +143,69 @@ impl Nccl {
         call!(issue self, ncclGroupEnd())
     }
 
-    /// `ncclAllReduce`. Pointers are device addresses sized by the caller for `count` elements.
-    #[allow(clippy::too_many_arguments)]
-    pub fn all_reduce(
+    /// One collective call (see [`Collective`]): the one place each NCCL collective symbol is
+    /// called. Pointers are device addresses sized by the caller as NCCL's API says for the
+    /// collective and `count`; `op` is ignored by those that do not reduce, `root` by those
+    /// without one.
+    pub fn collective(
         &self,
-        send: DevPtr,
-        recv: DevPtr,
-        count: usize,
-        dtype: DataTypeCode,
-        op: RedOpCode,
+        c: Collective,
+        a: CollArgs,
         comm: CommHandle,
         stream: &Stream,
     ) -> Result<Issued> {
-        call!(
-            issue self,
-            ncclAllReduce(
-                send.as_ptr(),
-                recv.as_ptr(),
-                count,
-                sys::ncclDataType_t(dtype),
-                sys::ncclRedOp_t(op),
-                comm.0,
-                stream.raw().cast()
-            )
-        )
+        let (send, recv) = (a.send.as_ptr(), a.recv.as_ptr());
+        let (dtype, op, st) = (
+            sys::ncclDataType_t(a.dtype),
+            sys::ncclRedOp_t(a.op),
+            stream.raw().cast(),
+        );
+        match c {
+            Collective::AllReduce => call!(
+                issue self,
+                ncclAllReduce(send, recv, a.count, dtype, op, comm.0, st)
+            ),
+            Collective::AllGather => call!(
+                issue self,
+                ncclAllGather(send, recv, a.count, dtype, comm.0, st)
+            ),
+            Collective::ReduceScatter => call!(
+                issue self,
+                ncclReduceScatter(send, recv, a.count, dtype, op, comm.0, st)
+            ),
+            Collective::Broadcast => call!(
+                issue self,
+                ncclBroadcast(send, recv, a.count, dtype, a.root, comm.0, st)
+            ),
+            Collective::Reduce => call!(
+                issue self,
+                ncclReduce(send, recv, a.count, dtype, op, a.root, comm.0, st)
+            ),
+            Collective::Gather | Collective::Scatter => {
+                let Some((gather, scatter)) = self.gather_scatter else {
+                    return Err(self.missing(c.symbol()));
+                };
+                let f = if c == Collective::Gather {
+                    gather
+                } else {
+                    scatter
+                };
+                // SAFETY: prototype of NCCL >= 2.28.3 (see newer.rs); the caller checks the
+                // arguments.
+                let r = unsafe {
+                    f(
+                        send,
+                        recv,
+                        a.count,
+                        a.dtype,
+                        a.root,
+                        comm.0.cast(),
+                        stream.raw(),
+                    )
+                };
+                self.check_issued(c.symbol(), ncclResult_t(r))
+            }
+        }
     }
 
     /// Native `ncclAlltoAll` (`count` elements to and from each peer).

@@ -59,6 +59,7 @@ impl Nccl {
         let resolved = lib.path_of("ncclGetVersion").unwrap_or(asked.clone());
         let simulated = lib.marker("ncclSmokeSimulation");
         let alltoall = newer::alltoall(&lib);
+        let gather_scatter = newer::gather_scatter(&lib);
         // SAFETY: bindgen's table only resolves symbols; nothing is called yet.
         let sys =
             unsafe { NcclSys::from_library(lib.into_raw()) }.map_err(|e| NcclError::NotFound {
@@ -68,6 +69,7 @@ impl Nccl {
         let mut nccl = Nccl {
             sys,
             alltoall,
+            gather_scatter,
             path: resolved,
             version_code: 0,
             caps: Capabilities::default(),
@@ -83,6 +85,7 @@ impl Nccl {
             last_error: nccl.sys.ncclGetLastError.is_ok(),
             finalize: nccl.sys.ncclCommFinalize.is_ok(),
             alltoall: nccl.alltoall.is_some() && v >= 22803,
+            gather_scatter: nccl.gather_scatter.is_some() && v >= 22803,
             split: nccl.sys.ncclCommSplit.is_ok() && v >= 21801,
         };
         Ok(nccl)

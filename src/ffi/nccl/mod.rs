@@ -44,6 +44,7 @@ mod calls;
 mod error;
 mod load;
 
+use crate::ffi::cuda::DevPtr;
 use sys::{NcclSys, ncclComm_t};
 
 pub use error::{NcclError, ResultCode};
@@ -66,6 +67,9 @@ pub struct Capabilities {
     /// `ncclCommSplit` (>= 2.18.1).
     #[serde(default)]
     pub split: bool,
+    /// Native `ncclGather` and `ncclScatter` (>= 2.28.3).
+    #[serde(default)]
+    pub gather_scatter: bool,
 }
 
 /// `NCCL_VERSION_CODE` as a dotted version (21903 → "2.19.3").
@@ -142,10 +146,63 @@ pub type DataTypeCode = u32;
 /// Reduction codes of `ncclRedOp_t`.
 pub type RedOpCode = u32;
 
+/// The NCCL collectives nccl-smoke issues through [`Nccl::collective`], with the data flow
+/// `nccl.h` gives each (`src/nccl.h.in`, NVIDIA/nccl v2.28.3-1). All-to-all and the
+/// point-to-point calls have entries of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Collective {
+    /// `ncclAllReduce`: every rank gets the reduction of every rank's `count` elements.
+    AllReduce,
+    /// `ncclAllGather`: `count` (sendcount) elements from each rank; every rank gets all,
+    /// rank i's at `i × count`.
+    AllGather,
+    /// `ncclReduceScatter`: each rank sends `nranks × count` elements; rank i gets block i
+    /// (`count` elements, recvcount) of the reduction.
+    ReduceScatter,
+    /// `ncclBroadcast`: `count` elements from the root to every rank.
+    Broadcast,
+    /// `ncclReduce`: the reduction of every rank's `count` elements, on the root only.
+    Reduce,
+    /// `ncclGather` (NCCL >= 2.28.3): `count` elements from each rank to the root, rank i's at
+    /// `i × count`.
+    Gather,
+    /// `ncclScatter` (NCCL >= 2.28.3): block i (`count` elements) of the root's
+    /// `nranks × count` to rank i.
+    Scatter,
+}
+
+impl Collective {
+    /// The library's symbol.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "ncclAllReduce",
+            Collective::AllGather => "ncclAllGather",
+            Collective::ReduceScatter => "ncclReduceScatter",
+            Collective::Broadcast => "ncclBroadcast",
+            Collective::Reduce => "ncclReduce",
+            Collective::Gather => "ncclGather",
+            Collective::Scatter => "ncclScatter",
+        }
+    }
+}
+
+/// One collective's arguments (see [`Nccl::collective`]).
+#[derive(Debug, Clone, Copy)]
+pub struct CollArgs {
+    pub send: DevPtr,
+    pub recv: DevPtr,
+    /// NCCL's count argument (sendcount for all-gather, recvcount for reduce-scatter).
+    pub count: usize,
+    pub dtype: DataTypeCode,
+    pub op: RedOpCode,
+    pub root: i32,
+}
+
 /// A loaded libnccl.
 pub struct Nccl {
     sys: NcclSys,
     alltoall: Option<newer::AlltoAllFn>,
+    gather_scatter: Option<(newer::RootedFn, newer::RootedFn)>,
     /// Absolute path of the library file loaded.
     pub path: String,
     /// `ncclGetVersion`.

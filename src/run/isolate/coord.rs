@@ -608,13 +608,13 @@ fn outcome_of(st: &State, g: &Live) -> Outcome {
         let layout = p.layout(st.setup.bytes, t.dtype.size(), n);
         // Every rank of the group must have sent this pattern's sample, checked: a row of fewer
         // ranks than ran would pass on ranks nobody heard from.
-        let missing = g.ranks.iter().find(|r| {
-            g.samples.get(r).and_then(|s| s.get(i)).is_none_or(|s| {
-                t.check
-                    && s.check
-                        .as_ref()
-                        .is_none_or(|c| c.elements != layout.recv_count as u64)
-            })
+        let missing = g.ranks.iter().enumerate().find_map(|(local, r)| {
+            let want = p.written(local as u32, &layout) as u64;
+            g.samples
+                .get(r)
+                .and_then(|s| s.get(i))
+                .is_none_or(|s| t.check && s.check.as_ref().is_none_or(|c| c.elements != want))
+                .then_some(r)
         });
         // A wrong or missing result of rank `r`: the group fails at verify, on r's host.
         let verify_failed = |r: u32, what: String| Outcome::Failed {

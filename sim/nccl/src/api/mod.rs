@@ -3,17 +3,17 @@
 
 use crate::call::{fail, fault_set, lookup};
 use crate::comm::{self, Comm};
-use crate::enqueue::{Call, submit};
 use crate::init::{bootstrap_iface, init};
 use crate::log::{self, sys};
 use crate::texts;
 use crate::{
-    INPROGRESS, INTERNAL_ERROR, INVALID_ARGUMENT, SUCCESS, bootstrap, cuda, group, ids, reduce,
-    version,
+    INPROGRESS, INTERNAL_ERROR, INVALID_ARGUMENT, SUCCESS, bootstrap, cuda, group, ids, version,
 };
 use nccl_smoke_fault::{Kind, Where};
 use std::ffi::{c_char, c_int, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+
+mod ops;
 
 const MARKER: &str = concat!(
     "nccl-smoke simulated NCCL ",
@@ -312,108 +312,9 @@ pub extern "C" fn ncclGroupEnd() -> u32 {
     guard(group::end)
 }
 
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ncclAllReduce(
-    sendbuff: *const c_void,
-    recvbuff: *mut c_void,
-    count: usize,
-    datatype: c_int,
-    op: c_int,
-    comm: *mut c_void,
-    stream: *mut c_void,
-) -> u32 {
-    guard(|| {
-        submit(
-            comm,
-            stream,
-            Call {
-                name: "AllReduce",
-                send: sendbuff as usize,
-                recv: recvbuff as usize,
-                count,
-                dtype: datatype,
-                redop: op,
-                root: 0,
-            },
-        )
-    })
-}
-
-/// `count` elements go to, and come from, each rank (NCCL 2.28's ncclAlltoAll).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ncclAlltoAll(
-    sendbuff: *const c_void,
-    recvbuff: *mut c_void,
-    count: usize,
-    datatype: c_int,
-    comm: *mut c_void,
-    stream: *mut c_void,
-) -> u32 {
-    guard(|| {
-        submit(
-            comm,
-            stream,
-            Call {
-                name: "AlltoAll",
-                send: sendbuff as usize,
-                recv: recvbuff as usize,
-                count,
-                dtype: datatype,
-                redop: reduce::SUM as c_int,
-                root: 0,
-            },
-        )
-    })
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ncclSend(
-    sendbuff: *const c_void,
-    count: usize,
-    datatype: c_int,
-    peer: c_int,
-    comm: *mut c_void,
-    stream: *mut c_void,
-) -> u32 {
-    let call = point_to_point("Send", sendbuff as usize, 0, count, datatype, peer);
-    guard(|| submit(comm, stream, call))
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ncclRecv(
-    recvbuff: *mut c_void,
-    count: usize,
-    datatype: c_int,
-    peer: c_int,
-    comm: *mut c_void,
-    stream: *mut c_void,
-) -> u32 {
-    let call = point_to_point("Recv", 0, recvbuff as usize, count, datatype, peer);
-    guard(|| submit(comm, stream, call))
-}
-
-/// `ncclSend` / `ncclRecv`: one side of an exchange with `peer`.
-fn point_to_point(
-    name: &'static str,
-    send: usize,
-    recv: usize,
-    count: usize,
-    dtype: c_int,
-    peer: c_int,
-) -> Call {
-    Call {
-        name,
-        send,
-        recv,
-        count,
-        dtype,
-        redop: reduce::SUM as c_int,
-        root: peer,
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::ops::ncclAllReduce;
     use super::*;
     use std::ffi::CStr;
 

@@ -1,0 +1,44 @@
+//! `ncclAllGather`: every rank ends with every rank's buffer, rank j's at `j × count`.
+//! Counts as nccl-tests' `all_gather_perf` sets them: `AllGatherGetCollByteCount`, `src/all_gather.cu`
+//! (NVIDIA/nccl-tests v2.19.6).
+
+use super::{Layout, Pattern, Source};
+use crate::comm::{Collective, CommError, Communicator, Region};
+use crate::data::{DataType, RedOp};
+
+pub struct AllGather;
+
+impl Pattern for AllGather {
+    fn name(&self) -> &'static str {
+        "all_gather"
+    }
+
+    /// Each rank sends `(count / nranks)` elements rounded down to 16 bytes
+    /// (`base = (count/nranks) & ~(16/eltSize - 1)`) and receives `nranks` times that.
+    fn layout(&self, bytes: usize, elem_size: usize, nranks: u32) -> Layout {
+        Layout::gathered(bytes, elem_size, nranks)
+    }
+
+    /// `AllGatherGetBw`: algbw over the `nranks × count` elements each rank receives, busbw
+    /// factor `(nranks - 1) / nranks`.
+    fn busbw_factor(&self, nranks: u32) -> f64 {
+        super::spread(nranks)
+    }
+
+    fn launch(
+        &self,
+        comm: &Communicator,
+        send: Region,
+        recv: Region,
+        layout: &Layout,
+        dtype: DataType,
+        op: RedOp,
+    ) -> Result<(), CommError> {
+        let (c, n) = (Collective::AllGather, layout.count);
+        comm.collective(c, send, recv, n, dtype.nccl(), op.nccl_code(), 0)
+    }
+
+    fn source(&self, _rank: u32, _nranks: u32, index: usize, layout: &Layout) -> Source {
+        Source::block(index, layout.per_peer)
+    }
+}
