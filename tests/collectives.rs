@@ -160,3 +160,71 @@ fn reduce_and_gather_are_checked_on_their_root() {
         }
     }
 }
+
+/// A run of reduce_scatter and of broadcast meets a real nccl-tests log of the same program
+/// (2 ranks, `tests/fixtures/nccl-tests-wild`) row for row in `compare`: same pattern name,
+/// same size column.
+#[test]
+fn runs_meet_real_nccl_tests_logs_of_the_same_program() {
+    require_sim();
+    let wild =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nccl-tests-wild");
+    for (pattern, log, size) in [
+        (
+            "reduce_scatter",
+            "reduce_scatter_perf-thomaslie210-gdr-off.log",
+            "1048576",
+        ),
+        (
+            "broadcast",
+            "broadcast_perf-thomaslie210-small-steps.log",
+            "1024",
+        ),
+    ] {
+        let dir = scratch(&format!("meet-{pattern}"));
+        let json = dir.join("run.json");
+        let o = mpirun(
+            2,
+            &[
+                "run",
+                "--backend",
+                "sim",
+                "-b",
+                size,
+                "-e",
+                size,
+                "-n",
+                "2",
+                "-w",
+                "0",
+                "--patterns",
+                pattern,
+                "--json",
+                json.to_str().unwrap(),
+            ],
+            &[],
+            60,
+        );
+        assert_eq!(code(&o), 0, "{}", text(&o));
+        let c = std::process::Command::new(bin())
+            .args(["compare", "--mixed-backends"])
+            .arg(wild.join(log))
+            .arg(&json)
+            .output()
+            .unwrap();
+        let t = text(&c);
+        let row = t
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(size))
+            .unwrap_or_else(|| panic!("{pattern}: no row of {size} B met:\n{t}"));
+        assert!(
+            row.contains("INCONCLUSIVE") || row.contains('%'),
+            "{pattern}: {row}\n{t}"
+        );
+        assert!(
+            t.contains(&format!("# {pattern} (medians")),
+            "{pattern}:\n{t}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -253,3 +253,90 @@ fn explain_passes_the_healthy_runs_and_names_the_others() {
         assert_eq!(got, want, "{name}");
     }
 }
+
+/// nccl-smoke's counts, size column and busbw factor for all_gather, reduce_scatter,
+/// broadcast and reduce, held to real nccl-tests logs of those programs (2 to 1,024 ranks): for
+/// every float row, busbw = algbw × the pattern's factor for the log's rank count, within the
+/// logs' two printed decimals; and where the log names nccl-tests 2.14 or later (the rounding
+/// of all-gather's and reduce-scatter's per-rank count to 16 bytes came with 2.14.0:
+/// `(count/nranks) & -(16/eltSize)`, `src/all_gather.cu`), the pattern's layout of the row's
+/// size gives the log's size and count columns.
+#[test]
+fn counts_and_busbw_factors_of_the_other_collectives_match_real_logs() {
+    use nccl_smoke::patterns::select;
+    let text = std::fs::read_to_string(dir().join("INDEX.tsv")).unwrap();
+    let head: Vec<&str> = text.lines().next().unwrap().split('\t').collect();
+    let col = head
+        .iter()
+        .position(|h| *h == "nccl_tests_version")
+        .unwrap();
+    let rounding = |file: &str| {
+        text.lines()
+            .map(|l| l.split('\t').collect::<Vec<_>>())
+            .find(|c| c[0] == file)
+            .and_then(|c| {
+                let mut v = c[col].split('.').map(|x| x.parse::<u32>().ok());
+                Some((v.next()??, v.next()??))
+            })
+            .is_some_and(|v| v >= (2, 14))
+    };
+    let (mut checked, mut counted) = (0, 0);
+    for e in index() {
+        let [program] = e.programs.as_slice() else {
+            continue;
+        };
+        let (Some(n), true) = (e.ranks, e.dtype == "float") else {
+            continue;
+        };
+        let Ok(p) = select(std::slice::from_ref(program)).map(|ps| ps[0]) else {
+            continue;
+        };
+        if matches!(p.name(), "all_reduce" | "all_to_all" | "send_recv_ring") {
+            continue;
+        }
+        let text = std::fs::read_to_string(dir().join(&e.file)).unwrap();
+        for line in text.lines() {
+            let t: Vec<&str> = line.split_whitespace().collect();
+            let (Some(size), Some(count), Some(&"float")) = (
+                t.first().and_then(|s| s.parse::<usize>().ok()),
+                t.get(1).and_then(|s| s.parse::<usize>().ok()),
+                t.get(2),
+            ) else {
+                continue;
+            };
+            // The row ends with the out-of-place and the in-place groups, four columns each
+            // (time, algbw, busbw, #wrong or error), whatever precedes them.
+            let num = |back: usize| {
+                t.len()
+                    .checked_sub(back)
+                    .and_then(|k| t.get(k))
+                    .and_then(|s| s.parse::<f64>().ok())
+            };
+            let (Some(algbw), Some(busbw)) = (num(7), num(6)) else {
+                continue;
+            };
+            let l = p.layout(size, 4, n as u32);
+            let what = format!("{} ({n} ranks): {line}", e.file);
+            if rounding(&e.file) {
+                assert_eq!(
+                    l.size_column(nccl_smoke::data::DataType::Float),
+                    size,
+                    "{what}"
+                );
+                assert_eq!(p.count_column(&l), count, "{what}");
+                counted += 1;
+            }
+            let want = algbw * p.busbw_factor(n as u32);
+            assert!(
+                (busbw - want).abs() <= 0.011 + 0.002 * busbw,
+                "{what}: busbw {busbw}, algbw × factor {want}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(
+        checked > 1000 && counted > 1000,
+        "{checked} rows, {counted} counted"
+    );
+    eprintln!("{checked} rows of real nccl-tests logs checked, {counted} of them for counts");
+}
