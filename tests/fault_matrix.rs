@@ -387,3 +387,100 @@ fn a_fault_on_every_rank_names_every_rank() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// The worker killed (SIGABRT, the simulation's crash) in every stage, on rank 0 and on a
+/// middle rank of 3: rank 0's supervisor leaves a results document that is complete and valid
+/// — it reads back, says FAIL with the stage's exit code, names the stage and the killed rank
+/// and no other, and has a row for every rank (a launch-stage crash elsewhere excepted: rank 0
+/// cannot hear of a rank before the ranks first meet, so its document names no rank, as its
+/// output does not).
+#[test]
+fn a_worker_killed_in_every_stage_leaves_a_complete_results_file() {
+    require_sim();
+    let mut wrong = Vec::new();
+    let mut cases = every_location("crash", 0);
+    cases.extend(every_location("crash", 1));
+    for case in &cases {
+        let dir = scratch(&format!("doc-{}", case.fault.replace(['@', ':'], "_")));
+        let json = dir.join("run.json");
+        let o = mpirun(
+            3,
+            &[
+                "run",
+                "--backend",
+                "sim",
+                "-e",
+                "64K",
+                "-n",
+                "3",
+                "-w",
+                "1",
+                "--timeout",
+                "4",
+                "--json",
+                json.to_str().unwrap(),
+            ],
+            &[
+                ("NCCL_SMOKE_SIM_FAULT", case.fault),
+                ("NCCL_SMOKE_SIM_RUN_FAULT_OP", "120"),
+            ],
+            60,
+        );
+        let mut problems = Vec::new();
+        match results::load(&json) {
+            Err(e) => problems.push(format!("results file: {e}")),
+            Ok(doc) => {
+                let v = &doc.verdict;
+                if v.status != results::Status::Fail
+                    || v.exit_code != case.stage.exit_code()
+                    || code(&o) != case.stage.exit_code() as i32
+                {
+                    problems.push(format!(
+                        "status {:?}, exit code {} in the file and {} from mpirun (want {})",
+                        v.status,
+                        v.exit_code,
+                        code(&o),
+                        case.stage.exit_code()
+                    ));
+                }
+                let unheard = case.stage == Stage::Launch && case.rank != 0;
+                let named = if unheard { vec![] } else { vec![case.rank] };
+                if v.stage != Some(case.stage) || v.ranks != named {
+                    problems.push(format!("verdict {:?} on ranks {:?}", v.stage, v.ranks));
+                }
+                if !unheard {
+                    let rows: Vec<(u32, &str)> = doc
+                        .ranks
+                        .iter()
+                        .map(|r| (r.rank, r.state.as_str()))
+                        .collect();
+                    let failed: Vec<u32> = rows
+                        .iter()
+                        .filter(|(_, s)| *s == "failed")
+                        .map(|(r, _)| *r)
+                        .collect();
+                    if rows.len() != 3 || failed != vec![case.rank] {
+                        problems.push(format!("rank table {rows:?}"));
+                    }
+                }
+            }
+        }
+        if problems.is_empty() {
+            let _ = std::fs::remove_dir_all(&dir);
+        } else {
+            wrong.push(format!(
+                "{}: {}\n{}",
+                case.fault,
+                problems.join("; "),
+                text(&o)
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} cases wrong:\n{}",
+        wrong.len(),
+        cases.len(),
+        wrong.join("\n")
+    );
+}

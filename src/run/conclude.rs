@@ -204,6 +204,15 @@ pub(super) fn conclude(
     } else if let Some(v) = &verdict {
         code = v.exit_code;
     }
+    // The job ended before rank 0's worker opened its results file (the launch stage): rank
+    // 0's supervisor writes it, so that a `--json` path is never left without the verdict.
+    if w.results.is_none()
+        && w.rank == Some(0)
+        && !walked_through(code)
+        && let Some(path) = &plan.json
+    {
+        w.results = launch_doc(plan, w, path, unheard.then_some(code));
+    }
     // The file first: a launcher tearing the job down may close this rank's output before
     // (and kill it soon after) it has printed.
     let mut write_failed = false;
@@ -216,7 +225,9 @@ pub(super) fn conclude(
             .collect();
         // The worker's failure too: its own write of it may have failed (a worker out of
         // descriptors, the failure being that), and the file would say the run never ended.
-        if let Err(e) = record(path, failure.as_ref(), &remote, table, cancel, w.stage) {
+        // Rank 0 that heard from nobody names nobody, in the file as on the screen.
+        let own = failure.as_ref().filter(|_| !unheard);
+        if let Err(e) = record(path, own, &remote, table, cancel, w.stage) {
             // The worker has said so already when its own writes failed.
             if code != exit::WRITE_FAILED {
                 say_err!("nccl-smoke: cannot update the results file: {e}");
@@ -282,6 +293,46 @@ pub(super) fn conclude(
         code = exit::WRITE_FAILED;
     }
     code
+}
+
+/// Rank 0's results file when its worker never opened it: a fresh document, labelled from the
+/// backend the worker reported or else the one asked for. `unheard`: rank 0 heard from no rank
+/// (with the job's exit code): the document's verdict says so and names no rank.
+fn launch_doc(
+    plan: &Plan,
+    w: &Watch,
+    path: &std::path::Path,
+    unheard: Option<u8>,
+) -> Option<std::path::PathBuf> {
+    use crate::report::backing::Backing;
+    let backing = Backing::of(plan.libs.sim, plan.libs.control_plane, None);
+    let mut doc = super::recorder::fresh_doc(&plan.config, &w.host, &backing, Default::default());
+    if let Some(b) = &w.backend {
+        doc.backend = b.clone();
+    }
+    if let Some(code) = unheard {
+        let line = format!(
+            "FAIL at {}: rank 0 heard from no other rank; no rank can report to rank 0 \
+                 before the ranks first meet, so a rank that failed there named itself in its \
+                 own VERDICT line",
+            w.stage
+        );
+        doc.verdict = crate::report::results::Verdict {
+            status: crate::report::results::Status::Fail,
+            line: crate::report::backing::verdict_line(&doc.backend, &line),
+            exit_code: code,
+            stage: Some(w.stage),
+            consequences: Vec::new(),
+            ranks: Vec::new(),
+        };
+    }
+    match crate::report::results::save(path, &doc) {
+        Ok(()) => Some(path.to_path_buf()),
+        Err(e) => {
+            say_err!("nccl-smoke: cannot write the results file: {e}");
+            None
+        }
+    }
 }
 
 /// A wait that ran out in the launch stage, at the ranks' first meeting.

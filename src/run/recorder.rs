@@ -74,46 +74,14 @@ impl Run<'_> {
     /// anywhere after it (reported here or by another rank's supervisor) lands in it.
     pub(super) fn open_results(&mut self, boot: &dyn Bootstrap) {
         let Some(path) = &self.plan.json else { return };
-        let doc = ResultsDoc {
-            schema: crate::report::results::SCHEMA.into(),
-            tool_version: env!("CARGO_PKG_VERSION").into(),
-            started_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
-            run_id: format!(
-                "{}-{}-{}",
-                self.who.host,
-                std::process::id(),
-                SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos())
-                    .unwrap_or_default()
-            ),
-            backend: self.backing.backend(),
-            simulated: self.backing.simulated(),
-            simulated_parts: self.backing.parts(),
-            control_plane: None,
-            command: std::env::args().collect(),
-            config: self.plan.config.clone(),
-            fingerprint: Fingerprint {
-                launcher: boot.describe(),
-                bootstrap: Some(boot.info()),
-                env: fingerprint::env_snapshot(),
-                ..Fingerprint::default()
-            },
-            stages: self.stages.clone(),
-            ranks: Vec::new(),
-            results: Vec::new(),
-            failures: Vec::new(),
-            warnings: Vec::new(),
-            verdict: Verdict {
-                status: Status::Incomplete,
-                line: "INCOMPLETE: the run has not finished".into(),
-                exit_code: exit::INTERNAL,
-                stage: None,
-                consequences: Vec::new(),
-                ranks: Vec::new(),
-            },
-            isolate: None,
+        let fp = Fingerprint {
+            launcher: boot.describe(),
+            bootstrap: Some(boot.info()),
+            env: fingerprint::env_snapshot(),
+            ..Fingerprint::default()
         };
+        let mut doc = fresh_doc(&self.plan.config, &self.who.host, &self.backing, fp);
+        doc.stages = self.stages.clone();
         self.results = Some(ResultsFile::new(path, doc));
         self.save();
         progress::send(&Event::Results {
@@ -349,6 +317,50 @@ pub(super) fn rank_table(
         stages: walked(w, ok),
     };
     job.lock().map(|v| v.records(me)).unwrap_or_default()
+}
+
+/// A results document with nothing measured and no verdict yet: rank 0's, as its worker opens
+/// it once the launch stage is done, or as its supervisor writes it when the job ended before.
+pub(super) fn fresh_doc(
+    config: &crate::report::results::RunConfig,
+    host: &str,
+    backing: &crate::report::backing::Backing,
+    fingerprint: Fingerprint,
+) -> ResultsDoc {
+    let now = SystemTime::now();
+    ResultsDoc {
+        schema: crate::report::results::SCHEMA.into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        started_at: humantime::format_rfc3339_seconds(now).to_string(),
+        run_id: format!(
+            "{host}-{}-{}",
+            std::process::id(),
+            now.duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default()
+        ),
+        backend: backing.backend(),
+        simulated: backing.simulated(),
+        simulated_parts: backing.parts(),
+        control_plane: None,
+        command: std::env::args().collect(),
+        config: config.clone(),
+        fingerprint,
+        stages: Vec::new(),
+        ranks: Vec::new(),
+        results: Vec::new(),
+        failures: Vec::new(),
+        warnings: Vec::new(),
+        verdict: Verdict {
+            status: Status::Incomplete,
+            line: "INCOMPLETE: the run has not finished".into(),
+            exit_code: exit::INTERNAL,
+            stage: None,
+            consequences: Vec::new(),
+            ranks: Vec::new(),
+        },
+        isolate: None,
+    }
 }
 
 /// Adds this rank's failure (`own`) and the other ranks' (`remote`, rank 0 only) to the
