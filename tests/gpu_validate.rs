@@ -102,6 +102,22 @@ fn on_the_simulation_with_stand_in_programs_it_writes_the_side_by_side_and_the_s
             "sendrecv_perf",
             "nccl-tests-wild/sendrecv_perf-thomaslie210-a100-pcie.log",
         ),
+        (
+            "all_gather_perf",
+            "nccl-tests-wild/all_gather_perf-superbench-testdata.log",
+        ),
+        (
+            "reduce_scatter_perf",
+            "nccl-tests-wild/reduce_scatter_perf-thomaslie210-gdr-off.log",
+        ),
+        (
+            "broadcast_perf",
+            "nccl-tests-wild/broadcast_perf-superbench-testdata.log",
+        ),
+        (
+            "reduce_perf",
+            "nccl-tests-wild/reduce_perf-superbench-testdata.log",
+        ),
     ] {
         exe(
             &progs.join(prog),
@@ -133,7 +149,15 @@ fn on_the_simulation_with_stand_in_programs_it_writes_the_side_by_side_and_the_s
             _ => "nccl-tests launched as one process per GPU (",
         };
         assert!(summary.contains(how), "{summary}");
-        for pattern in ["all_reduce", "all_to_all", "send_recv_ring"] {
+        for pattern in [
+            "all_reduce",
+            "all_to_all",
+            "send_recv_ring",
+            "all_gather",
+            "reduce_scatter",
+            "broadcast",
+            "reduce",
+        ] {
             let line = summary
                 .lines()
                 .find(|l| l.trim_start().starts_with(pattern))
@@ -143,6 +167,15 @@ fn on_the_simulation_with_stand_in_programs_it_writes_the_side_by_side_and_the_s
                 "{line}"
             );
             assert!(out.join(format!("side-by-side.{pattern}.txt")).exists());
+        }
+        // A program the nccl-tests folder lacks (no gather_perf, scatter_perf here) is said,
+        // and the rest still compared.
+        for pattern in ["gather", "scatter"] {
+            assert!(
+                summary.lines().any(|l| l.trim_start().starts_with(pattern)
+                    && l.contains(&format!("nccl-tests' {pattern}_perf is not in"))),
+                "{summary}"
+            );
         }
         // The 8 B row is in both all_reduce tables: its time difference is given.
         assert!(
