@@ -3,8 +3,7 @@
 //! (NVIDIA/nccl-tests v2.19.6).
 
 use super::{Layout, Pattern, Source};
-use crate::comm::{Collective, CommError, Communicator, Region};
-use crate::data::{DataType, RedOp};
+use crate::comm::Collective;
 
 pub struct AllGather;
 
@@ -25,17 +24,8 @@ impl Pattern for AllGather {
         super::spread(nranks)
     }
 
-    fn launch(
-        &self,
-        comm: &Communicator,
-        send: Region,
-        recv: Region,
-        layout: &Layout,
-        dtype: DataType,
-        op: RedOp,
-    ) -> Result<(), CommError> {
-        let (c, n) = (Collective::AllGather, layout.count);
-        comm.collective(c, send, recv, n, dtype.nccl(), op.nccl_code(), 0)
+    fn collective(&self) -> Option<Collective> {
+        Some(Collective::AllGather)
     }
 
     fn source(&self, _rank: u32, _nranks: u32, index: usize, layout: &Layout) -> Source {

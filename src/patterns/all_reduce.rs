@@ -1,8 +1,7 @@
 //! `ncclAllReduce`: every rank ends with the reduction of all ranks' buffers.
 
 use super::{Layout, Pattern, Source};
-use crate::comm::{Collective, CommError, Communicator, Region};
-use crate::data::{DataType, RedOp};
+use crate::comm::Collective;
 
 pub struct AllReduce;
 
@@ -23,24 +22,8 @@ impl Pattern for AllReduce {
         2.0 * (nranks as f64 - 1.0) / nranks as f64
     }
 
-    fn launch(
-        &self,
-        comm: &Communicator,
-        send: Region,
-        recv: Region,
-        layout: &Layout,
-        dtype: DataType,
-        op: RedOp,
-    ) -> Result<(), CommError> {
-        comm.collective(
-            Collective::AllReduce,
-            send,
-            recv,
-            layout.count,
-            dtype.nccl(),
-            op.nccl_code(),
-            0,
-        )
+    fn collective(&self) -> Option<Collective> {
+        Some(Collective::AllReduce)
     }
 
     fn source(&self, _rank: u32, _nranks: u32, index: usize, _layout: &Layout) -> Source {

@@ -3,8 +3,7 @@
 //! NVIDIA/nccl-tests v2.19.6), with its default root, 0.
 
 use super::{Layout, Pattern, ROOT, Source};
-use crate::comm::{Collective, CommError, Communicator, Region};
-use crate::data::{DataType, RedOp};
+use crate::comm::Collective;
 
 pub struct Broadcast;
 
@@ -22,17 +21,8 @@ impl Pattern for Broadcast {
         1.0
     }
 
-    fn launch(
-        &self,
-        comm: &Communicator,
-        send: Region,
-        recv: Region,
-        layout: &Layout,
-        dtype: DataType,
-        op: RedOp,
-    ) -> Result<(), CommError> {
-        let (c, n) = (Collective::Broadcast, layout.count);
-        comm.collective(c, send, recv, n, dtype.nccl(), op.nccl_code(), ROOT)
+    fn collective(&self) -> Option<Collective> {
+        Some(Collective::Broadcast)
     }
 
     fn source(&self, _rank: u32, _nranks: u32, index: usize, _layout: &Layout) -> Source {

@@ -16,7 +16,7 @@ mod scatter;
 mod send_recv_pairwise;
 mod send_recv_ring;
 
-use crate::comm::{CommError, Communicator, Region};
+use crate::comm::{Collective, CommError, Communicator, Region};
 use crate::data::{DataType, RedOp};
 
 /// Buffer shapes for one message size.
@@ -142,7 +142,13 @@ pub trait Pattern: Sync {
     fn written(&self, _rank: u32, layout: &Layout) -> usize {
         layout.recv_count
     }
-    /// Queues one operation on the communicator's stream.
+    /// The NCCL collective this pattern is, when it is one call of [`Collective`] (its count
+    /// argument is [`Pattern::count_column`], its root [`ROOT`]); `None` for a pattern that
+    /// launches itself (sends and receives).
+    fn collective(&self) -> Option<Collective> {
+        None
+    }
+    /// Queues one operation on the communicator's stream: by default the pattern's collective.
     fn launch(
         &self,
         comm: &Communicator,
@@ -151,7 +157,18 @@ pub trait Pattern: Sync {
         layout: &Layout,
         dtype: DataType,
         op: RedOp,
-    ) -> Result<(), CommError>;
+    ) -> Result<(), CommError> {
+        let Some(c) = self.collective() else {
+            return Err(CommError::GivenUp {
+                what: format!(
+                    "{}: a pattern with neither a collective nor a launch",
+                    self.name()
+                ),
+            });
+        };
+        let n = self.count_column(layout);
+        comm.collective(c, send, recv, n, dtype.nccl(), op.nccl_code(), ROOT)
+    }
     /// Where element `index` of `rank`'s receive buffer comes from (`index` below
     /// [`Pattern::written`]).
     fn source(&self, rank: u32, nranks: u32, index: usize, layout: &Layout) -> Source;

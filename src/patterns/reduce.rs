@@ -1,11 +1,11 @@
-//! `ncclReduce` to rank [`ROOT`]: the root ends with the reduction of every rank's buffer; the
-//! other ranks' receive buffers are not written (`nccl.h`), so only the root's is checked.
+//! `ncclReduce` to rank [`ROOT`](super::ROOT): the root ends with the reduction of every
+//! rank's buffer; the other ranks' receive buffers are not written (`nccl.h`), so only the
+//! root's is checked.
 //! Counts as nccl-tests' `reduce_perf` sets them (`ReduceGetCollByteCount`, `src/reduce.cu`,
 //! NVIDIA/nccl-tests v2.19.6), with its default root, 0.
 
-use super::{Layout, Pattern, ROOT, Source};
-use crate::comm::{Collective, CommError, Communicator, Region};
-use crate::data::{DataType, RedOp};
+use super::{Layout, Pattern, Source};
+use crate::comm::Collective;
 
 pub struct Reduce;
 
@@ -31,17 +31,8 @@ impl Pattern for Reduce {
         super::on_root_only(rank, layout)
     }
 
-    fn launch(
-        &self,
-        comm: &Communicator,
-        send: Region,
-        recv: Region,
-        layout: &Layout,
-        dtype: DataType,
-        op: RedOp,
-    ) -> Result<(), CommError> {
-        let (c, n) = (Collective::Reduce, layout.count);
-        comm.collective(c, send, recv, n, dtype.nccl(), op.nccl_code(), ROOT)
+    fn collective(&self) -> Option<Collective> {
+        Some(Collective::Reduce)
     }
 
     fn source(&self, _rank: u32, _nranks: u32, index: usize, _layout: &Layout) -> Source {

@@ -3,8 +3,7 @@
 //! `src/reduce_scatter.cu` (NVIDIA/nccl-tests v2.19.6).
 
 use super::{Layout, Pattern, Source};
-use crate::comm::{Collective, CommError, Communicator, Region};
-use crate::data::{DataType, RedOp};
+use crate::comm::Collective;
 
 pub struct ReduceScatter;
 
@@ -34,17 +33,8 @@ impl Pattern for ReduceScatter {
         layout.recv_count
     }
 
-    fn launch(
-        &self,
-        comm: &Communicator,
-        send: Region,
-        recv: Region,
-        layout: &Layout,
-        dtype: DataType,
-        op: RedOp,
-    ) -> Result<(), CommError> {
-        let (c, n) = (Collective::ReduceScatter, layout.recv_count);
-        comm.collective(c, send, recv, n, dtype.nccl(), op.nccl_code(), 0)
+    fn collective(&self) -> Option<Collective> {
+        Some(Collective::ReduceScatter)
     }
 
     fn source(&self, rank: u32, _nranks: u32, index: usize, layout: &Layout) -> Source {
