@@ -1,5 +1,6 @@
 use clap::Parser;
-use nccl_smoke::cli::{Cli, dispatch, terminal_safe};
+use nccl_smoke::cli::{Cli, dispatch};
+use nccl_smoke::console::terminal_safe;
 use nccl_smoke::stage::exit;
 use std::process::ExitCode;
 

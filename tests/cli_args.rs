@@ -2,7 +2,8 @@
 //! here from `src/cli/mod.rs`'s unit tests).
 
 use clap::Parser;
-use nccl_smoke::cli::{Cli, Command, RunArgs, sanitize, terminal_safe};
+use nccl_smoke::cli::{Cli, Command, RunArgs};
+use nccl_smoke::console::{sanitize, terminal_safe};
 use nccl_smoke::data::{DataType, RedOp};
 use nccl_smoke::stage::Stage;
 use proptest::strategy::Strategy;

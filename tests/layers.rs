@@ -11,6 +11,7 @@ const LAYERS: &[&[&str]] = &[
     &["patterns"],
     &["bench"],
     &["report", "diagnose"],
+    &["console"],
     &["run"],
     &["cli"],
 ];
@@ -92,4 +93,289 @@ fn every_module_has_a_layer() {
             assert!(layer(m).is_some(), "module {m} is in no layer");
         }
     }
+}
+
+/// A crate's module tree: each module's path (`["run", "worker"]`) and its text, with the items
+/// that only tests compile left out (`#[cfg(test)]` blocks, and test-only modules' files).
+fn modules(src: &Path) -> Vec<(Vec<String>, String)> {
+    let mut fs = Vec::new();
+    files(src, &mut fs);
+    let mut out = Vec::new();
+    let mut test_only: Vec<Vec<String>> = Vec::new();
+    for f in fs {
+        let rel = f.strip_prefix(src).unwrap().with_extension("");
+        let mut path: Vec<String> = rel
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        if matches!(
+            path.last().map(String::as_str),
+            Some("mod" | "lib" | "main")
+        ) {
+            path.pop();
+        }
+        if path.first().is_some_and(|p| p == "bin") {
+            continue;
+        }
+        let (text, tests) = without_tests(&std::fs::read_to_string(&f).unwrap());
+        test_only.extend(tests.into_iter().map(|t| {
+            let mut p = path.clone();
+            p.push(t);
+            p
+        }));
+        out.push((path, text));
+    }
+    out.retain(|(p, _)| {
+        p.last().is_none_or(|l| l != "tests") && !test_only.iter().any(|t| p.starts_with(t))
+    });
+    out
+}
+
+/// `text` without comments and `#[cfg(test)]` items, and the names of the modules declared
+/// test-only (`#[cfg(test)] mod NAME;`).
+fn without_tests(text: &str) -> (String, Vec<String>) {
+    let mut out = String::new();
+    let mut tests = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let code = line.split("//").next().unwrap_or("");
+        if code.trim() != "#[cfg(test)]" {
+            out.push_str(code);
+            out.push('\n');
+            continue;
+        }
+        // Skip the item the attribute applies to: one line, or a block to its closing brace.
+        let mut depth = 0i32;
+        for item in lines.by_ref() {
+            let code = item.split("//").next().unwrap_or("");
+            if depth == 0
+                && let Some(name) = code
+                    .trim()
+                    .trim_start_matches("pub(crate) ")
+                    .trim_start_matches("pub ")
+                    .strip_prefix("mod ")
+                    .and_then(|m| m.strip_suffix(';'))
+            {
+                tests.push(name.trim().to_string());
+                break;
+            }
+            depth += code.matches('{').count() as i32 - code.matches('}').count() as i32;
+            if depth <= 0 && (code.contains('}') || code.trim_end().ends_with(';')) {
+                break;
+            }
+        }
+    }
+    (out, tests)
+}
+
+fn ident(s: &str) -> &str {
+    let n = s
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    &s[..n]
+}
+
+/// The module paths `text` (the module `me`) names through `crate::`, `super::` and `self::`,
+/// groups (`super::{a, b}`) included.
+fn named_paths(me: &[String], text: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for head in ["crate::", "super::", "self::"] {
+        let mut rest = text;
+        while let Some(i) = rest.find(head) {
+            let before = rest[..i].chars().next_back();
+            rest = &rest[i + head.len()..];
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let mut base: Vec<String> = match head {
+                "crate::" => Vec::new(),
+                "super::" => me[..me.len().saturating_sub(1)].to_vec(),
+                _ => me.to_vec(),
+            };
+            let mut tail = rest;
+            while let Some(t) = tail.strip_prefix("super::") {
+                base.pop();
+                tail = t;
+            }
+            loop {
+                let name = ident(tail);
+                if name.is_empty() {
+                    break;
+                }
+                base.push(name.to_string());
+                match tail[name.len()..].strip_prefix("::") {
+                    Some(t) if !t.starts_with('{') => tail = t,
+                    _ => break,
+                }
+            }
+            out.push(base.clone());
+            // A group after the path: each item's first name.
+            let after = &tail[ident(tail).len()..];
+            if let Some(group) = after.strip_prefix("::{").or_else(|| tail.strip_prefix('{')) {
+                let mut depth = 0;
+                let mut item_start = true;
+                for (k, c) in group.char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' if depth == 0 => break,
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => item_start = true,
+                        c if c.is_whitespace() => {}
+                        _ if item_start && depth == 0 => {
+                            item_start = false;
+                            let mut p = base.clone();
+                            p.push(ident(&group[k..]).to_string());
+                            out.push(p);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The circles among sibling modules of the crate at `src`: each circle's modules, sorted.
+/// A reference from a module to a sibling's descendant counts as one to that sibling; a
+/// module may refer to its ancestors and descendants freely.
+fn circles(src: &Path) -> Vec<Vec<String>> {
+    let mods = modules(src);
+    let known: Vec<&Vec<String>> = mods.iter().map(|(p, _)| p).collect();
+    let mut edges: std::collections::BTreeMap<
+        Vec<String>,
+        std::collections::BTreeSet<Vec<String>>,
+    > = Default::default();
+    for (me, text) in &mods {
+        for named in named_paths(me, text) {
+            let Some(to) = (1..=named.len())
+                .rev()
+                .map(|k| &named[..k])
+                .find(|p| known.iter().any(|m| m.as_slice() == *p))
+            else {
+                continue;
+            };
+            let common = me.iter().zip(to).take_while(|(a, b)| a == b).count();
+            if common == me.len() || common == to.len() {
+                continue;
+            }
+            edges
+                .entry(me[..=common].to_vec())
+                .or_default()
+                .insert(to[..=common].to_vec());
+        }
+    }
+    let reach = |from: &Vec<String>| {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut todo = vec![from.clone()];
+        while let Some(n) = todo.pop() {
+            for m in edges.get(&n).into_iter().flatten() {
+                if seen.insert(m.clone()) {
+                    todo.push(m.clone());
+                }
+            }
+        }
+        seen
+    };
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for n in edges.keys() {
+        let from_n = reach(n);
+        if !from_n.contains(n) {
+            continue;
+        }
+        let mut circle: Vec<String> = from_n
+            .iter()
+            .filter(|m| reach(m).contains(n))
+            .map(|m| m.join("::"))
+            .collect();
+        circle.sort();
+        if !out.contains(&circle) {
+            out.push(circle);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// No module is part of an import circle with its siblings, in nccl-smoke and in the
+/// simulation crates, but for the circles listed here, each with why it stands; a circle
+/// broken must leave the list.
+#[test]
+fn no_module_imports_in_a_circle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let known: &[(&str, &[&str], &str)] = &[
+        (
+            "sim/cuda/src",
+            &["error", "fault", "procaddr"],
+            "every entry point runs through error::ffi, which strikes the injected fault; a \
+             fault spec is checked against the export table in procaddr, whose entries run \
+             through error::ffi",
+        ),
+        (
+            "sim/cuda/src",
+            &["ipc", "memory", "vmm"],
+            "memory::find_range looks an address up in all three allocators, and IPC and the \
+             VMM calls share memory's device-pointer type and lookup",
+        ),
+        (
+            "sim/nccl/src",
+            &["comm", "ras"],
+            "a communicator leaving the process tells RAS at once (ras::gone); RAS answers \
+             from the live communicators",
+        ),
+    ];
+    let mut found = Vec::new();
+    for krate in [
+        ".",
+        "kernels",
+        "sim/fault",
+        "sim/cuda",
+        "sim/nccl",
+        "sim/nvml",
+    ] {
+        let src = root.join(krate).join("src");
+        for c in circles(&src) {
+            let listed = known.iter().any(|(k, m, _)| {
+                root.join(k) == src && c.iter().map(String::as_str).eq(m.iter().copied())
+            });
+            found.push((src.clone(), c.clone(), listed));
+        }
+    }
+    let new: Vec<String> = found
+        .iter()
+        .filter(|(_, _, listed)| !listed)
+        .map(|(s, c, _)| format!("{}: {}", s.display(), c.join(" ↔ ")))
+        .collect();
+    assert!(new.is_empty(), "import circles:\n{}", new.join("\n"));
+    for (k, m, _) in known {
+        assert!(
+            found.iter().any(|(s, c, _)| *s == root.join(k)
+                && c.iter().map(String::as_str).eq(m.iter().copied())),
+            "{k}: {} no longer import each other in a circle: take them off the list",
+            m.join(" ↔ ")
+        );
+    }
+}
+
+#[test]
+fn the_circle_check_sees_a_circle() {
+    let dir = std::env::temp_dir().join(format!("layers-circle-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("a")).unwrap();
+    std::fs::write(dir.join("lib.rs"), "mod a;\nmod b;\n").unwrap();
+    std::fs::write(dir.join("a/mod.rs"), "mod x;\nmod y;\n").unwrap();
+    std::fs::write(dir.join("a/x.rs"), "use super::y::Y;\n").unwrap();
+    std::fs::write(
+        dir.join("a/y.rs"),
+        "use super::{x, z};\n#[cfg(test)]\nmod tests {\n    use crate::b;\n}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("a/z.rs"), "use crate::a::x;\n").unwrap();
+    std::fs::write(dir.join("b.rs"), "use crate::a::x::X; // crate::a only\n").unwrap();
+    let c = circles(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        c,
+        vec![vec!["a::x".to_string(), "a::y".into(), "a::z".into()]]
+    );
 }

@@ -4,6 +4,12 @@
 
 use super::rendezvous;
 
+/// The world's size, this process's rank and its local rank, as `nccl-smoke launch` sets them
+/// (rank 0's address is [`rendezvous::ADDR_ENV`]).
+pub const SIZE_ENV: &str = "NCCL_SMOKE_WORLD_SIZE";
+pub const RANK_ENV: &str = "NCCL_SMOKE_RANK";
+pub const LOCAL_RANK_ENV: &str = "NCCL_SMOKE_LOCAL_RANK";
+
 /// A family of launcher variables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Family {
@@ -19,6 +25,15 @@ pub struct Family {
 use rendezvous::Default as At;
 
 impl Family {
+    /// What the rendezvous needs to know of this family to find rank 0's address.
+    pub fn asking(&self) -> rendezvous::Asking<'static> {
+        rendezvous::Asking {
+            label: self.label,
+            size: self.size,
+            default: self.rendezvous,
+        }
+    }
+
     /// Whether another family reads the same size variable (`WORLD_SIZE`: torchrun-style and
     /// an indexed Job), so that the size alone does not say the family is present.
     fn shares_size(&self) -> bool {
@@ -37,9 +52,9 @@ impl Family {
 pub const FAMILIES: &[Family] = &[
     Family {
         label: "nccl-smoke launch (NCCL_SMOKE_RANK, NCCL_SMOKE_WORLD_SIZE)",
-        size: super::tcp::SIZE_ENV,
-        rank: super::tcp::RANK_ENV,
-        local_rank: super::tcp::LOCAL_RANK_ENV,
+        size: SIZE_ENV,
+        rank: RANK_ENV,
+        local_rank: LOCAL_RANK_ENV,
         rendezvous: At::Explicit,
     },
     Family {
@@ -200,7 +215,7 @@ pub fn resolve(get: impl Fn(&str) -> Option<String>) -> Result<Option<EnvWorld>,
             ));
         }
         let local_rank = number(&get, f.local_rank)?;
-        let (address, address_from) = rendezvous::address(f, &get)?;
+        let (address, address_from) = rendezvous::address(f.asking(), &get)?;
         return Ok(Some(EnvWorld {
             family: *f,
             rank,

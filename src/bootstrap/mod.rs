@@ -131,7 +131,9 @@ pub fn uses_mpi(mode: Mode, get: impl Fn(&str) -> Option<String>) -> bool {
         Mode::Mpi => true,
         Mode::Env => false,
         Mode::Auto => {
-            cfg!(feature = "mpi") && get(tcp::ADDR_ENV).is_none() && launcher::mpi_launched(get)
+            cfg!(feature = "mpi")
+                && get(rendezvous::ADDR_ENV).is_none()
+                && launcher::mpi_launched(get)
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Where rank 0 listens for the TCP rendezvous: `NCCL_SMOKE_BOOTSTRAP=host:port` when set,
 //! else `MASTER_ADDR` and `MASTER_PORT`, else what the launcher's own variables imply.
 
-use super::launcher::Family;
+/// `host:port` where rank 0 listens (set by `nccl-smoke launch`, or by hand).
+pub const ADDR_ENV: &str = "NCCL_SMOKE_BOOTSTRAP";
 
 /// What a family's variables imply about the address when nothing explicit is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,12 +56,21 @@ pub fn first_host(list: &str) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
+/// The launcher family asking for the address: its label, its size variable and what its
+/// variables imply.
+#[derive(Debug, Clone, Copy)]
+pub struct Asking<'a> {
+    pub label: &'a str,
+    pub size: &'a str,
+    pub default: Default,
+}
+
 /// `host:port` for a family, and the variables it came from.
 pub fn address(
-    f: &Family,
+    f: Asking<'_>,
     get: &impl Fn(&str) -> Option<String>,
 ) -> Result<(String, String), String> {
-    let explicit = super::tcp::ADDR_ENV;
+    let explicit = ADDR_ENV;
     if let Some(a) = get(explicit) {
         return Ok((a, explicit.to_string()));
     }
@@ -86,7 +96,7 @@ pub fn address(
             f.label
         )
     };
-    match f.rendezvous {
+    match f.default {
         Default::Explicit => Err(missing()),
         Default::LocalJob {
             local_size,
@@ -138,8 +148,8 @@ pub fn address(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bootstrap::launcher::FAMILIES;
     use crate::bootstrap::launcher::tests::env;
+    use crate::bootstrap::launcher::{FAMILIES, Family};
 
     fn family(prefix: &str) -> &'static Family {
         FAMILIES
@@ -169,21 +179,21 @@ mod tests {
             ("SLURM_JOB_ID", "41"),
             ("SLURM_STEP_ID", "0"),
         ]);
-        let (a, from) = address(slurm, &get).unwrap();
+        let (a, from) = address(slurm.asking(), &get).unwrap();
         assert_eq!(a, format!("gpu03:{}", derived_port("41.0")));
         assert!(from.contains("SLURM_JOB_ID"), "{from}");
         let get = env(&[
             ("SLURM_STEP_NODELIST", "gpu[03-04]"),
             ("SLURM_STEP_RESV_PORTS", "12000-12003"),
         ]);
-        assert_eq!(address(slurm, &get).unwrap().0, "gpu03:12000");
+        assert_eq!(address(slurm.asking(), &get).unwrap().0, "gpu03:12000");
         // The explicit variables win over what Slurm implies.
         let get = env(&[
             ("SLURM_STEP_NODELIST", "gpu[03-04]"),
             ("MASTER_ADDR", "10.1.1.1"),
             ("MASTER_PORT", "29500"),
         ]);
-        assert_eq!(address(slurm, &get).unwrap().0, "10.1.1.1:29500");
+        assert_eq!(address(slurm.asking(), &get).unwrap().0, "10.1.1.1:29500");
     }
 
     #[test]
@@ -205,7 +215,7 @@ mod tests {
             ("OMPI_MCA_ess_base_jobid", "123"),
         ]);
         assert_eq!(
-            address(ompi, &get).unwrap().0,
+            address(ompi.asking(), &get).unwrap().0,
             format!("127.0.0.1:{}", derived_port("123"))
         );
         let get = env(&[
@@ -213,7 +223,7 @@ mod tests {
             ("OMPI_COMM_WORLD_LOCAL_SIZE", "4"),
             ("OMPI_MCA_ess_base_jobid", "123"),
         ]);
-        let e = address(ompi, &get).unwrap_err();
+        let e = address(ompi.asking(), &get).unwrap_err();
         assert!(e.contains("MASTER_ADDR and MASTER_PORT"), "{e}");
     }
 }

@@ -17,11 +17,6 @@ use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// `host:port` where rank 0 listens (set by `nccl-smoke launch`, or by hand).
-pub const ADDR_ENV: &str = "NCCL_SMOKE_BOOTSTRAP";
-pub const RANK_ENV: &str = "NCCL_SMOKE_RANK";
-pub const SIZE_ENV: &str = "NCCL_SMOKE_WORLD_SIZE";
-pub const LOCAL_RANK_ENV: &str = "NCCL_SMOKE_LOCAL_RANK";
 /// Largest message a rank may gather (per-size results are a few hundred bytes).
 const MAX_MESSAGE: u64 = 64 << 20;
 /// Opens every hello and every answer: what is not nccl-smoke's rendezvous is told apart.

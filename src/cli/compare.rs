@@ -1,6 +1,7 @@
 //! `nccl-smoke compare BEFORE AFTER`
 
 use crate::bench::sweep;
+use crate::console;
 use crate::report::compare;
 use clap::Args;
 use std::path::PathBuf;
@@ -76,7 +77,7 @@ pub fn exit_help() -> String {
 
 /// Runs `nccl-smoke compare`; returns its exit code.
 pub fn compare(args: &CompareArgs) -> u8 {
-    let inputs = compare::Inputs {
+    let inputs = console::compare::Inputs {
         before: &args.before,
         after: &args.after,
         nccl_tests_pattern: args.nccl_tests_pattern.as_deref(),
@@ -88,5 +89,5 @@ pub fn compare(args: &CompareArgs) -> u8 {
         mixed_backends: args.mixed_backends,
         level: args.confidence,
     };
-    compare::run(&inputs, &opts)
+    console::compare::run(&inputs, &opts)
 }

@@ -7,6 +7,7 @@ mod launch;
 mod verdict;
 
 use crate::bench::sweep;
+use crate::console::sanitize;
 use crate::data::{DataType, RedOp};
 use crate::run::libs::LibChoice;
 use crate::run::{Plan, Settings};
@@ -396,28 +397,6 @@ fn parse_slow_pct(s: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("'{}' is not a percentage from 1 to 99", sanitize(s)))
 }
 
-/// `s` as a message may show it: control characters escaped, at most 80 characters.
-pub fn sanitize(s: &str) -> String {
-    let mut out: String = s.chars().take(80).flat_map(char::escape_debug).collect();
-    if s.chars().count() > 80 {
-        out.push('…');
-    }
-    out
-}
-
-/// A message for the terminal: every control character but newline and tab escaped.
-pub fn terminal_safe(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            if c.is_control() && c != '\n' && c != '\t' {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
-}
-
 impl LibArgs {
     /// The libraries asked for, as the engine takes them.
     pub fn choice(&self) -> LibChoice {
@@ -496,19 +475,7 @@ pub fn dispatch(cli: Cli) -> u8 {
         Command::ProbeImport(a) => {
             crate::diagnose::probe::import_side(&a.socket, &a.cuda_lib, a.device)
         }
-        Command::Run(args) => start(args.plan()),
-        Command::Isolate(args) => start(args.plan()),
-    }
-}
-
-/// `run` and `isolate`: the supervisor, or (in the process it spawns) the worker.
-fn start(plan: Result<Plan, String>) -> u8 {
-    match plan {
-        Err(msg) => {
-            eprintln!("nccl-smoke: {msg}");
-            exit::USAGE
-        }
-        Ok(plan) if crate::run::env::is_worker() => crate::run::worker(&plan),
-        Ok(plan) => crate::run::supervise(&plan),
+        Command::Run(args) => crate::run::start(args.plan()),
+        Command::Isolate(args) => crate::run::start(args.plan()),
     }
 }

@@ -2,8 +2,6 @@
 //! process's own — for scripts and batch jobs whose launcher's status is not the verdict (a
 //! Slurm step under `--mpi=pmix` ends with SIGKILL when one rank fails).
 
-use crate::report::results;
-use crate::stage::exit;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -15,14 +13,5 @@ pub struct VerdictArgs {
 }
 
 pub fn verdict(args: &VerdictArgs) -> u8 {
-    match results::load(&args.file) {
-        Ok(doc) => {
-            println!("{}", doc.verdict.line);
-            doc.verdict.exit_code
-        }
-        Err(e) => {
-            eprintln!("nccl-smoke verdict: {e}");
-            exit::USAGE
-        }
-    }
+    crate::console::verdict::run(&args.file)
 }

@@ -12,10 +12,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The size of the segment NCCL's shared-memory transport creates per peer and channel set
-/// (9637888 bytes in NCCL 2.2x logs).
-pub const NCCL_SHM_SEGMENT: u64 = 9_637_888;
-
 /// Creates and fully reserves a segment of `bytes` in `dir` (normally /dev/shm), then removes
 /// it. Returns a line of evidence.
 pub fn shm_segment(dir: &Path, bytes: u64) -> String {

@@ -4,14 +4,18 @@
 use super::fingerprint::Fingerprint;
 use crate::bench::SizeResult;
 use crate::error::Failure;
-use crate::stage::Stage;
+use crate::stage::{Stage, exit};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 /// Schema identifier; bumped when a field changes meaning.
 pub const SCHEMA: &str = "nccl-smoke/results/v1";
 
-pub use super::verdict::{Blame, RankState, Status, Verdict, agree, blame, job_verdict};
+/// Schema identifier of the report `doctor --json` prints, whose `fingerprint` is a run's.
+pub const DOCTOR_SCHEMA: &str = "nccl-smoke/doctor/v1";
+
+pub use super::verdict::{Blame, RankState, Status, Verdict, blame, job_verdict};
 pub use crate::error::{ENDED_BY_RANK0, STOPPED, WAITED_MARK};
 
 /// Sweep settings, as given.
@@ -166,6 +170,74 @@ fn merge_failures(doc: &mut ResultsDoc, other: &ResultsDoc) {
         doc.ranks = other.ranks.clone();
     }
     agree(doc);
+}
+
+impl ResultsDoc {
+    /// A results document with nothing measured and no verdict yet: rank 0's, as its worker opens
+    /// it once the launch stage is done, or as its supervisor writes it when the job ended before.
+    pub fn fresh(
+        config: &RunConfig,
+        host: &str,
+        backing: &super::backing::Backing,
+        fingerprint: Fingerprint,
+    ) -> ResultsDoc {
+        let now = SystemTime::now();
+        ResultsDoc {
+            schema: SCHEMA.into(),
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            started_at: humantime::format_rfc3339_seconds(now).to_string(),
+            run_id: format!(
+                "{host}-{}-{}",
+                std::process::id(),
+                now.duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or_default()
+            ),
+            backend: backing.backend(),
+            simulated: backing.simulated(),
+            simulated_parts: backing.parts(),
+            control_plane: None,
+            command: std::env::args().collect(),
+            config: config.clone(),
+            fingerprint,
+            stages: Vec::new(),
+            ranks: Vec::new(),
+            results: Vec::new(),
+            failures: Vec::new(),
+            warnings: Vec::new(),
+            verdict: Verdict {
+                status: Status::Incomplete,
+                line: "INCOMPLETE: the run has not finished".into(),
+                exit_code: exit::INTERNAL,
+                stage: None,
+                consequences: Vec::new(),
+                ranks: Vec::new(),
+            },
+            isolate: None,
+        }
+    }
+}
+
+/// Makes the rank table agree with the verdict: a rank that failed only as a consequence of
+/// the verdict's ranks is marked `consequence`, not `failed`.
+pub fn agree(doc: &mut ResultsDoc) {
+    if doc.verdict.status != Status::Fail || doc.verdict.ranks.is_empty() {
+        return;
+    }
+    for r in &mut doc.ranks {
+        let named = doc.verdict.ranks.contains(&r.rank);
+        if r.state == RankState::Failed && !named {
+            r.state = RankState::Consequence;
+        } else if named
+            && matches!(
+                r.state,
+                RankState::Stopped | RankState::Running | RankState::Cancelled
+            )
+        {
+            // Named by another rank (it stopped answering), then stopped by the launcher.
+            r.state = RankState::Failed;
+        }
+    }
 }
 
 /// Reads, changes and writes the file as one step with respect to [`ResultsFile::save`].
@@ -444,10 +516,10 @@ pub(crate) mod tests {
 }
 
 /// Reads the environment fingerprint of a run's results file (schema [`SCHEMA`]) or of a
-/// doctor report (`doctor --json`, schema [`crate::diagnose::doctor::SCHEMA`]), so that two
+/// doctor report (`doctor --json`, schema [`DOCTOR_SCHEMA`]), so that two
 /// of either kind can be compared with [`super::fingerprint::diff`].
 pub fn load_fingerprint(path: &Path) -> Result<Fingerprint, ReadError> {
-    let mut value = read_json(path, &[SCHEMA, crate::diagnose::doctor::SCHEMA])?;
+    let mut value = read_json(path, &[SCHEMA, DOCTOR_SCHEMA])?;
     let fp = value
         .get_mut("fingerprint")
         .map(serde_json::Value::take)

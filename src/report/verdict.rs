@@ -1,7 +1,6 @@
 //! The job's verdict: how much each failure says about its own rank, the culprit among every
 //! failure known, and the state each rank is given in the results file's table.
 
-use super::results::ResultsDoc;
 use crate::error::{Failure, Kind};
 use crate::stage::Stage;
 use serde::{Deserialize, Serialize};
@@ -131,28 +130,6 @@ pub fn job_verdict(failures: &[Failure]) -> Option<Verdict> {
     })
 }
 
-/// Makes the rank table agree with the verdict: a rank that failed only as a consequence of
-/// the verdict's ranks is marked `consequence`, not `failed`.
-pub fn agree(doc: &mut ResultsDoc) {
-    if doc.verdict.status != Status::Fail || doc.verdict.ranks.is_empty() {
-        return;
-    }
-    for r in &mut doc.ranks {
-        let named = doc.verdict.ranks.contains(&r.rank);
-        if r.state == RankState::Failed && !named {
-            r.state = RankState::Consequence;
-        } else if named
-            && matches!(
-                r.state,
-                RankState::Stopped | RankState::Running | RankState::Cancelled
-            )
-        {
-            // Named by another rank (it stopped answering), then stopped by the launcher.
-            r.state = RankState::Failed;
-        }
-    }
-}
-
 /// A rank's state in the results file's table (see `RankRecord::state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -212,7 +189,7 @@ impl std::fmt::Display for RankState {
 pub(crate) mod tests {
     use super::*;
     use crate::error::{STOPPED, WAITED_MARK};
-    use crate::report::results::{RankRecord, tests::sample_doc};
+    use crate::report::results::{RankRecord, agree, tests::sample_doc};
 
     pub(crate) fn at(rank: u32, stage: Stage, error: &str) -> Failure {
         let who = crate::error::Who {

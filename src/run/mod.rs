@@ -1,10 +1,11 @@
 //! The run engine: one rank's supervisor and worker, the status line between ranks, and rank
 //! 0's results file. `cli` builds a [`Plan`] and hands it here.
 //!
-//! - [`worker`](mod@worker): the stage walk (with [`evidence`], what a failure carries);
-//! - [`recorder`]: rank 0's results file and console;
-//! - [`supervisor`]: spawns the worker with its environment, takes the launcher's signals;
-//! - [`watch`]: the supervisor's watch loop, and [`conclude`], the end of a rank;
+//! - [`worker`](mod@worker): the stage walk, what a failure carries, the worker's part of rank
+//!   0's results file and console;
+//! - [`supervisor`]: spawns the worker with its environment, takes the launcher's signals,
+//!   watches the worker, concludes the rank and, on rank 0, the job;
+//! - [`nccl_ras`]: asking NCCL's RAS service about a communicator;
 //! - [`status`] and [`uplink`]: the side channel between the ranks' supervisors;
 //! - [`link`]: worker → supervisor;
 //! - [`env`](mod@env): the variables passed from supervisor to worker.
@@ -18,22 +19,31 @@ macro_rules! say_err {
     }};
 }
 
-pub mod conclude;
-pub mod control_plane;
 pub mod env;
-pub mod evidence;
-pub mod expect;
 pub mod isolate;
+pub mod launch;
 pub mod libs;
 pub mod link;
+pub mod nccl_ras;
 pub mod plan;
-pub mod recorder;
 pub mod status;
 pub mod supervisor;
 pub mod uplink;
-pub mod watch;
 pub mod worker;
 
+use crate::stage::exit;
 pub use plan::{Plan, Settings};
 pub use supervisor::supervise;
 pub use worker::worker;
+
+/// `run` and `isolate`: the supervisor, or (in the process it spawns) the worker.
+pub fn start(plan: Result<Plan, String>) -> u8 {
+    match plan {
+        Err(msg) => {
+            eprintln!("nccl-smoke: {msg}");
+            exit::USAGE
+        }
+        Ok(plan) if env::is_worker() => worker(&plan),
+        Ok(plan) => supervise(&plan),
+    }
+}

@@ -18,8 +18,6 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub use super::uplink::Uplink;
-
 /// How often rank 0's supervisor tells each rank it is alive. Less often than the ranks beat:
 /// at 16k ranks every word is a write on rank 0's node. A rank's wait for rank 0 is never
 /// shorter than [`RANK0_SILENCE_FLOOR`], so a few words may be late or lost. An end report is

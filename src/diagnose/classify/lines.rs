@@ -2,7 +2,8 @@
 //! or a rank's lines.
 
 use super::finding::{Category, Finding, Severity};
-use super::signature::{Match, SIGNATURES, Scope, Signature};
+use super::signature::{Match, Scope, Signature};
+use super::table::SIGNATURES;
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use std::sync::OnceLock;
 

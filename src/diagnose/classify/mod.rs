@@ -23,6 +23,7 @@ mod locations;
 mod others;
 mod signature;
 pub mod sources;
+mod table;
 mod topics;
 
 pub use finding::{Category, Finding, Severity};
@@ -30,4 +31,4 @@ pub use lines::{
     LineKind, advise, classify, classify_line, family_finding, is_generic, location_finding,
     place_of, rank_key, retry_finding, return_trace, trace_finding, wrong_data_finding,
 };
-pub use signature::signature_ids;
+pub use table::signature_ids;

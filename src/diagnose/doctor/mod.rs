@@ -24,8 +24,8 @@ pub use libs::gpus_verdict;
 pub use network::{hca_selects_any, select_ifaces};
 pub use parse::{parse_cap_eff, parse_limit, shm_mount_size};
 pub use resources::{
-    MEMLOCK_MIN, OPEN_FILES_MIN, OPEN_FILES_WANTED, memlock_verdict, open_files_verdict,
-    shm_verdict,
+    MEMLOCK_MIN, NCCL_SHM_SEGMENT, OPEN_FILES_MIN, OPEN_FILES_WANTED, memlock_verdict,
+    open_files_verdict, shm_verdict,
 };
 
 use crate::ffi::cuda::{DeviceInfo, Driver};
@@ -51,8 +51,9 @@ pub const CHECK_IDS: [&str; 14] = [
     "known-issues",
 ];
 
-/// `schema` of the report `doctor --json` prints.
-pub const SCHEMA: &str = "nccl-smoke/doctor/v1";
+/// `schema` of the report `doctor --json` prints (kept with the results file's, which shares
+/// its fingerprint).
+pub use crate::report::results::DOCTOR_SCHEMA as SCHEMA;
 
 /// A check's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

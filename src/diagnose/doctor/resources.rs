@@ -83,12 +83,15 @@ impl Node {
     }
 }
 
+/// The size of the segment NCCL's shared-memory transport creates per peer and channel set
+/// (9637888 bytes in NCCL 2.2x logs).
+pub const NCCL_SHM_SEGMENT: u64 = 9_637_888;
+
 /// /dev/shm against a rough need: one 9.2 MiB segment per local peer in each direction, and
 /// never less than 256 MiB (a pod's 64 MB default fails NCCL's SHM transport in the field).
 pub fn shm_verdict(total: u64, free: u64, local_ranks: u32) -> Check {
     let n = local_ranks.max(1) as u64;
-    let need =
-        (n * n.saturating_sub(1) * 2 * crate::diagnose::probe::NCCL_SHM_SEGMENT).max(256 << 20);
+    let need = (n * n.saturating_sub(1) * 2 * NCCL_SHM_SEGMENT).max(256 << 20);
     let evidence = format!(
         "/dev/shm: {} MiB total, {} MiB free; about {} MiB wanted for {n} local ranks",
         total >> 20,

@@ -8,13 +8,11 @@
 //!
 //! This file: the [`Options`], the [`Comparison`] and [`compare()`]. Beside it: `side.rs`
 //! (what one run measured), `judge.rs` (the call on each size and the reasons for the
-//! verdict), `render.rs` (what `nccl-smoke compare` prints).
+//! verdict). What `nccl-smoke compare` prints is `console::compare`'s.
 
 mod judge;
-mod render;
 mod side;
 
-pub use render::{Inputs, run};
 pub use side::{Measured, Side, add_measurement, kind};
 
 use super::fingerprint::{self, Change};
@@ -224,6 +222,17 @@ pub fn patterns(rows: &[Row]) -> Vec<String> {
     out
 }
 
+/// `(judged, bandwidth-bound)` when fewer than half of the (pattern, size) pairs at or above
+/// `min_bytes` that either run holds were judged; `None` otherwise.
+pub fn coverage(c: &Comparison, min_bytes: usize) -> Option<(usize, usize)> {
+    let judged = c.rows.iter().filter(|r| r.call != Call::NotJudged).count();
+    let bound = |s: usize| s >= min_bytes;
+    let of = c.rows.iter().filter(|r| bound(r.size_bytes)).count()
+        + c.only_before.iter().filter(|(_, s)| bound(*s)).count()
+        + c.only_after.iter().filter(|(_, s)| bound(*s)).count();
+    (judged > 0 && judged * 2 < of).then_some((judged, of))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,10 +284,10 @@ mod tests {
         let after = side(vec![big("all_reduce", 1 << 20), big("all_to_all", 1 << 22)]);
         let c = compare(&before, &after, &OPTS).unwrap();
         assert_eq!(c.verdict(), Verdict::NoRegression);
-        assert_eq!(render::coverage(&c, OPTS.min_bytes), Some((1, 3)));
+        assert_eq!(coverage(&c, OPTS.min_bytes), Some((1, 3)));
         // Everything in common: nothing to say.
         let c = compare(&before, &before, &OPTS).unwrap();
-        assert_eq!(render::coverage(&c, OPTS.min_bytes), None);
+        assert_eq!(coverage(&c, OPTS.min_bytes), None);
     }
 
     #[test]

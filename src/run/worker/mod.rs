@@ -1,5 +1,10 @@
 //! The worker side of `nccl-smoke run`: walk the stages, measure, and say how it ended.
 
+mod control_plane;
+mod evidence;
+mod expect;
+mod results;
+
 use super::{Plan, libs};
 use crate::bench::{self, Buffers};
 use crate::bootstrap::{self, Bootstrap};
@@ -283,7 +288,7 @@ impl Run<'_> {
                     .hint("lower -e/--maxbytes, or check what else holds GPU memory (nvidia-smi)")
             })?;
         // From here a wait that times out asks NCCL's RAS what the other ranks are doing.
-        comm.before_timeout_abort(super::evidence::ras_hook(nccl.version_code, &id));
+        comm.before_timeout_abort(super::nccl_ras::ras_hook(nccl.version_code, &id));
         progress::send(&progress::Event::Ras {
             version: nccl.version_code,
             hash: crate::diagnose::ras::comm_hash(nccl.version_code, &id),

@@ -2,7 +2,7 @@
 //! file's bus bandwidth floors (see [`crate::report::expect`]). A shortfall fails the run with
 //! its own exit code and names the sizes and hosts.
 
-use super::worker::Run;
+use super::Run;
 use crate::bench::SizeResult;
 use crate::report::expect;
 use crate::report::results::Status;

@@ -4,7 +4,7 @@
 //! communicator (nothing to finalize: no kernel ran), and
 //! rank 0 says `CONTROL PLANE OK` with what was not done. Never a pass.
 
-use super::worker::Run;
+use super::Run;
 use crate::bootstrap::{self, Bootstrap};
 use crate::comm::Communicator;
 use crate::error::Failure;

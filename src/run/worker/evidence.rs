@@ -1,22 +1,22 @@
 //! What a failing worker adds to its failure before it reports it: NCCL's own log lines, the
 //! probes that repeat the failed step, and the findings that explain a slow run.
 
-use super::link;
-use super::worker::{Run, own_exe};
+use super::{Run, own_exe};
 use crate::bench;
 use crate::bootstrap;
 use crate::comm::CommError;
-use crate::diagnose::{causes, classify, probe, ras};
+use crate::diagnose::{causes, classify, doctor, probe};
 use crate::error::Failure;
 use crate::ffi::cuda::{Device, Driver};
 use crate::ffi::nccl::{Nccl, NcclError};
 use crate::run::env;
+use crate::run::link;
 use crate::stage::Stage;
 
 impl Run<'_> {
     /// A second opinion from libnccl itself: a one-rank communicator needs the driver, so its
     /// failure, in NCCL's words, confirms (or contradicts) that the driver is missing.
-    pub(super) fn corroborate_missing_driver(&self, nccl: &Nccl, f: &mut Failure) {
+    pub(in crate::run) fn corroborate_missing_driver(&self, nccl: &Nccl, f: &mut Failure) {
         match probe::nccl_solo_init(&own_exe(), &nccl.path) {
             probe::SoloInit::Failed { said, error } => {
                 f.error = format!("{}; NCCL's own init agrees: {said}", f.error);
@@ -29,7 +29,7 @@ impl Run<'_> {
         }
     }
 
-    pub(super) fn nccl_failure(&self, stage: Stage, e: &NcclError) -> Failure {
+    pub(in crate::run) fn nccl_failure(&self, stage: Stage, e: &NcclError) -> Failure {
         let mut f = Failure::new(stage, &self.who, e);
         f.evidence = self.log_warnings();
         f
@@ -37,7 +37,7 @@ impl Run<'_> {
 
     /// `ncclGetUniqueId` failed on rank 0: NCCL's words classified (see
     /// [`causes::unique_id_failure`]), with what `NCCL_SOCKET_IFNAME` selects on this host.
-    pub(super) fn unique_id_failure(&self, e: &NcclError) -> Failure {
+    pub(in crate::run) fn unique_id_failure(&self, e: &NcclError) -> Failure {
         let mut f = causes::unique_id_failure(&self.who, e, self.log_warnings());
         if let Ok(spec) = std::env::var("NCCL_SOCKET_IFNAME") {
             f.evidence.extend(probe::ifname_selects(&spec));
@@ -47,7 +47,7 @@ impl Run<'_> {
 
     /// A communicator failure (see [`causes::comm_failure`]), with the probes that repeat the
     /// failed step: a /dev/shm segment, a TCP reach to the peers and rank 0's host.
-    pub(super) fn comm_failure(&self, stage: Stage, e: CommError) -> Failure {
+    pub(in crate::run) fn comm_failure(&self, stage: Stage, e: CommError) -> Failure {
         let node = causes::NodeFacts::here(self.versions.0.clone(), self.versions.1.clone());
         let log = self.log_warnings();
         let mut f =
@@ -62,7 +62,7 @@ impl Run<'_> {
         if f.stage == Stage::ConnectShm {
             f.evidence.push(probe::shm_segment(
                 std::path::Path::new("/dev/shm"),
-                probe::NCCL_SHM_SEGMENT,
+                doctor::NCCL_SHM_SEGMENT,
             ));
         }
         if matches!(f.stage, Stage::Init | Stage::ConnectNet) {
@@ -74,7 +74,7 @@ impl Run<'_> {
     /// The host of `rank`, from the fingerprint (rank 0).
     /// A rank's value that could not be gathered to rank 0 (see
     /// [`crate::bootstrap::gather_json`]): a failure of that rank at `stage`.
-    pub(super) fn gather_failure(&self, stage: Stage, rank: u32, text: String) -> Failure {
+    pub(in crate::run) fn gather_failure(&self, stage: Stage, rank: u32, text: String) -> Failure {
         let who = crate::error::Who {
             rank: Some(rank),
             host: self.host_of(rank).unwrap_or_else(|| self.who.host.clone()),
@@ -84,7 +84,7 @@ impl Run<'_> {
             .hint("rerun; if it recurs, report it as a bug in nccl-smoke with the results file")
     }
 
-    pub(super) fn host_of(&self, rank: u32) -> Option<String> {
+    pub(in crate::run) fn host_of(&self, rank: u32) -> Option<String> {
         let r = self.results.as_ref()?;
         let info = r.doc.fingerprint.ranks.iter().find(|i| i.rank == rank)?;
         Some(info.host.clone())
@@ -92,7 +92,7 @@ impl Run<'_> {
 
     /// Can this rank reach, over TCP, the peers NCCL named and rank 0's host, from the
     /// interface NCCL_SOCKET_IFNAME selects?
-    pub(super) fn reach_probe(&self, f: &Failure) -> Vec<String> {
+    pub(in crate::run) fn reach_probe(&self, f: &Failure) -> Vec<String> {
         let lines = std::iter::once(f.error.as_str()).chain(f.evidence.iter().map(String::as_str));
         let mut targets: Vec<(String, std::net::SocketAddr)> = probe::logged_peers(lines)
             .into_iter()
@@ -118,7 +118,7 @@ impl Run<'_> {
 
     /// Every rank reads its NCCL log for findings that explain a slow run; rank 0 prints and
     /// keeps them.
-    pub(super) fn advisories(&mut self, boot: &dyn bootstrap::Bootstrap) {
+    pub(in crate::run) fn advisories(&mut self, boot: &dyn bootstrap::Bootstrap) {
         let lines = self.nccl_log_lines(|l| classify::advise([l]).is_some());
         let mut mine: Vec<Failure> = classify::advise(lines.iter().map(String::as_str))
             .map(|found| {
@@ -159,7 +159,7 @@ impl Run<'_> {
     /// Before any buffer is allocated: a sweep that cannot fit this GPU or this node's host
     /// memory is refused with the numbers; /dev/shm and the open-files limit are checked for the
     /// local rank count as `doctor` checks them, and what doctor would fail becomes a warning.
-    pub(super) fn preflight(
+    pub(in crate::run) fn preflight(
         &mut self,
         device: &Device,
         driver: &Driver,
@@ -208,12 +208,12 @@ impl Run<'_> {
     }
 
     /// WARN lines this process's NCCL wrote to its debug file, when the supervisor set one up.
-    pub(super) fn log_warnings(&self) -> Vec<String> {
+    pub(in crate::run) fn log_warnings(&self) -> Vec<String> {
         self.nccl_log_lines(|l| l.contains(" NCCL WARN "))
     }
 
     /// Lines of this process's NCCL debug file that `keep` selects (at most 20).
-    pub(super) fn nccl_log_lines(&self, keep: impl Fn(&str) -> bool) -> Vec<String> {
+    pub(in crate::run) fn nccl_log_lines(&self, keep: impl Fn(&str) -> bool) -> Vec<String> {
         let mut lines = self.nccl_log_all(keep);
         lines.truncate(20);
         lines
@@ -222,7 +222,7 @@ impl Run<'_> {
     /// Every line of this process's NCCL debug file that `keep` selects: the file the
     /// supervisor set up in the run folder, else the user's own `NCCL_DEBUG_FILE` (with NCCL's
     /// `%h` and `%p` filled in).
-    pub(super) fn nccl_log_all(&self, keep: impl Fn(&str) -> bool) -> Vec<String> {
+    pub(in crate::run) fn nccl_log_all(&self, keep: impl Fn(&str) -> bool) -> Vec<String> {
         nccl_log_files()
             .into_iter()
             // Evidence, not a measurement: a log file that cannot be read adds no line.
@@ -262,51 +262,4 @@ fn nccl_log_files() -> Vec<std::path::PathBuf> {
         .filter(|e| e.file_name().to_string_lossy().ends_with(&suffix))
         .map(|e| e.path())
         .collect()
-}
-
-/// NCCL's RAS report on the communicator `hash` of NCCL `code`, as evidence lines, asked
-/// within [`ras::bound`] of `deadline`; nothing when RAS is off, absent or silent.
-pub(super) fn ras_now(code: i32, hash: u64, deadline: std::time::Duration) -> Vec<String> {
-    let Ok(target) = ras::target(code, |k| std::env::var(k).ok()) else {
-        return Vec::new();
-    };
-    ras::query(&target, ras::bound(deadline), Some(hash))
-        .map(|r| r.evidence(hash))
-        .unwrap_or_default()
-}
-
-/// The hook a communicator calls when a wait on it times out after init (before it aborts):
-/// NCCL's RAS report on this communicator, as evidence lines, when the loaded NCCL (version
-/// `code`) serves one. The query is bounded by [`ras::bound`] of the stage's part of the
-/// wait's deadline, and the worker keeps beating meanwhile so that its supervisor does not
-/// take the query for a hang. Nothing when RAS is off, absent, or does not know the
-/// communicator.
-pub(super) fn ras_hook<'n>(code: i32, id: &[u8]) -> crate::comm::TimeoutHook<'n> {
-    let hash = ras::comm_hash(code, id);
-    Box::new(move |wait| {
-        let Ok(target) = ras::target(code, |k| std::env::var(k).ok()) else {
-            return Vec::new();
-        };
-        let stage = wait.saturating_sub(crate::stage::PEER_MARGIN);
-        let bound = ras::bound(stage);
-        let done = std::sync::atomic::AtomicBool::new(false);
-        std::thread::scope(|s| {
-            let beats = s.spawn(|| {
-                while !done.load(std::sync::atomic::Ordering::SeqCst) {
-                    crate::progress::beat();
-                    std::thread::park_timeout(std::time::Duration::from_millis(100));
-                }
-            });
-            let answer = ras::query(&target, bound, Some(hash));
-            done.store(true, std::sync::atomic::Ordering::SeqCst);
-            beats.thread().unpark();
-            let lines = answer.map(|r| r.evidence(hash)).unwrap_or_default();
-            if !lines.is_empty() {
-                crate::progress::send(&crate::progress::Event::Notes {
-                    lines: lines.clone(),
-                });
-            }
-            lines
-        })
-    })
 }

@@ -1,14 +1,14 @@
 //! The end of a rank: its supervisor's own verdict when the worker gave none, its end sent to
 //! rank 0's supervisor, and on rank 0 the job's state, verdict and exit code.
 
-use super::Plan;
 use super::recorder::{rank_table, record, say_line, say_verdict, walked};
-use super::status;
-use super::supervisor::{CANCEL_SETTLE, GATHER, HOLD, OWN_FAILURE, SETTLE};
-use super::watch::{Watch, rank0_gone, who_label};
+use super::state::{OWN_FAILURE, Watch, rank0_gone, who_label};
+use super::timing::{CANCEL_SETTLE, GATHER, HOLD, SETTLE};
 use crate::error::{Failure, Who};
 use crate::progress::Event;
 use crate::report::results::{self, RankState};
+use crate::run::Plan;
+use crate::run::status;
 use crate::stage::{Stage, exit};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -306,7 +306,12 @@ fn launch_doc(
 ) -> Option<std::path::PathBuf> {
     use crate::report::backing::Backing;
     let backing = Backing::of(plan.libs.sim, plan.libs.control_plane, None);
-    let mut doc = super::recorder::fresh_doc(&plan.config, &w.host, &backing, Default::default());
+    let mut doc = crate::report::results::ResultsDoc::fresh(
+        &plan.config,
+        &w.host,
+        &backing,
+        Default::default(),
+    );
     if let Some(b) = &w.backend {
         doc.backend = b.clone();
     }
@@ -409,7 +414,7 @@ fn name_laggards(
     // What NCCL's RAS says now (the ranks still running serve it), asked outside the lock.
     let said = w
         .ras
-        .map(|(code, hash)| super::evidence::ras_now(code, hash, plan.deadline(w.stage)))
+        .map(|(code, hash)| crate::run::nccl_ras::ras_now(code, hash, plan.deadline(w.stage)))
         .unwrap_or_default();
     let Ok(mut v) = job.lock() else { return };
     for (rank, mut f) in found {

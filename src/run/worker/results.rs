@@ -1,9 +1,8 @@
-//! Rank 0's results file and console. The worker writes the file after every size and its own
-//! verdict; the supervisor adds every rank's failure and the job's verdict (see
-//! [`crate::report::verdict::job_verdict`], the one place it is decided).
+//! The worker's part of rank 0's results file and console: the file after every size and at
+//! this rank's end, the table rows, this rank's failure. The supervisor adds every rank's
+//! failure and the job's verdict (`supervisor::recorder`).
 
-use super::watch::{FirstRemote, Watch};
-use super::worker::Run;
+use super::Run;
 use crate::bench::{self, Buffers, SizeResult, Timing};
 use crate::bootstrap::Bootstrap;
 use crate::comm::Communicator;
@@ -13,19 +12,16 @@ use crate::ffi::nccl::Nccl;
 use crate::patterns::Pattern;
 use crate::progress::{self, Event};
 use crate::report::fingerprint::{self, DriverInfo, Fingerprint, NcclInfo, RankInfo};
-use crate::report::results::{self, RankRecord, RankState};
+use crate::report::results::{self};
 use crate::report::results::{ResultsDoc, ResultsFile, Status, Verdict};
 use crate::report::{repeats, table};
-use crate::stage::StageRecord;
 use crate::stage::{Stage, exit};
 use std::io::IsTerminal;
-use std::path::Path;
-use std::time::{Instant, SystemTime};
 
 impl Run<'_> {
     /// Rewrites the results file (rank 0). A failure is said once, not once per size; the run
     /// goes on (its measurements are worth more than the file), and its exit code says so.
-    pub(super) fn save(&self) {
+    pub(in crate::run) fn save(&self) {
         let Some(r) = &self.results else { return };
         match r.save() {
             Ok(()) => self.write_failed.set(false),
@@ -44,12 +40,12 @@ impl Run<'_> {
     }
 
     /// Reports a failure of this rank: verdict line, results file, supervisor.
-    pub(super) fn fail(&mut self, mut f: Failure) -> u8 {
+    pub(in crate::run) fn fail(&mut self, mut f: Failure) -> u8 {
         if let Some(tables) = crate::ffi::cuda::sim_driver_lacking() {
             f = crate::diagnose::causes::lacking_tables(f, &tables);
         }
         if crate::diagnose::causes::peer_first(&f) {
-            std::thread::sleep(super::worker::PEER_FIRST);
+            std::thread::sleep(super::PEER_FIRST);
         }
         self.stage = f.stage;
         self.leave(false);
@@ -72,7 +68,7 @@ impl Run<'_> {
 
     /// Rank 0 opens the results file as soon as the launch stage is done, so that a failure
     /// anywhere after it (reported here or by another rank's supervisor) lands in it.
-    pub(super) fn open_results(&mut self, boot: &dyn Bootstrap) {
+    pub(in crate::run) fn open_results(&mut self, boot: &dyn Bootstrap) {
         let Some(path) = &self.plan.json else { return };
         let fp = Fingerprint {
             launcher: boot.describe(),
@@ -80,7 +76,7 @@ impl Run<'_> {
             env: fingerprint::env_snapshot(),
             ..Fingerprint::default()
         };
-        let mut doc = fresh_doc(&self.plan.config, &self.who.host, &self.backing, fp);
+        let mut doc = ResultsDoc::fresh(&self.plan.config, &self.who.host, &self.backing, fp);
         doc.stages = self.stages.clone();
         self.results = Some(ResultsFile::new(path, doc));
         self.save();
@@ -90,7 +86,7 @@ impl Run<'_> {
     }
 
     /// Rank 0, once every rank's device is known: the fingerprint, printed and kept.
-    pub(super) fn record_fingerprint(
+    pub(in crate::run) fn record_fingerprint(
         &mut self,
         boot: &dyn Bootstrap,
         nccl: &Nccl,
@@ -121,7 +117,7 @@ impl Run<'_> {
     }
 
     /// The measured sweep ([`bench::sweep::run`]), rank 0 printing and recording every row.
-    pub(super) fn sweep(
+    pub(in crate::run) fn sweep(
         &mut self,
         comm: &mut Communicator,
         boot: &dyn Bootstrap,
@@ -172,7 +168,7 @@ impl Run<'_> {
 
     /// Records the end of a run that walked every stage (a pass, or a run below an `--expect`
     /// floor): rank 0's stage times and a verdict that names no stage and no rank, then saves.
-    pub(super) fn save_end(&mut self, status: Status, line: String, exit_code: u8) {
+    pub(in crate::run) fn save_end(&mut self, status: Status, line: String, exit_code: u8) {
         if let Some(r) = self.results.as_mut() {
             r.doc.stages = self.stages.clone();
             r.doc.verdict = Verdict {
@@ -187,7 +183,12 @@ impl Run<'_> {
         self.save();
     }
 
-    pub(super) fn pass(&mut self, selected: &[&dyn Pattern], sizes: &[usize], nranks: u32) -> u8 {
+    pub(in crate::run) fn pass(
+        &mut self,
+        selected: &[&dyn Pattern],
+        sizes: &[usize],
+        nranks: u32,
+    ) -> u8 {
         let hosts = self.hosts;
         let label = self
             .backing
@@ -272,191 +273,4 @@ pub(super) fn warn_shared_gpus(fp: &Fingerprint) {
     for g in crate::diagnose::preflight::shared_gpus(&fp.ranks) {
         println!("# WARNING: {g}: bind one GPU per local rank (CUDA_VISIBLE_DEVICES or --device)");
     }
-}
-
-/// Rank 0 prints the job's verdict, with the consequences under it: once, at the job's end.
-pub(super) fn say_verdict(w: &Watch, v: &Verdict) {
-    let line = match &w.backend {
-        Some(b) => crate::report::backing::verdict_line(b, &v.line),
-        None => v.line.clone(),
-    };
-    say_line(&format!("VERDICT: {line}"));
-    for c in &v.consequences {
-        say_line(&format!("#   consequence: {c}"));
-    }
-}
-
-/// This rank's stages, the current one ending now (`ok`: it ended well).
-pub(super) fn walked(w: &Watch, ok: bool) -> Vec<StageRecord> {
-    let mut out = w.history.clone();
-    out.push(StageRecord {
-        stage: w.stage,
-        seconds: w.entered.elapsed().as_secs_f64(),
-        ok,
-    });
-    out
-}
-
-/// Rank 0: the results file's per-rank table, this rank in `state` first; empty elsewhere.
-pub(super) fn rank_table(
-    w: &Watch,
-    state: RankState,
-    code: Option<u8>,
-    ok: bool,
-) -> Vec<RankRecord> {
-    let Some(job) = &w.job else {
-        return Vec::new();
-    };
-    let me = RankRecord {
-        rank: w.rank.unwrap_or(0),
-        host: w.host.clone(),
-        state,
-        exit_code: code,
-        stage: Some(w.stage),
-        step: w.step.clone(),
-        stages: walked(w, ok),
-    };
-    job.lock().map(|v| v.records(me)).unwrap_or_default()
-}
-
-/// A results document with nothing measured and no verdict yet: rank 0's, as its worker opens
-/// it once the launch stage is done, or as its supervisor writes it when the job ended before.
-pub(super) fn fresh_doc(
-    config: &crate::report::results::RunConfig,
-    host: &str,
-    backing: &crate::report::backing::Backing,
-    fingerprint: Fingerprint,
-) -> ResultsDoc {
-    let now = SystemTime::now();
-    ResultsDoc {
-        schema: crate::report::results::SCHEMA.into(),
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        started_at: humantime::format_rfc3339_seconds(now).to_string(),
-        run_id: format!(
-            "{host}-{}-{}",
-            std::process::id(),
-            now.duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or_default()
-        ),
-        backend: backing.backend(),
-        simulated: backing.simulated(),
-        simulated_parts: backing.parts(),
-        control_plane: None,
-        command: std::env::args().collect(),
-        config: config.clone(),
-        fingerprint,
-        stages: Vec::new(),
-        ranks: Vec::new(),
-        results: Vec::new(),
-        failures: Vec::new(),
-        warnings: Vec::new(),
-        verdict: Verdict {
-            status: Status::Incomplete,
-            line: "INCOMPLETE: the run has not finished".into(),
-            exit_code: exit::INTERNAL,
-            stage: None,
-            consequences: Vec::new(),
-            ranks: Vec::new(),
-        },
-        isolate: None,
-    }
-}
-
-/// Adds this rank's failure (`own`) and the other ranks' (`remote`, rank 0 only) to the
-/// results file, sets its verdict (the job's culprit, see [`results::job_verdict`], or
-/// CANCELLED), and (rank 0) its per-rank table.
-pub(super) fn record(
-    path: &Path,
-    own: Option<&Failure>,
-    remote: &[Failure],
-    table: Vec<RankRecord>,
-    cancel: bool,
-    stage: Stage,
-) -> Result<(), results::ReadError> {
-    results::amend(path, |doc| {
-        if !table.is_empty() {
-            doc.ranks = table;
-        }
-        // Being stopped because another rank failed is no failure of this rank's own; being
-        // stopped with no failure known anywhere is, unless the job was cancelled.
-        let own_counts = !cancel
-            && own
-                .is_some_and(|f| !f.is_stopped() || (remote.is_empty() && doc.failures.is_empty()));
-        for f in own.iter().copied().filter(|_| own_counts).chain(remote) {
-            if !doc.failures.contains(f) {
-                doc.failures.push(f.clone());
-            }
-        }
-        if let Some(mut v) = results::job_verdict(&doc.failures) {
-            v.line = crate::report::backing::verdict_line(&doc.backend, &v.line);
-            doc.verdict = v;
-            results::agree(doc);
-        } else if cancel {
-            doc.verdict = Verdict {
-                status: Status::Cancelled,
-                line: format!(
-                    "CANCELLED — stopped by a signal during the {stage} stage, before any rank failed; \
-                     {} measured size(s) kept",
-                    doc.results.len()
-                ),
-                exit_code: exit::CANCELLED,
-                stage: Some(stage),
-                consequences: Vec::new(),
-                ranks: Vec::new(),
-            };
-        }
-    })
-}
-
-/// Rank 0: another rank's failure goes onto the screen and into the results file as soon as
-/// it arrives; when this rank is stopped a moment later, it may not get the chance.
-pub(super) fn record_remote_failures(w: &mut Watch) {
-    let Some(job) = &w.job else { return };
-    // A rank stopped by the launcher is no news: the launcher stops every rank at once (a
-    // cancel, or after the failure that will arrive). Such reports count only at the end.
-    let all: Vec<Failure> = match job.lock() {
-        Ok(v) if v.failures.len() > w.announced.min(w.recorded) => v
-            .failures
-            .iter()
-            .filter(|f| !f.is_stopped())
-            .cloned()
-            .collect(),
-        _ => return,
-    };
-    if all.len() <= w.announced.min(w.recorded) {
-        return;
-    }
-    for f in &all[w.announced..] {
-        let rank = f.rank.map(|r| r.to_string()).unwrap_or_else(|| "?".into());
-        say_line(&format!(
-            "# job: rank {rank} (host {}) failed at {}; rank 0 recorded it",
-            f.host, f.stage
-        ));
-    }
-    w.announced = all.len();
-    if let Some(path) = &w.results {
-        let table = rank_table(w, RankState::Running, None, true);
-        if let Err(e) = record(path, None, &all[w.recorded..], table, false, w.stage) {
-            say_err!("nccl-smoke: cannot update the results file: {e}");
-        }
-        w.recorded = all.len();
-    }
-    // The job has failed: rank 0 concludes it once the ranks failing alike have reported
-    // (see `watch`), and prints the one verdict then.
-    if w.first_remote.is_none()
-        && let Some(f) = all.first()
-    {
-        w.first_remote = Some(FirstRemote {
-            since: Instant::now(),
-            who: super::watch::who_label(f),
-            stage: f.stage,
-        });
-    }
-}
-
-/// One line on stdout; a closed stdout (the launcher went first) is no reason to stop.
-pub(super) fn say_line(line: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stdout().lock(), "{line}");
 }

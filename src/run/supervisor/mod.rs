@@ -5,58 +5,29 @@
 //! signal, names the stage, the rank and the host, kills the worker and exits with the stage's
 //! code. A hang or a segfault inside a library becomes a verdict instead of a silent job.
 
+mod conclude;
+mod recorder;
+mod state;
+mod timing;
+mod watch;
+
 use super::link::{self, Msg};
-use super::recorder::say_line;
 use super::status::{self, JobView};
-use super::watch::watch;
 use super::{Plan, env, libs};
 use crate::bootstrap::launcher;
 use crate::error::{Failure, Who};
 use crate::ffi::os;
 use crate::stage::{Stage, exit};
+use recorder::say_line;
+use state::OWN_FAILURE;
 use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
-use std::time::Duration;
-
-/// The supervisor's own deadline trails the worker's, so that the worker, which can abort the
-/// communicator and say more, reports first when it can.
-pub(super) const GRACE: Duration = Duration::from_millis(1000);
-
-/// The supervisor's backstop for a rank waiting on others trails the worker's own wait by this
-/// much, so that the worker's verdict, in the library's words, comes first when it can; the
-/// total (deadline + 1.9 s) stays within deadline + 2 s.
-pub(super) const WAITING_BACKSTOP: Duration = Duration::from_millis(400);
-
-/// How long rank 0, its job failed, waits for the other ranks' end reports before it concludes
-/// (from the first failure it knows of; its own worker is stopped then if it is still running):
-/// ranks that fail alike at about the same moment all reach the verdict, instead of those the
-/// launcher stopped first being left out by chance.
-pub(super) const GATHER: Duration = Duration::from_millis(1000);
-
-/// How long a rank whose worker failed keeps its process for rank 0's goodbye: its exit makes
-/// the launcher stop every rank, those about to report the same failure among them. Longer than
-/// [`GATHER`], so that rank 0 concludes first when it can.
-pub(super) const HOLD: Duration = Duration::from_millis(2000);
-
-/// How long rank 0 waits, after a pass, for the other ranks' end reports.
-pub(super) const SETTLE: Duration = Duration::from_secs(2);
-
-/// How long a supervisor whose worker ended with a code not its own waits for the launcher's
-/// signal (Open MPI sends SIGCONT, then SIGTERM a second later).
-pub(super) const LAUNCHER_SIGNAL_WAIT: Duration = Duration::from_millis(1500);
-
-/// How long rank 0 of a cancelled job waits for the other ranks' ends.
-pub(super) const CANCEL_SETTLE: Duration = Duration::from_millis(300);
-
-/// Whether this rank failed on its own (not stopped, not cancelled): its run folder is kept.
-pub(super) static OWN_FAILURE: AtomicBool = AtomicBool::new(false);
-
-/// How long a rank whose worker failed stays before exiting (see `spawn_and_watch`).
-pub(super) const LINGER: Duration = Duration::from_millis(700);
+use timing::LINGER;
+use watch::watch;
 
 pub fn supervise(plan: &Plan) -> u8 {
     let host = os::hostname();

@@ -2,7 +2,9 @@
 //! comparison (header, environment changes, rows, verdict), draws the plot, and picks the
 //! exit code.
 
-use super::{Call, Comparison, Options, Side, Verdict, compare, patterns};
+use crate::report::compare::{
+    Call, Comparison, Options, Side, Verdict, compare, coverage, patterns,
+};
 use crate::report::nccl_tests::{self, InputError};
 use crate::report::{output, plot};
 use crate::stage::exit;
@@ -188,17 +190,6 @@ fn verdict(c: &Comparison, opts: &Options, plot_failed: bool, cut: &str) -> u8 {
             }
         }
     }
-}
-
-/// `(judged, bandwidth-bound)` when fewer than half of the (pattern, size) pairs at or above
-/// `min_bytes` that either run holds were judged; `None` otherwise.
-pub(super) fn coverage(c: &Comparison, min_bytes: usize) -> Option<(usize, usize)> {
-    let judged = c.rows.iter().filter(|r| r.call != Call::NotJudged).count();
-    let bound = |s: usize| s >= min_bytes;
-    let of = c.rows.iter().filter(|r| bound(r.size_bytes)).count()
-        + c.only_before.iter().filter(|(_, s)| bound(*s)).count()
-        + c.only_after.iter().filter(|(_, s)| bound(*s)).count();
-    (judged > 0 && judged * 2 < of).then_some((judged, of))
 }
 
 /// Why no size was judged: what each run holds, so the operator sees the mismatch.
