@@ -7,7 +7,7 @@
 use crate::context::current_device;
 use crate::device::{CUdevice, platform};
 use crate::error::*;
-use crate::memory::{CUdeviceptr, find_range};
+use crate::memory::{CUdeviceptr, find_allocated};
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_uint, c_void};
 use std::sync::{LazyLock, Mutex, MutexGuard};
@@ -89,7 +89,9 @@ pub unsafe extern "C" fn cuIpcGetMemHandle(
     ffi("cuIpcGetMemHandle", || {
         non_null(p_handle)?;
         platform()?;
-        let r = find_range(dptr as usize).ok_or(CUDA_ERROR_INVALID_VALUE)?;
+        // Only cuMemAlloc's memory has a handle (a cuMem mapping is shared with
+        // cuMemExportToShareableHandle, and an import is not this process's to name).
+        let r = find_allocated(dptr as usize).ok_or(CUDA_ERROR_INVALID_VALUE)?;
         let (fd, len) = r.memfd.ok_or(CUDA_ERROR_INVALID_VALUE)?;
         let h = encode(Named {
             pid: std::process::id(),

@@ -25,6 +25,7 @@ mod kernels;
 mod memory;
 mod module;
 mod procaddr;
+mod ranges;
 mod runtime;
 mod stream;
 mod trace;

@@ -10,7 +10,7 @@ use nccl_smoke_fault::Where;
 use std::alloc::Layout;
 use std::collections::BTreeMap;
 use std::ffi::{c_uchar, c_uint, c_void};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 pub type CUdeviceptr = u64;
@@ -70,7 +70,7 @@ fn blocks() -> MutexGuard<'static, BTreeMap<usize, Block>> {
 
 fn map_memfd(size: usize, dev: CUdevice) -> CuResult<(usize, OwnedFd, usize)> {
     let len = size.div_ceil(4096) * 4096;
-    let fd = crate::vmm::new_memfd(len, dev)?;
+    let fd = new_memfd(len, dev)?;
     // SAFETY: a fresh shared mapping of our own descriptor.
     let p = unsafe {
         libc::mmap(
@@ -178,9 +178,9 @@ pub(crate) struct Range {
     pub memfd: Option<(i32, usize)>,
 }
 
-/// The `cuMemAlloc`/`cuMemHostAlloc` block, registered host range or cuMem mapping holding
-/// `addr`.
-pub(crate) fn find_range(addr: usize) -> Option<Range> {
+/// The `cuMemAlloc`/`cuMemHostAlloc` block or registered host range holding `addr` (see
+/// `ranges::find_range` for every kind of memory).
+pub(crate) fn find_allocated(addr: usize) -> Option<Range> {
     if let Some((&base, blk)) = blocks().range(..=addr).next_back()
         && addr < base + blk.size.max(1)
     {
@@ -204,20 +204,34 @@ pub(crate) fn find_range(addr: usize) -> Option<Range> {
             memfd: None,
         });
     }
-    if let Some((base, size, dev)) = crate::vmm::find_mapping(addr) {
-        return Some(Range {
-            base,
-            size,
-            device: Some(dev),
-            memfd: None,
-        });
+    None
+}
+
+/// The CUDA error for the OS error just seen: out of memory when the OS says so.
+pub(crate) fn os_error() -> CUresult {
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::ENOMEM) | Some(libc::ENOSPC) | Some(libc::EFBIG) => CUDA_ERROR_OUT_OF_MEMORY,
+        _ => CUDA_ERROR_INVALID_VALUE,
     }
-    crate::ipc::find_import(addr).map(|(base, size, dev)| Range {
-        base,
-        size,
-        device: Some(dev),
-        memfd: None,
-    })
+}
+
+/// A memfd of `size` bytes for device `dev`'s memory, which local processes can share.
+pub(crate) fn new_memfd(size: usize, dev: CUdevice) -> CuResult<OwnedFd> {
+    let name = std::ffi::CString::new(format!("nccl-smoke-sim-cuda-dev{dev}"))
+        .map_err(|_| CUDA_ERROR_UNKNOWN)?;
+    // SAFETY: valid NUL-terminated name.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(os_error());
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let len = libc::off_t::try_from(size).map_err(|_| CUDA_ERROR_OUT_OF_MEMORY)?;
+    // SAFETY: valid descriptor.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), len) } != 0 {
+        return Err(os_error());
+    }
+    Ok(fd)
 }
 
 /// Host ranges registered with `cuMemHostRegister`: start → size.
@@ -275,41 +289,6 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
         }
         // SAFETY: checked non-null.
         unsafe { put(pdptr, p as CUdeviceptr) }
-    })
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuMemHostGetFlags(flags: *mut c_uint, p: *mut c_void) -> CUresult {
-    ffi("cuMemHostGetFlags", || {
-        non_null(flags)?;
-        platform()?;
-        find_range(p as usize).ok_or(CUDA_ERROR_INVALID_VALUE)?;
-        // SAFETY: checked non-null.
-        unsafe { put(flags, 0) }
-    })
-}
-
-/// `cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)`; either
-/// out-pointer may be NULL (NVIDIA CUDA driver API docs).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuMemGetAddressRange_v2(
-    pbase: *mut CUdeviceptr,
-    psize: *mut usize,
-    dptr: CUdeviceptr,
-) -> CUresult {
-    ffi("cuMemGetAddressRange_v2", || {
-        platform()?;
-        let r = find_range(dptr as usize).ok_or(CUDA_ERROR_NOT_FOUND)?;
-        // SAFETY: each out-pointer is written only when non-null.
-        unsafe {
-            if !pbase.is_null() {
-                pbase.write(r.base as CUdeviceptr);
-            }
-            if !psize.is_null() {
-                psize.write(r.size);
-            }
-        }
-        Ok(())
     })
 }
 

@@ -8,7 +8,8 @@ use crate::context::{
 };
 use crate::device::{CUdevice, check_device, platform};
 use crate::error::*;
-use crate::memory::{self, CUdeviceptr, find_range};
+use crate::memory::{self, CUdeviceptr};
+use crate::ranges::find_range;
 use crate::stream::{CUstream, lookup, stream_device};
 use std::cell::Cell;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_ulonglong, c_ushort, c_void};
@@ -970,7 +971,7 @@ mod tests {
             assert_eq!(crate::memory::cuMemAlloc_v2(&mut p, 1000), CUDA_SUCCESS);
             let (mut base, mut size) = (0 as CUdeviceptr, 0usize);
             assert_eq!(
-                crate::memory::cuMemGetAddressRange_v2(&mut base, &mut size, p + 10),
+                crate::ranges::cuMemGetAddressRange_v2(&mut base, &mut size, p + 10),
                 CUDA_SUCCESS
             );
             assert_eq!((base, size), (p, 1000));

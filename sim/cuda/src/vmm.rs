@@ -169,31 +169,6 @@ pub unsafe extern "C" fn cuMemGetAllocationGranularity(
     })
 }
 
-fn os_error() -> CUresult {
-    match std::io::Error::last_os_error().raw_os_error() {
-        Some(libc::ENOMEM) | Some(libc::ENOSPC) | Some(libc::EFBIG) => CUDA_ERROR_OUT_OF_MEMORY,
-        _ => CUDA_ERROR_INVALID_VALUE,
-    }
-}
-
-pub(crate) fn new_memfd(size: usize, dev: CUdevice) -> CuResult<OwnedFd> {
-    let name = std::ffi::CString::new(format!("nccl-smoke-sim-cuda-dev{dev}"))
-        .map_err(|_| CUDA_ERROR_UNKNOWN)?;
-    // SAFETY: valid NUL-terminated name.
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(os_error());
-    }
-    // SAFETY: a fresh descriptor that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let len = libc::off_t::try_from(size).map_err(|_| CUDA_ERROR_OUT_OF_MEMORY)?;
-    // SAFETY: valid descriptor.
-    if unsafe { libc::ftruncate(fd.as_raw_fd(), len) } != 0 {
-        return Err(os_error());
-    }
-    Ok(fd)
-}
-
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemCreate(
     handle: *mut CUmemGenericAllocationHandle,
@@ -215,7 +190,7 @@ pub unsafe extern "C" fn cuMemCreate(
         if on_device {
             platform()?.reserve(dev, size as u64)?;
         }
-        let fd = match new_memfd(size, dev) {
+        let fd = match crate::memory::new_memfd(size, dev) {
             Ok(fd) => fd,
             Err(e) => {
                 if on_device {
@@ -286,7 +261,7 @@ pub unsafe extern "C" fn cuMemExportToShareableHandle(
         // SAFETY: valid descriptor; the duplicate belongs to the caller.
         let fd = unsafe { libc::fcntl(phys.fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
         if fd < 0 {
-            return Err(os_error());
+            return Err(crate::memory::os_error());
         }
         // SAFETY: checked non-null; for this handle type CUDA writes an `int`.
         unsafe { put(shareable_handle.cast::<c_int>(), fd) }
@@ -320,7 +295,7 @@ pub unsafe extern "C" fn cuMemImportFromShareableHandle(
         // SAFETY: `raw` is an open descriptor (fstat succeeded); the duplicate is ours.
         let dup = unsafe { libc::fcntl(raw, libc::F_DUPFD_CLOEXEC, 0) };
         if dup < 0 {
-            return Err(os_error());
+            return Err(crate::memory::os_error());
         }
         // SAFETY: a fresh descriptor that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(dup) };

@@ -392,9 +392,7 @@ pub fn get(h: *mut c_void) -> Option<Arc<Comm>> {
 }
 
 pub fn unregister(h: *mut c_void) -> Option<Arc<Comm>> {
-    let c = lock(&LIVE).as_mut()?.remove(&(h as usize))?;
-    crate::ras::gone(&c);
-    Some(c)
+    lock(&LIVE).as_mut()?.remove(&(h as usize))
 }
 
 /// Every live communicator of this process.

@@ -75,6 +75,15 @@ pub enum Origin {
     },
 }
 
+/// A communicator leaves this process (abort, destroy, or an init that failed): out of the
+/// live table, and RAS told, as NCCL's `commFree` calls `ncclRasCommFini` (src/init.cc,
+/// v2.28.3-1). `None` when it had left already.
+pub fn comm_free(h: *mut c_void) -> Option<Arc<Comm>> {
+    let c = comm::unregister(h)?;
+    ras::gone(&c);
+    Some(c)
+}
+
 /// `comm 0x… rank R nranks N cudaDev D nvmlDev D busId B commId 0x… - Init <what>`.
 fn init_line(c: &Comm, api: &str, from: &Origin, what: &str) -> String {
     let prefix = if c.id.version >= 22100 {
@@ -292,7 +301,7 @@ pub unsafe fn init(
         let rc = work();
         if rc != SUCCESS {
             // Unless an abort from another thread took it already, the communicator goes.
-            if let Some(c) = comm::unregister(handle) {
+            if let Some(c) = comm_free(handle) {
                 c.quiesce();
             }
             // SAFETY: checked non-null above.
@@ -303,7 +312,7 @@ pub unsafe fn init(
     match comm::async_job("nccl-sim-init", vec![comm], work) {
         Ok(()) => INPROGRESS,
         Err(e) => {
-            if let Some(c) = comm::unregister(handle) {
+            if let Some(c) = comm_free(handle) {
                 c.quiesce();
             }
             // SAFETY: checked non-null above.

@@ -3,7 +3,7 @@
 
 use crate::call::{fail, fault_set, lookup};
 use crate::comm::{self, Comm};
-use crate::init::{bootstrap_iface, init};
+use crate::init::{bootstrap_iface, comm_free, init};
 use crate::log::{self, sys};
 use crate::texts;
 use crate::{
@@ -212,7 +212,7 @@ pub unsafe extern "C" fn ncclCommAbort(comm: *mut c_void) -> u32 {
         if comm.is_null() {
             return SUCCESS;
         }
-        let Some(c) = comm::unregister(comm) else {
+        let Some(c) = comm_free(comm) else {
             return fail(texts::corrupted());
         };
         c.quiesce();
@@ -286,7 +286,7 @@ pub unsafe extern "C" fn ncclCommDestroy(comm: *mut c_void) -> u32 {
         if comm.is_null() {
             return SUCCESS;
         }
-        let Some(c) = comm::unregister(comm) else {
+        let Some(c) = comm_free(comm) else {
             return fail(texts::corrupted());
         };
         if c.async_error() != INPROGRESS {
