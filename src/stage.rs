@@ -81,6 +81,12 @@ impl Stage {
         Stage::ALL.into_iter().find(|st| st.name() == s)
     }
 
+    /// Every stage's name, in order, comma-separated (for a message that lists them).
+    pub fn names() -> String {
+        let names: Vec<_> = Stage::ALL.iter().map(|s| s.name()).collect();
+        names.join(", ")
+    }
+
     /// The deadline a stage gets unless the user says otherwise: long enough for a large job
     /// on a slow file system, short enough that a hang is named before the operator gives up.
     /// Run and verify deadlines bound the time without progress (one message size), not the

@@ -58,6 +58,27 @@ pub enum Mode {
     Env,
 }
 
+impl Mode {
+    /// `--bootstrap`'s long help: the sources, in the order they are believed.
+    pub fn help() -> String {
+        let families: Vec<&str> = launcher::FAMILIES.iter().map(|f| f.label).collect();
+        format!(
+            "How the ranks find each other. `mpi`: MPI_Init (a build with the `mpi` feature, \
+             started by mpirun or `srun --mpi=pmix`). `env`: nccl-smoke's own TCP rendezvous: rank \
+             0 listens, the others connect within the launch deadline; rank, world size and local \
+             rank come from the first of: {}. Rank 0's address is NCCL_SMOKE_BOOTSTRAP=host:port, \
+             else MASTER_ADDR and MASTER_PORT, else under srun the step's first node (port from \
+             SLURM_STEP_RESV_PORTS, or derived from the job and step ids), else under mpirun on one \
+             host loopback. `auto` (default): `env` when NCCL_SMOKE_BOOTSTRAP is set, `mpi` when \
+             built with MPI and an MPI launcher's variables are present ({}), else `env` when \
+             launcher variables are present, else a single rank. The choice is recorded in the \
+             results (fingerprint.bootstrap).",
+            families.join("; "),
+            launcher::MPI_MARKERS.join(", ")
+        )
+    }
+}
+
 /// A rank's value that could not be gathered: never dropped, always named.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GatherError {

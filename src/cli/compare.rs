@@ -53,28 +53,6 @@ fn threshold(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `compare`'s exit codes for its `--help`, from the exit-code table the code returns them by.
-pub fn exit_help() -> String {
-    use crate::stage::exit;
-    let codes = exit::of_command(
-        "compare",
-        &[
-            (exit::PASS, "no regression"),
-            (
-                exit::USAGE,
-                "bad input (an unreadable file, runs that cannot be compared)",
-            ),
-            (exit::WRITE_FAILED, "the --plot file could not be written"),
-        ],
-    );
-    let list: Vec<String> = codes.iter().map(|(c, n)| format!("{c} {n}")).collect();
-    format!(
-        "Compare two runs' results files (e.g. before and after a driver upgrade): what changed \
-         in the environment, bus bandwidth per pattern and size, and a verdict.\n\nExit codes: {}",
-        list.join(" · ")
-    )
-}
-
 /// Runs `nccl-smoke compare`; returns its exit code.
 pub fn compare(args: &CompareArgs) -> u8 {
     let inputs = console::compare::Inputs {

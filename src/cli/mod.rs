@@ -11,7 +11,7 @@ use crate::console::sanitize;
 use crate::data::{DataType, RedOp};
 use crate::run::libs::LibChoice;
 use crate::run::{Plan, Settings};
-use crate::stage::{Stage, exit};
+use crate::stage::Stage;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -66,7 +66,7 @@ pub enum Command {
     Launch(launch::LaunchArgs),
     /// Compare two runs' results files (e.g. before and after a driver upgrade): what changed
     /// in the environment, bus bandwidth per pattern and size, and a verdict.
-    #[command(long_about = compare::exit_help())]
+    #[command(long_about = crate::console::compare::exit_help())]
     Compare(compare::CompareArgs),
     /// Print a results file's verdict line and exit with its code (0 PASS, else the stage's):
     /// for batch scripts whose launcher's status is not the verdict. Exit 2 when the file is
@@ -179,7 +179,7 @@ pub enum Preset {
 #[derive(Args, Debug, Clone)]
 pub struct LibArgs {
     /// Libraries to run against.
-    #[arg(long, value_enum, default_value = "nccl", long_help = backend_help())]
+    #[arg(long, value_enum, default_value = "nccl", long_help = crate::run::libs::backends_help())]
     pub backend: Backend,
     /// The libnccl to load (default: libnccl.so.2 through the dynamic linker, else a pip wheel's
     /// copy in site-packages/nvidia/nccl/lib of the active venv/conda or the site folders).
@@ -197,7 +197,7 @@ pub struct RunArgs {
     /// Patterns to run, comma-separated; a prefix selects a family (`send_recv`).
     #[arg(
         long,
-        long_help = patterns_help(),
+        long_help = crate::patterns::help(),
         value_delimiter = ',',
         default_value = "all_reduce,all_to_all,send_recv"
     )]
@@ -268,79 +268,8 @@ pub struct RunArgs {
     pub expect: Option<PathBuf>,
     /// How the ranks find each other: `mpi`, `env` (nccl-smoke's TCP rendezvous from launcher
     /// variables) or `auto`.
-    #[arg(long, value_enum, default_value = "auto", long_help = bootstrap_help())]
+    #[arg(long, value_enum, default_value = "auto", long_help = crate::bootstrap::Mode::help())]
     pub bootstrap: crate::bootstrap::Mode,
-}
-
-/// `--bootstrap`'s long help: the sources, in the order they are believed.
-fn bootstrap_help() -> String {
-    let families: Vec<&str> = crate::bootstrap::launcher::FAMILIES
-        .iter()
-        .map(|f| f.label)
-        .collect();
-    format!(
-        "How the ranks find each other. `mpi`: MPI_Init (a build with the `mpi` feature, \
-         started by mpirun or `srun --mpi=pmix`). `env`: nccl-smoke's own TCP rendezvous: rank \
-         0 listens, the others connect within the launch deadline; rank, world size and local \
-         rank come from the first of: {}. Rank 0's address is NCCL_SMOKE_BOOTSTRAP=host:port, \
-         else MASTER_ADDR and MASTER_PORT, else under srun the step's first node (port from \
-         SLURM_STEP_RESV_PORTS, or derived from the job and step ids), else under mpirun on one \
-         host loopback. `auto` (default): `env` when NCCL_SMOKE_BOOTSTRAP is set, `mpi` when \
-         built with MPI and an MPI launcher's variables are present ({}), else `env` when \
-         launcher variables are present, else a single rank. The choice is recorded in the \
-         results (fingerprint.bootstrap).",
-        families.join("; "),
-        crate::bootstrap::launcher::MPI_MARKERS.join(", ")
-    )
-}
-
-/// `--backend`'s long help, with the simulation's fault grammar (from the parser's own list).
-fn backend_help() -> String {
-    let wheres: Vec<&str> = nccl_smoke_fault::Where::ALL
-        .iter()
-        .map(|w| w.name())
-        .collect();
-    format!(
-        "Libraries to run against: `nccl`, the node's libnccl and CUDA driver; `sim`, \
-         nccl-smoke's CPU simulation of both (real processes and bytes, no GPU; every result is \
-         labelled SIMULATED). With `sim`, faults are injected with \
-         {}=WHERE[@RANK][:KIND][,…]: WHERE one of {}; RANK the rank it strikes (default: every \
-         rank); KIND error (default: the return code and log lines the real library gives), \
-         hang, crash, slow=F (transfers F times slower, 1 to {}), corrupt (one received \
-         element flipped), or at verify a data fault: nothing (the receive buffer is never \
-         written), partial, flip, nan or peer (another rank's data), each with an optional \
-         =BYTES. E.g. `shm@1:error`, `net@1:slow=1.5`, `init@0:hang`, `verify@1:nothing`. See \
-         sim/README.md.\n\n\
-         `control-plane`: the REAL libnccl (--nccl-lib, else the usual resolution; NCCL 2.19 or \
-         later) on nccl-smoke's stand-in CUDA driver and NVML, which go first on the ranks' \
-         library path. Every rank walks launch, nccl-load, driver, device, unique-id, init, alloc \
-         and connect for every selected pattern (the first collectives of each size make NCCL \
-         build its transports, lazily per algorithm from 2.22), reads which transport NCCL chose \
-         per peer and channel from NCCL's own INFO lines, then tears the communicator down with \
-         ncclCommAbort (ncclCommFinalize would wait for work no kernel will ever do). What it proves: NCCL's \
-         own bootstrap, network interface choice, init, topology, transport setup (P2P, SHM, \
-         NET/Socket), proxies, /dev/shm use and error texts work on this machine with the very \
-         release you deploy: on a CPU login node or in an image build, without a GPU. What it \
-         cannot: no kernel runs (they are recorded, not executed), so no data is moved or \
-         checked and no time or bandwidth is measured; the run stage and the data check are \
-         skipped. It ends with `CONTROL PLANE OK` and exit code {} (never PASS), or FAIL at the \
-         stage that failed with NCCL's WARN lines quoted. Every line is labelled `REAL NCCL \
-         <version> · SIMULATED GPUS`; the sweep's largest size defaults to 1M.",
-        nccl_smoke_fault::FAULT_ENV,
-        wheres.join(", "),
-        nccl_smoke_fault::MAX_SLOW,
-        exit::CONTROL_PLANE_OK
-    )
-}
-
-/// `--patterns`' long help, listing the registry.
-fn patterns_help() -> String {
-    let names: Vec<&str> = crate::patterns::REGISTRY.iter().map(|p| p.name()).collect();
-    format!(
-        "Patterns to run, comma-separated; a prefix selects a family (`send_recv` is every \
-         send_recv_* pattern). Known: {}.",
-        names.join(", ")
-    )
 }
 
 fn parse_stage_timeout(s: &str) -> Result<(Stage, f64), String> {
@@ -348,17 +277,16 @@ fn parse_stage_timeout(s: &str) -> Result<(Stage, f64), String> {
         .split_once('=')
         .ok_or_else(|| format!("'{}': expected STAGE=SECS, e.g. init=60", sanitize(s)))?;
     let stage = Stage::parse(name).ok_or_else(|| {
-        let names: Vec<_> = Stage::ALL.iter().map(|s| s.name()).collect();
         format!(
             "unknown stage '{}': expected one of {}",
             sanitize(name),
-            names.join(", ")
+            Stage::names()
         )
     })?;
     Ok((stage, parse_secs(secs)?))
 }
 
-pub use crate::run::plan::{MAX_BYTES, MAX_DEADLINE_S, MIN_DEADLINE_S};
+use crate::run::plan::{MAX_DEADLINE_S, MIN_DEADLINE_S};
 
 /// A deadline in seconds, within [`MIN_DEADLINE_S`]..=[`MAX_DEADLINE_S`] (so that it always
 /// converts to a `Duration`).

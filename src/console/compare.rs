@@ -24,6 +24,28 @@ pub struct Inputs<'a> {
     pub plot: Option<&'a Path>,
 }
 
+/// `compare`'s exit codes for its `--help`, from the exit-code table the code returns them by.
+pub fn exit_help() -> String {
+    use crate::stage::exit;
+    let codes = exit::of_command(
+        "compare",
+        &[
+            (exit::PASS, "no regression"),
+            (
+                exit::USAGE,
+                "bad input (an unreadable file, runs that cannot be compared)",
+            ),
+            (exit::WRITE_FAILED, "the --plot file could not be written"),
+        ],
+    );
+    let list: Vec<String> = codes.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    format!(
+        "Compare two runs' results files (e.g. before and after a driver upgrade): what changed \
+         in the environment, bus bandwidth per pattern and size, and a verdict.\n\nExit codes: {}",
+        list.join(" · ")
+    )
+}
+
 /// Compares the two runs of `inputs`, prints the comparison and returns the exit code
 /// (`stage::exit`): PASS, REGRESSED, INCONCLUSIVE, or why nothing could be compared.
 pub fn run(inputs: &Inputs, opts: &Options) -> u8 {

@@ -218,6 +218,16 @@ pub fn select(names: &[String]) -> Result<Vec<&'static dyn Pattern>, String> {
     Ok(out)
 }
 
+/// `--patterns`' long help, listing the registry.
+pub fn help() -> String {
+    let names: Vec<&str> = REGISTRY.iter().map(|p| p.name()).collect();
+    format!(
+        "Patterns to run, comma-separated; a prefix selects a family (`send_recv` is every \
+         send_recv_* pattern). Known: {}.",
+        names.join(", ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

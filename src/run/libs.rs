@@ -216,3 +216,41 @@ pub fn for_worker(choice: &LibChoice) -> Result<Libraries, String> {
         }
     })
 }
+/// `--backend`'s long help (the backends are which libraries run), with the simulation's fault grammar (from the parser's own list).
+pub fn backends_help() -> String {
+    let wheres: Vec<&str> = nccl_smoke_fault::Where::ALL
+        .iter()
+        .map(|w| w.name())
+        .collect();
+    format!(
+        "Libraries to run against: `nccl`, the node's libnccl and CUDA driver; `sim`, \
+         nccl-smoke's CPU simulation of both (real processes and bytes, no GPU; every result is \
+         labelled SIMULATED). With `sim`, faults are injected with \
+         {}=WHERE[@RANK][:KIND][,…]: WHERE one of {}; RANK the rank it strikes (default: every \
+         rank); KIND error (default: the return code and log lines the real library gives), \
+         hang, crash, slow=F (transfers F times slower, 1 to {}), corrupt (one received \
+         element flipped), or at verify a data fault: nothing (the receive buffer is never \
+         written), partial, flip, nan or peer (another rank's data), each with an optional \
+         =BYTES. E.g. `shm@1:error`, `net@1:slow=1.5`, `init@0:hang`, `verify@1:nothing`. See \
+         sim/README.md.\n\n\
+         `control-plane`: the REAL libnccl (--nccl-lib, else the usual resolution; NCCL 2.19 or \
+         later) on nccl-smoke's stand-in CUDA driver and NVML, which go first on the ranks' \
+         library path. Every rank walks launch, nccl-load, driver, device, unique-id, init, alloc \
+         and connect for every selected pattern (the first collectives of each size make NCCL \
+         build its transports, lazily per algorithm from 2.22), reads which transport NCCL chose \
+         per peer and channel from NCCL's own INFO lines, then tears the communicator down with \
+         ncclCommAbort (ncclCommFinalize would wait for work no kernel will ever do). What it proves: NCCL's \
+         own bootstrap, network interface choice, init, topology, transport setup (P2P, SHM, \
+         NET/Socket), proxies, /dev/shm use and error texts work on this machine with the very \
+         release you deploy: on a CPU login node or in an image build, without a GPU. What it \
+         cannot: no kernel runs (they are recorded, not executed), so no data is moved or \
+         checked and no time or bandwidth is measured; the run stage and the data check are \
+         skipped. It ends with `CONTROL PLANE OK` and exit code {} (never PASS), or FAIL at the \
+         stage that failed with NCCL's WARN lines quoted. Every line is labelled `REAL NCCL \
+         <version> · SIMULATED GPUS`; the sweep's largest size defaults to 1M.",
+        nccl_smoke_fault::FAULT_ENV,
+        wheres.join(", "),
+        nccl_smoke_fault::MAX_SLOW,
+        crate::stage::exit::CONTROL_PLANE_OK
+    )
+}
