@@ -116,7 +116,8 @@ pub struct ResultsDoc {
     pub isolate: Option<crate::report::isolate::IsolateReport>,
 }
 
-/// The document on disk, saved atomically (write, then rename).
+/// Rank 0's worker's document as it grows, with the path it belongs at. The worker never
+/// writes it: it sends it whole to its supervisor, whose [`Writer`] does.
 pub struct ResultsFile {
     path: PathBuf,
     pub doc: ResultsDoc,
@@ -133,25 +134,72 @@ impl ResultsFile {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
 
-    /// Writes the document, keeping the failures another writer (rank 0's supervisor, which
-    /// hears of other ranks' failures) has added to the file meanwhile.
-    pub fn save(&self) -> std::io::Result<()> {
-        locked(&self.path, || {
-            let mut doc = self.doc.clone();
-            // An earlier run's file at the same path is replaced, not merged.
-            if let Ok(disk) = load(&self.path)
-                && disk.run_id == doc.run_id
-            {
-                merge_failures(&mut doc, &disk);
-            }
-            save(&self.path, &doc)
-        })
+/// The one writer of a results file: rank 0's supervisor. It takes the worker's document each
+/// time the worker sends it (after every size, and at the worker's end), adds what only the
+/// supervisor hears (other ranks' failures, the rank table, the job's verdict), and writes the
+/// file atomically each time, so that a worker killed mid-run loses nothing it sent.
+pub struct Writer {
+    path: PathBuf,
+    /// The document as last written (`None` before the first).
+    doc: Option<ResultsDoc>,
+    /// The last write failed (a later one that succeeds clears it).
+    failing: bool,
+}
+
+impl Writer {
+    pub fn new(path: &Path) -> Writer {
+        Writer {
+            path: path.to_path_buf(),
+            doc: None,
+            failing: false,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The worker's newer document: the failures and rank table this writer added are kept
+    /// (the worker cannot know them), and the verdict is the job's from every failure known.
+    pub fn take(&mut self, mut doc: ResultsDoc) -> std::io::Result<()> {
+        if let Some(prev) = &self.doc
+            && prev.run_id == doc.run_id
+        {
+            merge_failures(&mut doc, prev);
+        }
+        self.doc = Some(doc);
+        self.write()
+    }
+
+    /// Changes the document and writes it; an error when the worker never sent one.
+    pub fn amend(&mut self, change: impl FnOnce(&mut ResultsDoc)) -> std::io::Result<()> {
+        let doc = self.doc.as_mut().ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "rank 0's worker sent no results document",
+            )
+        })?;
+        change(doc);
+        self.write()
+    }
+
+    /// Whether the last write failed.
+    pub fn failing(&self) -> bool {
+        self.failing
+    }
+
+    fn write(&mut self) -> std::io::Result<()> {
+        let Some(doc) = &self.doc else { return Ok(()) };
+        let out = save(&self.path, doc);
+        self.failing = out.is_err();
+        out
     }
 }
 
-/// Adds to `doc` the failures and rank table `other` (the file as it is now) has and it
-/// lacks. The verdict is the job's, from every failure now known ([`job_verdict`]): a later
+/// Adds to `doc` the failures and rank table `other` (the document as last written) has and
+/// it lacks. The verdict is the job's, from every failure now known ([`job_verdict`]): a later
 /// failure of a peer that only saw the culprit vanish never takes it over, and a more causal
 /// one that arrives later does. A cancelled or failed verdict in the file stands over a
 /// verdict without failures.
@@ -161,15 +209,26 @@ fn merge_failures(doc: &mut ResultsDoc, other: &ResultsDoc) {
             doc.failures.push(f.clone());
         }
     }
-    if let Some(v) = job_verdict(&doc.failures) {
-        doc.verdict = v;
-    } else if matches!(other.verdict.status, Status::Fail | Status::Cancelled) {
-        doc.verdict = other.verdict.clone();
-    }
     if doc.ranks.is_empty() {
         doc.ranks = other.ranks.clone();
     }
+    if !decide(doc) && matches!(other.verdict.status, Status::Fail | Status::Cancelled) {
+        doc.verdict = other.verdict.clone();
+        agree(doc);
+    }
+}
+
+/// Sets `doc`'s verdict to the job's, from every failure it holds ([`job_verdict`]), labelled
+/// with the backend it ran on, and makes the rank table agree with it. `false`, and nothing
+/// changed, when it holds no failure. The one place a results document's verdict is decided.
+pub fn decide(doc: &mut ResultsDoc) -> bool {
+    let Some(mut v) = job_verdict(&doc.failures) else {
+        return false;
+    };
+    v.line = super::backing::verdict_line(&doc.backend, &v.line);
+    doc.verdict = v;
     agree(doc);
+    true
 }
 
 impl ResultsDoc {
@@ -240,35 +299,9 @@ pub fn agree(doc: &mut ResultsDoc) {
     }
 }
 
-/// Reads, changes and writes the file as one step with respect to [`ResultsFile::save`].
-pub fn amend(path: &Path, change: impl FnOnce(&mut ResultsDoc)) -> Result<(), ReadError> {
-    locked(path, || {
-        let mut doc = load(path)?;
-        change(&mut doc);
-        save(path, &doc).map_err(|source| ReadError::Io {
-            path: path.display().to_string(),
-            source,
-        })
-    })
-}
-
-/// Runs `f` holding an advisory lock on the folder of `path` (the file itself is replaced on
-/// every save, so it cannot carry the lock). Without the lock (a file system that refuses
-/// it) `f` runs anyway: a lost merge is better than a lost write.
-fn locked<T>(path: &Path, f: impl FnOnce() -> T) -> T {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let guard = std::fs::File::open(dir).ok().filter(|d| d.lock().is_ok());
-    let out = f();
-    drop(guard);
-    out
-}
-
 /// Writes `doc` to `path` atomically, never replacing anything but a regular file (see
-/// [`super::output`]).
-pub fn save(path: &Path, doc: &ResultsDoc) -> std::io::Result<()> {
+/// [`super::output`]): [`Writer`]'s one way to the disk.
+fn save(path: &Path, doc: &ResultsDoc) -> std::io::Result<()> {
     let text = serde_json::to_vec_pretty(doc).map_err(std::io::Error::other)?;
     super::output::write_atomic(path, &text)
 }
@@ -336,33 +369,34 @@ pub(crate) mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn a_save_keeps_this_runs_added_failures_and_replaces_an_earlier_runs_file() {
+    fn the_writer_keeps_what_it_added_across_the_workers_documents() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("run.json");
         let who = crate::error::Who {
             rank: Some(2),
             host: "h2".into(),
         };
+        // An earlier run's file at the same path is replaced, not merged.
         let mut earlier = sample_doc();
         earlier.run_id = "earlier".into();
+        earlier
+            .failures
+            .push(Failure::new(Stage::Device, &who, "from the earlier run"));
         save(&path, &earlier).unwrap();
-        amend(&path, |d| {
-            d.failures
-                .push(Failure::new(Stage::Device, &who, "from the earlier run"));
-            d.verdict.status = Status::Fail;
-        })
-        .unwrap();
-        let mine = ResultsFile::new(&path, sample_doc());
-        mine.save().unwrap();
+        let mut w = Writer::new(&path);
+        assert!(
+            w.amend(|_| {}).is_err(),
+            "nothing to amend before a document"
+        );
+        w.take(sample_doc()).unwrap();
         let back = load(&path).unwrap();
         assert!(back.failures.is_empty() && back.verdict.status != Status::Fail);
-        // The supervisor adds another rank's failure; the worker's next save keeps it.
-        amend(&path, |d| {
-            d.failures.push(Failure::new(Stage::Device, &who, "rank 2"));
-            d.verdict.status = Status::Fail;
-        })
-        .unwrap();
-        mine.save().unwrap();
+        // The supervisor adds another rank's failure; the worker's next document keeps it.
+        w.amend(|d| d.failures.push(Failure::new(Stage::Device, &who, "rank 2")))
+            .unwrap();
+        let mut newer = sample_doc();
+        newer.stages.clear();
+        w.take(newer).unwrap();
         let back = load(&path).unwrap();
         assert_eq!(back.failures.len(), 1);
         assert_eq!(back.verdict.status, Status::Fail);
@@ -371,21 +405,33 @@ pub(crate) mod tests {
     use super::super::verdict::tests::{REMOTE, at};
 
     #[test]
-    fn a_later_save_lets_a_more_causal_failure_take_the_verdict() {
+    fn a_later_document_lets_a_more_causal_failure_take_the_verdict() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("run.json");
-        let mine = ResultsFile::new(&path, sample_doc());
-        mine.save().unwrap();
-        amend(&path, |d| d.failures.push(at(0, Stage::Run, REMOTE))).unwrap();
-        amend(&path, |d| {
+        let mut w = Writer::new(&path);
+        w.take(sample_doc()).unwrap();
+        w.amend(|d| d.failures.push(at(0, Stage::Run, REMOTE)))
+            .unwrap();
+        w.amend(|d| {
             d.failures
                 .push(at(1, Stage::Run, "the worker died of SIGKILL"))
         })
         .unwrap();
-        mine.save().unwrap();
+        w.take(sample_doc()).unwrap();
         let back = load(&path).unwrap();
         assert_eq!(back.verdict.status, Status::Fail);
         assert_eq!(back.verdict.ranks, vec![1], "{}", back.verdict.line);
+    }
+
+    #[test]
+    fn a_failed_write_is_said_and_a_later_one_clears_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gone").join("run.json");
+        let mut w = Writer::new(&path);
+        assert!(w.take(sample_doc()).is_err() && w.failing());
+        std::fs::create_dir(dir.path().join("gone")).unwrap();
+        w.amend(|_| {}).unwrap();
+        assert!(!w.failing() && load(&path).is_ok());
     }
 
     /// A wrong element that is NaN (the value a collective that never ran leaves in a float

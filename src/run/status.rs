@@ -181,6 +181,7 @@ impl JobView {
             | Event::Alive
             | Event::Budget { .. }
             | Event::Results { .. }
+            | Event::Doc { .. }
             | Event::Backend { .. }
             | Event::Ras { .. }
             | Event::StatusAddr { .. } => {}

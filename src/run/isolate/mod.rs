@@ -580,7 +580,7 @@ impl Run<'_> {
             };
         }
         self.leave(report.exit_code == crate::stage::exit::PASS);
-        self.save();
+        self.send_doc();
     }
 }
 

@@ -6,7 +6,7 @@ use super::state::{OWN_FAILURE, Watch, rank0_gone, who_label};
 use super::timing::{CANCEL_SETTLE, GATHER, HOLD, SETTLE};
 use crate::error::{Failure, Who};
 use crate::progress::Event;
-use crate::report::results::{self, RankState};
+use crate::report::results::{self, RankState, Writer};
 use crate::run::Plan;
 use crate::run::status;
 use crate::stage::{Stage, exit};
@@ -38,11 +38,14 @@ pub(super) fn conclude(
     term: &AtomicBool,
 ) -> u8 {
     let cancel = w.job.is_some() && cancelled(w, own.as_ref(), term);
-    if cancel && let Some(path) = &w.results {
+    if cancel {
         // The launcher's SIGKILL may follow its SIGTERM within the settle below (under load it
         // did, 3 runs in 5): the file says CANCELLED first, and again with the table after.
-        let table = rank_table(w, RankState::Cancelled, Some(exit::CANCELLED), false);
-        let _ = record(path, own.as_ref(), &[], table, true, w.stage);
+        if let Some(mut out) = w.results.take() {
+            let table = rank_table(w, RankState::Cancelled, Some(exit::CANCELLED), false);
+            let _ = record(&mut out, own.as_ref(), &[], table, true, w.stage);
+            w.results = Some(out);
+        }
     }
     if cancel && let Some(job) = &w.job {
         // The other ranks were signalled too: their ends, for the table, arrive at once (the
@@ -216,7 +219,7 @@ pub(super) fn conclude(
     // The file first: a launcher tearing the job down may close this rank's output before
     // (and kill it soon after) it has printed.
     let mut write_failed = false;
-    if let Some(path) = &w.results {
+    if let Some(mut out) = w.results.take() {
         let table = rank_table(w, state, Some(code), walked_through(code));
         let remote: Vec<Failure> = remote
             .iter()
@@ -227,13 +230,14 @@ pub(super) fn conclude(
         // descriptors, the failure being that), and the file would say the run never ended.
         // Rank 0 that heard from nobody names nobody, in the file as on the screen.
         let own = failure.as_ref().filter(|_| !unheard);
-        if let Err(e) = record(path, own, &remote, table, cancel, w.stage) {
-            // The worker has said so already when its own writes failed.
-            if code != exit::WRITE_FAILED {
-                say_err!("nccl-smoke: cannot update the results file: {e}");
-            }
+        if let Err(e) = record(&mut out, own, &remote, table, cancel, w.stage) {
+            say_err!(
+                "nccl-smoke: cannot update the results file {}: {e}",
+                out.path().display()
+            );
             write_failed = true;
         }
+        w.results = Some(out);
     }
     match &own {
         // Stopped because of another rank, or by the user: not this rank's failure.
@@ -252,7 +256,10 @@ pub(super) fn conclude(
             w.stage,
             w.results
                 .as_ref()
-                .map(|p| format!("; every size measured until then is in {}", p.display()))
+                .map(|p| format!(
+                    "; every size measured until then is in {}",
+                    p.path().display()
+                ))
                 .unwrap_or_default()
         ));
     } else if let Some(v) = &verdict {
@@ -289,7 +296,11 @@ pub(super) fn conclude(
     {
         v.say_bye(Some(code));
     }
-    if write_failed && code == exit::PASS {
+    // The run walked through, but its results file is not as it ended.
+    if (write_failed || w.results.as_ref().is_some_and(|r| r.failing()))
+        && matches!(code, exit::PASS | exit::UNVERIFIED | exit::CONTROL_PLANE_OK)
+    {
+        say_err!("nccl-smoke: the run ended, but the results file could not be written (above)");
         code = exit::WRITE_FAILED;
     }
     code
@@ -303,7 +314,7 @@ fn launch_doc(
     w: &Watch,
     path: &std::path::Path,
     unheard: Option<u8>,
-) -> Option<std::path::PathBuf> {
+) -> Option<Writer> {
     use crate::report::backing::Backing;
     let backing = Backing::of(plan.libs.sim, plan.libs.control_plane, None);
     let mut doc = crate::report::results::ResultsDoc::fresh(
@@ -331,8 +342,9 @@ fn launch_doc(
             ranks: Vec::new(),
         };
     }
-    match crate::report::results::save(path, &doc) {
-        Ok(()) => Some(path.to_path_buf()),
+    let mut out = Writer::new(path);
+    match out.take(doc) {
+        Ok(()) => Some(out),
         Err(e) => {
             say_err!("nccl-smoke: cannot write the results file: {e}");
             None

@@ -4,11 +4,10 @@
 
 use super::state::{FirstRemote, Watch, who_label};
 use crate::error::Failure;
-use crate::report::results::{self, RankRecord, RankState};
+use crate::report::results::{self, RankRecord, RankState, Writer};
 use crate::report::results::{Status, Verdict};
 use crate::stage::StageRecord;
 use crate::stage::{Stage, exit};
-use std::path::Path;
 use std::time::Instant;
 
 /// Rank 0 prints the job's verdict, with the consequences under it: once, at the job's end.
@@ -60,14 +59,14 @@ pub(super) fn rank_table(
 /// results file, sets its verdict (the job's culprit, see [`results::job_verdict`], or
 /// CANCELLED), and (rank 0) its per-rank table.
 pub(super) fn record(
-    path: &Path,
+    out: &mut Writer,
     own: Option<&Failure>,
     remote: &[Failure],
     table: Vec<RankRecord>,
     cancel: bool,
     stage: Stage,
-) -> Result<(), results::ReadError> {
-    results::amend(path, |doc| {
+) -> std::io::Result<()> {
+    out.amend(|doc| {
         if !table.is_empty() {
             doc.ranks = table;
         }
@@ -81,11 +80,7 @@ pub(super) fn record(
                 doc.failures.push(f.clone());
             }
         }
-        if let Some(mut v) = results::job_verdict(&doc.failures) {
-            v.line = crate::report::backing::verdict_line(&doc.backend, &v.line);
-            doc.verdict = v;
-            results::agree(doc);
-        } else if cancel {
+        if !results::decide(doc) && cancel {
             doc.verdict = Verdict {
                 status: Status::Cancelled,
                 line: format!(
@@ -128,11 +123,12 @@ pub(super) fn record_remote_failures(w: &mut Watch) {
         ));
     }
     w.announced = all.len();
-    if let Some(path) = &w.results {
+    if let Some(mut out) = w.results.take() {
         let table = rank_table(w, RankState::Running, None, true);
-        if let Err(e) = record(path, None, &all[w.recorded..], table, false, w.stage) {
+        if let Err(e) = record(&mut out, None, &all[w.recorded..], table, false, w.stage) {
             say_err!("nccl-smoke: cannot update the results file: {e}");
         }
+        w.results = Some(out);
         w.recorded = all.len();
     }
     // The job has failed: rank 0 concludes it once the ranks failing alike have reported

@@ -3,10 +3,11 @@
 use crate::diagnose::causes;
 use crate::error::{Failure, Who};
 use crate::progress::Event;
+use crate::report::results::{ResultsDoc, Writer};
 use crate::run::status::JobView;
 use crate::run::uplink::Uplink;
 use crate::stage::{Stage, StageRecord, exit};
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -47,7 +48,8 @@ pub(super) struct Watch {
     pub(super) budget: Duration,
     /// Since when the worker has been seen stopped (SIGSTOP), if it is.
     pub(super) stopped_since: Option<Instant>,
-    pub(super) results: Option<PathBuf>,
+    /// Rank 0: the results file's one writer, once the worker has named the file.
+    pub(super) results: Option<Writer>,
     pub(super) failed: Option<Failure>,
     /// Other ranks: the line to rank 0's supervisor, once its address is known.
     pub(super) uplink: Option<Uplink>,
@@ -135,7 +137,17 @@ pub(super) fn apply(w: &mut Watch, ev: Event) {
             w.step = Some(what.clone());
             w.waiting = *waiting;
         }
-        Event::Results { path } => w.results = Some(PathBuf::from(path)),
+        Event::Results { path } => {
+            if w.results.is_none() {
+                w.results = Some(Writer::new(Path::new(path)));
+            }
+        }
+        Event::Doc { doc } => {
+            if let Some(out) = w.results.as_mut() {
+                take_doc(out, doc.clone());
+            }
+            return;
+        }
         Event::Backend { backend } => w.backend = Some(backend.clone()),
         Event::Notes { .. } => {}
         Event::Ras { version, hash } => {
@@ -205,3 +217,26 @@ pub(super) fn hung(w: &Watch, who: &Who, deadline: Duration, stopped: bool) -> F
         stopped,
     })
 }
+
+/// Writes the worker's newest document. A failed write is said once, with what follows: the
+/// run goes on (its measurements are worth more than the file), and a run that would pass
+/// exits with `WRITE_FAILED` unless a later write succeeds.
+fn take_doc(out: &mut Writer, doc: serde_json::Value) {
+    let written = match serde_json::from_value::<ResultsDoc>(doc) {
+        Ok(doc) => out.take(doc).map_err(|e| e.to_string()),
+        Err(e) => Err(format!("the worker's document does not read back: {e}")),
+    };
+    if let Err(e) = written
+        && !WRITE_SAID.swap(true, std::sync::atomic::Ordering::SeqCst)
+    {
+        say_err!(
+            "nccl-smoke: cannot write the results file {}: {e}; the run goes on, and exits \
+             with code {} unless a later write succeeds",
+            out.path().display(),
+            exit::WRITE_FAILED
+        );
+    }
+}
+
+/// Whether a failed write of the results file has been said.
+static WRITE_SAID: AtomicBool = AtomicBool::new(false);

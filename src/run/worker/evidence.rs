@@ -153,7 +153,7 @@ impl Run<'_> {
         if let Some(r) = self.results.as_mut() {
             r.doc.warnings = all.into_iter().flatten().collect();
         }
-        self.save();
+        self.send_doc();
     }
 
     /// Before any buffer is allocated: a sweep that cannot fit this GPU or this node's host

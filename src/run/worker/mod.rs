@@ -39,9 +39,6 @@ pub(super) struct Run<'a> {
     pub(super) versions: (Option<String>, Option<String>),
     /// Distinct hosts of the job (rank 0, once gathered).
     pub(super) hosts: usize,
-    /// Whether a write of the results file failed (said once), and whether the last one did.
-    pub(super) write_said: std::cell::Cell<bool>,
-    pub(super) write_failed: std::cell::Cell<bool>,
     /// What the preflight found short (/dev/shm, open files), kept with the run's warnings.
     pub(super) preflight_warnings: Vec<Failure>,
     pub(super) local_rank: u32,
@@ -69,8 +66,6 @@ pub fn worker(plan: &Plan) -> u8 {
         },
         versions: (None, None),
         hosts: 1,
-        write_said: Default::default(),
-        write_failed: Default::default(),
         preflight_warnings: Vec::new(),
         local_rank: 0,
     };

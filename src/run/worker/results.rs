@@ -19,23 +19,13 @@ use crate::stage::{Stage, exit};
 use std::io::IsTerminal;
 
 impl Run<'_> {
-    /// Rewrites the results file (rank 0). A failure is said once, not once per size; the run
-    /// goes on (its measurements are worth more than the file), and its exit code says so.
-    pub(in crate::run) fn save(&self) {
-        let Some(r) = &self.results else { return };
-        match r.save() {
-            Ok(()) => self.write_failed.set(false),
-            Err(e) => {
-                self.write_failed.set(true);
-                if !self.write_said.replace(true) {
-                    eprintln!(
-                        "nccl-smoke: cannot write the results file {}: {e}; the run goes on, and \
-                         exits with code {} unless a later write succeeds",
-                        r.path().display(),
-                        exit::WRITE_FAILED
-                    );
-                }
-            }
+    /// Sends the results document, whole, to this rank's supervisor, which writes it (rank 0
+    /// only: the other ranks have none).
+    pub(in crate::run) fn send_doc(&self) {
+        if let Some(r) = &self.results
+            && let Ok(doc) = serde_json::to_value(&r.doc)
+        {
+            progress::send(&Event::Doc { doc });
         }
     }
 
@@ -55,13 +45,9 @@ impl Run<'_> {
         }
         if let Some(r) = self.results.as_mut() {
             r.doc.failures.push(f.clone());
-            // The job's verdict, as the supervisor and every save decide it.
-            if let Some(mut v) = results::job_verdict(&r.doc.failures) {
-                v.line = crate::report::backing::verdict_line(&r.doc.backend, &v.line);
-                r.doc.verdict = v;
-            }
+            results::decide(&mut r.doc);
         }
-        self.save();
+        self.send_doc();
         progress::send(&Event::Failed { failure: f.clone() });
         f.exit_code()
     }
@@ -78,11 +64,11 @@ impl Run<'_> {
         };
         let mut doc = ResultsDoc::fresh(&self.plan.config, &self.who.host, &self.backing, fp);
         doc.stages = self.stages.clone();
-        self.results = Some(ResultsFile::new(path, doc));
-        self.save();
         progress::send(&Event::Results {
             path: path.display().to_string(),
         });
+        self.results = Some(ResultsFile::new(path, doc));
+        self.send_doc();
     }
 
     /// Rank 0, once every rank's device is known: the fingerprint, printed and kept.
@@ -113,7 +99,7 @@ impl Run<'_> {
             r.doc.simulated_parts = self.backing.parts();
             r.doc.fingerprint = fp;
         }
-        self.save();
+        self.send_doc();
     }
 
     /// The measured sweep ([`bench::sweep::run`]), rank 0 printing and recording every row.
@@ -180,7 +166,7 @@ impl Run<'_> {
                 ranks: Vec::new(),
             };
         }
-        self.save();
+        self.send_doc();
     }
 
     pub(in crate::run) fn pass(
@@ -222,12 +208,6 @@ impl Run<'_> {
             println!("{line}");
         }
         self.save_end(status, line, code);
-        if self.write_failed.get() {
-            eprintln!(
-                "nccl-smoke: the run ended, but the results file could not be written (above)"
-            );
-            return exit::WRITE_FAILED;
-        }
         code
     }
 }
@@ -257,7 +237,7 @@ impl bench::sweep::Observer for Run<'_> {
         if let Some(r) = self.results.as_mut() {
             repeats::record(&mut r.doc.results, row.clone(), repeat);
         }
-        self.save();
+        self.send_doc();
     }
 
     fn pattern_done(&mut self, rows: &[SizeResult]) {
