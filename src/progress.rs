@@ -42,7 +42,7 @@ pub enum Event {
     /// Rank 0's results document belongs here (its supervisor writes it).
     Results { path: String },
     /// Rank 0's results document as it stands now, whole: after every size and at the
-    /// worker's end. The supervisor is its one writer (`report::results::Writer`).
+    /// worker's end. The supervisor is its one writer (`report::writer::Writer`).
     Doc { doc: serde_json::Value },
     /// What runs underneath (the results file's `backend`), when it is the real libnccl on
     /// simulated GPUs: the supervisor labels the job's verdict with it.

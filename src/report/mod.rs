@@ -15,3 +15,4 @@ pub mod results;
 pub mod stats;
 pub mod table;
 pub mod verdict;
+pub mod writer;

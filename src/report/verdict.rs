@@ -189,7 +189,8 @@ impl std::fmt::Display for RankState {
 pub(crate) mod tests {
     use super::*;
     use crate::error::{STOPPED, WAITED_MARK};
-    use crate::report::results::{RankRecord, agree, tests::sample_doc};
+    use crate::report::results::{RankRecord, tests::sample_doc};
+    use crate::report::writer::agree;
 
     pub(crate) fn at(rank: u32, stage: Stage, error: &str) -> Failure {
         let who = crate::error::Who {

@@ -4,8 +4,9 @@
 
 use super::state::{FirstRemote, Watch, who_label};
 use crate::error::Failure;
-use crate::report::results::{self, RankRecord, RankState, Writer};
+use crate::report::results::{RankRecord, RankState};
 use crate::report::results::{Status, Verdict};
+use crate::report::writer::{self, Writer};
 use crate::stage::StageRecord;
 use crate::stage::{Stage, exit};
 use std::time::Instant;
@@ -80,7 +81,7 @@ pub(super) fn record(
                 doc.failures.push(f.clone());
             }
         }
-        if !results::decide(doc) && cancel {
+        if !writer::decide(doc) && cancel {
             doc.verdict = Verdict {
                 status: Status::Cancelled,
                 line: format!(

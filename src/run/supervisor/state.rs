@@ -3,7 +3,8 @@
 use crate::diagnose::causes;
 use crate::error::{Failure, Who};
 use crate::progress::Event;
-use crate::report::results::{ResultsDoc, Writer};
+use crate::report::results::ResultsDoc;
+use crate::report::writer::Writer;
 use crate::run::status::JobView;
 use crate::run::uplink::Uplink;
 use crate::stage::{Stage, StageRecord, exit};

@@ -12,8 +12,8 @@ use crate::ffi::nccl::Nccl;
 use crate::patterns::Pattern;
 use crate::progress::{self, Event};
 use crate::report::fingerprint::{self, DriverInfo, Fingerprint, NcclInfo, RankInfo};
-use crate::report::results::{self};
-use crate::report::results::{ResultsDoc, ResultsFile, Status, Verdict};
+use crate::report::results::{ResultsDoc, Status, Verdict};
+use crate::report::writer::{self, ResultsFile};
 use crate::report::{repeats, table};
 use crate::stage::{Stage, exit};
 use std::io::IsTerminal;
@@ -45,7 +45,7 @@ impl Run<'_> {
         }
         if let Some(r) = self.results.as_mut() {
             r.doc.failures.push(f.clone());
-            results::decide(&mut r.doc);
+            writer::decide(&mut r.doc);
         }
         self.send_doc();
         progress::send(&Event::Failed { failure: f.clone() });
