@@ -1,30 +1,10 @@
-//! The results file's one writer, rank 0's supervisor, and the document rank 0's worker sends
-//! it; where a document's verdict is decided.
+//! The results file's one writer, rank 0's supervisor, which rank 0's worker sends its
+//! document to (`progress::Event::Doc`); where a document's verdict is decided.
 
 use super::backing::verdict_line;
 use super::results::{ResultsDoc, Status, job_verdict};
 use super::verdict::RankState;
 use std::path::{Path, PathBuf};
-
-/// Rank 0's worker's document as it grows, with the path it belongs at. The worker never
-/// writes it: it sends it whole to its supervisor, whose [`Writer`] does.
-pub struct ResultsFile {
-    path: PathBuf,
-    pub doc: ResultsDoc,
-}
-
-impl ResultsFile {
-    pub fn new(path: &Path, doc: ResultsDoc) -> ResultsFile {
-        ResultsFile {
-            path: path.to_path_buf(),
-            doc,
-        }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
 
 /// The one writer of a results file: rank 0's supervisor. It takes the worker's document each
 /// time the worker sends it (after every size, and at the worker's end), adds what only the
@@ -61,6 +41,18 @@ impl Writer {
         }
         self.doc = Some(doc);
         self.write()
+    }
+
+    /// The worker's document as it came over its socket. One that does not read back as a
+    /// results document is not written, and counts as a failed write.
+    pub fn take_json(&mut self, doc: serde_json::Value) -> Result<(), String> {
+        match serde_json::from_value::<ResultsDoc>(doc) {
+            Ok(doc) => self.take(doc).map_err(|e| e.to_string()),
+            Err(e) => {
+                self.failing = true;
+                Err(format!("the worker's document does not read back: {e}"))
+            }
+        }
     }
 
     /// Changes the document and writes it; an error when the worker never sent one.

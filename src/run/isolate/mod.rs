@@ -569,8 +569,8 @@ impl Run<'_> {
         );
         println!("VERDICT: {line}");
         if let Some(r) = self.results.as_mut() {
-            r.doc.isolate = Some(report.clone());
-            r.doc.verdict = Verdict {
+            r.isolate = Some(report.clone());
+            r.verdict = Verdict {
                 status,
                 line,
                 exit_code: report.exit_code,

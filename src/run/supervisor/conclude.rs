@@ -1,7 +1,7 @@
 //! The end of a rank: its supervisor's own verdict when the worker gave none, its end sent to
 //! rank 0's supervisor, and on rank 0 the job's state, verdict and exit code.
 
-use super::recorder::{rank_table, record, say_line, say_verdict, walked};
+use super::recorder::{record, say_line, say_verdict, walked};
 use super::state::{OWN_FAILURE, Watch, rank0_gone, who_label};
 use super::timing::{CANCEL_SETTLE, GATHER, HOLD, SETTLE};
 use crate::error::{Failure, Who};
@@ -42,11 +42,14 @@ pub(super) fn conclude(
     if cancel {
         // The launcher's SIGKILL may follow its SIGTERM within the settle below (under load it
         // did, 3 runs in 5): the file says CANCELLED first, and again with the table after.
-        if let Some(mut out) = w.results.take() {
-            let table = rank_table(w, RankState::Cancelled, Some(exit::CANCELLED), false);
-            let _ = record(&mut out, own.as_ref(), &[], table, true, w.stage);
-            w.results = Some(out);
-        }
+        // Said, if it fails, when the file is written again below.
+        let _ = record(
+            w,
+            own.as_ref(),
+            &[],
+            (RankState::Cancelled, Some(exit::CANCELLED), false),
+            true,
+        );
     }
     if cancel && let Some(job) = &w.job {
         // The other ranks were signalled too: their ends, for the table, arrive at once (the
@@ -220,8 +223,7 @@ pub(super) fn conclude(
     // The file first: a launcher tearing the job down may close this rank's output before
     // (and kill it soon after) it has printed.
     let mut write_failed = false;
-    if let Some(mut out) = w.results.take() {
-        let table = rank_table(w, state, Some(code), walked_through(code));
+    if w.results.is_some() {
         let remote: Vec<Failure> = remote
             .iter()
             .filter(|f| !(cancel && f.is_stopped()))
@@ -231,14 +233,15 @@ pub(super) fn conclude(
         // descriptors, the failure being that), and the file would say the run never ended.
         // Rank 0 that heard from nobody names nobody, in the file as on the screen.
         let own = failure.as_ref().filter(|_| !unheard);
-        if let Err(e) = record(&mut out, own, &remote, table, cancel, w.stage) {
+        let mine = (state, Some(code), walked_through(code));
+        if let Some(Err(e)) = record(w, own, &remote, mine, cancel) {
+            let path = w.results.as_ref().map(|r| r.path().display().to_string());
             say_err!(
                 "nccl-smoke: cannot update the results file {}: {e}",
-                out.path().display()
+                path.unwrap_or_default()
             );
             write_failed = true;
         }
-        w.results = Some(out);
     }
     match &own {
         // Stopped because of another rank, or by the user: not this rank's failure.

@@ -6,9 +6,9 @@ use super::state::{FirstRemote, Watch, who_label};
 use crate::error::Failure;
 use crate::report::results::{RankRecord, RankState};
 use crate::report::results::{Status, Verdict};
-use crate::report::writer::{self, Writer};
+use crate::report::writer;
 use crate::stage::StageRecord;
-use crate::stage::{Stage, exit};
+use crate::stage::exit;
 use std::time::Instant;
 
 /// Rank 0 prints the job's verdict, with the consequences under it: once, at the job's end.
@@ -58,16 +58,19 @@ pub(super) fn rank_table(
 
 /// Adds this rank's failure (`own`) and the other ranks' (`remote`, rank 0 only) to the
 /// results file, sets its verdict (the job's culprit, see [`results::job_verdict`], or
-/// CANCELLED), and (rank 0) its per-rank table.
+/// CANCELLED), and (rank 0) its per-rank table, this rank in `state` with `code` (`ok`: its
+/// current stage ended well). `None` when this rank keeps no results file.
 pub(super) fn record(
-    out: &mut Writer,
+    w: &mut Watch,
     own: Option<&Failure>,
     remote: &[Failure],
-    table: Vec<RankRecord>,
+    (state, code, ok): (RankState, Option<u8>, bool),
     cancel: bool,
-    stage: Stage,
-) -> std::io::Result<()> {
-    out.amend(|doc| {
+) -> Option<std::io::Result<()>> {
+    w.results.as_ref()?;
+    let table = rank_table(w, state, code, ok);
+    let stage = w.stage;
+    Some(w.results.as_mut()?.amend(|doc| {
         if !table.is_empty() {
             doc.ranks = table;
         }
@@ -95,7 +98,7 @@ pub(super) fn record(
                 ranks: Vec::new(),
             };
         }
-    })
+    }))
 }
 
 /// Rank 0: another rank's failure goes onto the screen and into the results file as soon as
@@ -124,12 +127,16 @@ pub(super) fn record_remote_failures(w: &mut Watch) {
         ));
     }
     w.announced = all.len();
-    if let Some(mut out) = w.results.take() {
-        let table = rank_table(w, RankState::Running, None, true);
-        if let Err(e) = record(&mut out, None, &all[w.recorded..], table, false, w.stage) {
+    if let Some(written) = record(
+        w,
+        None,
+        &all[w.recorded..],
+        (RankState::Running, None, true),
+        false,
+    ) {
+        if let Err(e) = written {
             say_err!("nccl-smoke: cannot update the results file: {e}");
         }
-        w.results = Some(out);
         w.recorded = all.len();
     }
     // The job has failed: rank 0 concludes it once the ranks failing alike have reported

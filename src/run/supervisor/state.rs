@@ -3,7 +3,6 @@
 use crate::diagnose::causes;
 use crate::error::{Failure, Who};
 use crate::progress::Event;
-use crate::report::results::ResultsDoc;
 use crate::report::writer::Writer;
 use crate::run::status::JobView;
 use crate::run::uplink::Uplink;
@@ -108,6 +107,13 @@ impl Watch {
 
 /// Takes in one of the worker's events, and passes it on to rank 0 when it matters there.
 pub(super) fn apply(w: &mut Watch, ev: Event) {
+    // The results document is rank 0's alone, and large: taken, not copied.
+    if let Event::Doc { doc } = ev {
+        if let Some(out) = w.results.as_mut() {
+            take_doc(out, doc);
+        }
+        return;
+    }
     match &ev {
         Event::Stage { stage, rank } => {
             if *stage != w.stage {
@@ -143,12 +149,6 @@ pub(super) fn apply(w: &mut Watch, ev: Event) {
                 w.results = Some(Writer::new(Path::new(path)));
             }
         }
-        Event::Doc { doc } => {
-            if let Some(out) = w.results.as_mut() {
-                take_doc(out, doc.clone());
-            }
-            return;
-        }
         Event::Backend { backend } => w.backend = Some(backend.clone()),
         Event::Notes { .. } => {}
         Event::Ras { version, hash } => {
@@ -171,7 +171,7 @@ pub(super) fn apply(w: &mut Watch, ev: Event) {
             }
             return;
         }
-        Event::Ended { .. } | Event::Alive => return,
+        Event::Ended { .. } | Event::Alive | Event::Doc { .. } => return,
     }
     if let Some(u) = w.uplink.as_mut() {
         u.send(&ev);
@@ -223,11 +223,7 @@ pub(super) fn hung(w: &Watch, who: &Who, deadline: Duration, stopped: bool) -> F
 /// run goes on (its measurements are worth more than the file), and a run that would pass
 /// exits with `WRITE_FAILED` unless a later write succeeds.
 fn take_doc(out: &mut Writer, doc: serde_json::Value) {
-    let written = match serde_json::from_value::<ResultsDoc>(doc) {
-        Ok(doc) => out.take(doc).map_err(|e| e.to_string()),
-        Err(e) => Err(format!("the worker's document does not read back: {e}")),
-    };
-    if let Err(e) = written
+    if let Err(e) = out.take_json(doc)
         && !WRITE_SAID.swap(true, std::sync::atomic::Ordering::SeqCst)
     {
         say_err!(

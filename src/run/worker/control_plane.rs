@@ -94,7 +94,7 @@ impl Run<'_> {
         let line = cp.verdict_line(&label);
         println!("{line}");
         if let Some(r) = self.results.as_mut() {
-            r.doc.control_plane = Some(cp);
+            r.control_plane = Some(cp);
         }
         self.save_end(Status::ControlPlaneOk, line, exit::CONTROL_PLANE_OK);
         Ok(exit::CONTROL_PLANE_OK)

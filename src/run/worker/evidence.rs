@@ -86,7 +86,7 @@ impl Run<'_> {
 
     pub(in crate::run) fn host_of(&self, rank: u32) -> Option<String> {
         let r = self.results.as_ref()?;
-        let info = r.doc.fingerprint.ranks.iter().find(|i| i.rank == rank)?;
+        let info = r.fingerprint.ranks.iter().find(|i| i.rank == rank)?;
         Some(info.host.clone())
     }
 
@@ -151,7 +151,7 @@ impl Run<'_> {
             }
         }
         if let Some(r) = self.results.as_mut() {
-            r.doc.warnings = all.into_iter().flatten().collect();
+            r.warnings = all.into_iter().flatten().collect();
         }
         self.send_doc();
     }

@@ -18,9 +18,8 @@ use crate::patterns;
 use crate::progress;
 use crate::report::backing::Backing;
 use crate::report::fingerprint::{DriverInfo, NcclInfo, RankInfo};
-use crate::report::results::StageRecord;
+use crate::report::results::{ResultsDoc, StageRecord};
 use crate::report::table;
-use crate::report::writer::ResultsFile;
 use crate::stage::Stage;
 use nccl_smoke_fault::{FaultSet, Kind, Where};
 use std::time::Instant;
@@ -31,8 +30,9 @@ pub(super) struct Run<'a> {
     pub(super) who: Who,
     pub(super) stage: Stage,
     pub(super) stage_start: Instant,
-    /// Rank 0 only.
-    pub(super) results: Option<ResultsFile>,
+    /// Rank 0 only, with `--json`: the results document, sent whole to the supervisor (which
+    /// writes it) after every change.
+    pub(super) results: Option<ResultsDoc>,
     pub(super) stages: Vec<StageRecord>,
     /// What runs underneath: every label comes from it.
     pub(super) backing: Backing,
@@ -101,7 +101,7 @@ impl Run<'_> {
                 ok,
             });
             if let Some(r) = self.results.as_mut() {
-                r.doc.stages = self.stages.clone();
+                r.stages = self.stages.clone();
             }
         }
     }
@@ -151,7 +151,7 @@ impl Run<'_> {
             let blocking = crate::comm::makes_blocking(&nccl);
             println!("{}", table::comm_mode_line(blocking));
             if let Some(r) = self.results.as_mut() {
-                r.doc.config.comm_blocking = Some(blocking);
+                r.config.comm_blocking = Some(blocking);
             }
             println!("{}", self.plan.deadline_line());
             println!("{}", self.plan.timing_line());
