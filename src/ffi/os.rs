@@ -130,13 +130,37 @@ pub fn hostname() -> String {
         .into_owned()
 }
 
-/// Asks the kernel to kill this process when its parent dies, so that a worker never outlives
-/// the supervisor that a launcher (mpirun, srun, kubectl) is tearing down.
-pub fn die_with_parent() {
-    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and no pointers.
+/// Makes the process `cmd` starts die (SIGKILL) when this process dies, so that a worker never
+/// outlives the supervisor that a launcher (mpirun, srun, kubectl) is tearing down.
+///
+/// Set between fork and exec, with no window: a worker that asked for it itself, once started,
+/// stayed orphaned for ever if its supervisor was killed in the moments before it asked. The
+/// signal follows the *thread* that spawns, so `cmd` must be spawned from one that lives as long
+/// as the process (the supervisor's main thread).
+pub fn dies_with_this_process(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the forked child before exec and calls only prctl, getppid
+    // and _exit, which are async-signal-safe; it touches no memory of the parent's.
     unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent died between fork and prctl: nothing will send the signal now.
+            if libc::getppid() != parent {
+                libc::_exit(libc::SIGKILL + 128);
+            }
+            Ok(())
+        });
     }
+}
+
+/// Ends the process with `code` at once, flushing nothing: for a process whose own output may
+/// be what blocks it (a pipe nobody reads).
+pub fn exit_unflushed(code: u8) -> ! {
+    // SAFETY: _exit takes a status and never returns.
+    unsafe { libc::_exit(code as i32) }
 }
 
 /// The name of a signal number, e.g. "SIGSEGV".

@@ -163,9 +163,16 @@ fn mpirun_once(np: u32, args: &[&str], env: &[(&str, &str)], limit_s: u32) -> Ou
 }
 
 /// Runs `cmd` in its own process group; kills the group after `limit_s` seconds.
+///
+/// Never blocks past its bound: every process `cmd` starts is noted while it runs (a worker
+/// has a process group of its own, and a launcher's ranks may too), so that all of them are
+/// killed at the limit, and the output is read only until a grace period after `cmd` ended.
+/// Anything `cmd` started that still holds its output open then was left behind: it is
+/// killed, and the test fails naming it (a run must leave nothing running).
 pub fn bounded(mut cmd: Command, limit_s: u32) -> Output {
     use std::os::unix::process::CommandExt;
     use std::process::Stdio;
+    use std::time::{Duration, Instant};
     cmd.process_group(0)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -174,37 +181,154 @@ pub fn bounded(mut cmd: Command, limit_s: u32) -> Output {
         .spawn()
         .expect("could not start (is openmpi-bin installed? run scripts/setup.sh)");
     let pid = child.id();
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut out, &mut v);
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut err, &mut v);
-        v
-    });
-    let start = std::time::Instant::now();
+    let out = Drain::start(child.stdout.take().unwrap());
+    let err = Drain::start(child.stderr.take().unwrap());
+    let start = Instant::now();
+    let mut family = Family::default();
+    let mut noted = start;
     let status = loop {
         if let Some(st) = child.try_wait().unwrap() {
             break st;
         }
-        if start.elapsed().as_secs() >= limit_s as u64 {
+        // Twice a second: reading /proc is not free on a loaded two-core machine.
+        if noted.elapsed() >= Duration::from_millis(500) {
+            family.note(pid);
+            noted = Instant::now();
+        }
+        if start.elapsed().as_secs() >= u64::from(limit_s) {
+            family.note(pid);
             let _ = Command::new("kill")
                 .arg("-KILL")
                 .arg(format!("-{pid}"))
                 .status();
+            family.kill();
             break child.wait().unwrap();
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(50));
     };
+    let grace = Instant::now() + Duration::from_secs(20);
+    while !(out.done() && err.done()) && Instant::now() < grace {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if !(out.done() && err.done()) {
+        let left = family.alive();
+        family.kill();
+        panic!(
+            "{:?} ended {} but processes it started still held its output open 20 s later \
+             (killed now): {left:#?}\n--- its output so far ---\n{}\n--- stderr ---\n{}",
+            cmd.get_program(),
+            status,
+            String::from_utf8_lossy(&out.take()),
+            String::from_utf8_lossy(&err.take())
+        );
+    }
     Output {
         status,
-        stdout: t_out.join().unwrap(),
-        stderr: t_err.join().unwrap(),
+        stdout: out.take(),
+        stderr: err.take(),
     }
+}
+
+/// A pipe read to its end on a thread of its own, which can be given up on.
+struct Drain {
+    buf: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drain {
+    fn start(mut from: impl std::io::Read + Send + 'static) -> Drain {
+        let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (b, d) = (buf.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 8192];
+            loop {
+                match from.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(n) => b.lock().unwrap().extend_from_slice(&chunk[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            d.store(true, Ordering::SeqCst);
+        });
+        Drain { buf, done }
+    }
+
+    fn done(&self) -> bool {
+        self.done.load(Ordering::SeqCst)
+    }
+
+    fn take(&self) -> Vec<u8> {
+        std::mem::take(&mut *self.buf.lock().unwrap())
+    }
+}
+
+/// Every process seen descending from a command while it ran: (pid, command line).
+#[derive(Default)]
+struct Family(std::collections::BTreeMap<u32, String>);
+
+impl Family {
+    /// Adds the descendants of `root` living now (from /proc's parent links).
+    fn note(&mut self, root: u32) {
+        let mut parent_of = Vec::new();
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                continue;
+            };
+            // pid (comm) state ppid ...: comm may hold spaces and parentheses.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if let Some(ppid) = ppid {
+                parent_of.push((pid, ppid));
+            }
+        }
+        let mut frontier = vec![root];
+        while let Some(p) = frontier.pop() {
+            for &(c, pp) in &parent_of {
+                if pp == p && !self.0.contains_key(&c) {
+                    self.0.insert(c, cmdline(c));
+                    frontier.push(c);
+                }
+            }
+        }
+    }
+
+    /// Those still alive with the command line they had (a reused pid is left alone).
+    fn alive(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(pid, line)| !line.is_empty() && cmdline(**pid) == **line)
+            .map(|(pid, line)| format!("{pid} {line}"))
+            .collect()
+    }
+
+    fn kill(&self) {
+        for (pid, line) in &self.0 {
+            if !line.is_empty() && cmdline(*pid) == *line {
+                let _ = Command::new("kill")
+                    .arg("-KILL")
+                    .arg(pid.to_string())
+                    .status();
+            }
+        }
+    }
+}
+
+fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            String::from_utf8_lossy(&b)
+                .replace('\0', " ")
+                .trim()
+                .to_string()
+        })
+        .unwrap_or_default()
 }
 
 /// Runs the binary directly (one rank, no launcher).

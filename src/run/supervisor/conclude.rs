@@ -27,6 +27,28 @@ pub(super) fn cancelled(w: &Watch, own: Option<&Failure>, term: &AtomicBool) -> 
         })
 }
 
+/// A conclusion that cannot end (a wait not bounded here, a lock never released) must not hold
+/// the rank's process, and with it the launcher and the whole job, for ever: past twice the
+/// longest its waits add up to, the supervisor says so and exits with the code it has.
+fn bound_the_conclusion(plan: &Plan, rank: Option<u32>, code: u8) {
+    let longest = GATHER + HOLD + SETTLE + plan.deadline(Stage::Finalize) * 2;
+    let limit = longest * 2 + Duration::from_secs(10);
+    std::thread::spawn(move || {
+        std::thread::sleep(limit);
+        // Said from a thread of its own: the output may be what is stuck.
+        std::thread::spawn(move || {
+            say_err!(
+                "nccl-smoke: rank {}'s supervisor did not conclude within {:.0} s; exiting with \
+                 code {code}",
+                rank.map_or_else(|| "?".into(), |r| r.to_string()),
+                limit.as_secs_f64()
+            );
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        crate::ffi::os::exit_unflushed(code);
+    });
+}
+
 /// The end of this rank: prints the supervisor's own verdict (`own`, when the worker could not
 /// give one), tells rank 0's supervisor, and on rank 0 prints the job's state and verdict and
 /// records every rank's failure in the results file. Returns the exit code: on rank 0, the
@@ -38,6 +60,7 @@ pub(super) fn conclude(
     mut code: u8,
     term: &AtomicBool,
 ) -> u8 {
+    bound_the_conclusion(plan, w.rank, code);
     let cancel = w.job.is_some() && cancelled(w, own.as_ref(), term);
     if cancel {
         // The launcher's SIGKILL may follow its SIGTERM within the settle below (under load it

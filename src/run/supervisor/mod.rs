@@ -148,6 +148,7 @@ pub(super) fn spawn_and_watch(
     cmd.process_group(0)
         .args(std::env::args_os().skip(1))
         .envs(vars);
+    crate::ffi::os::dies_with_this_process(&mut cmd);
     let (tx, rx) = mpsc::channel();
     // A launcher tearing the job down (another rank failed) sends SIGTERM, and Open MPI's
     // follows with SIGKILL as soon as another rank has gone: note it and wake the watch at
