@@ -7,10 +7,9 @@ mod launch;
 mod verdict;
 
 use crate::bench::sweep;
-use crate::console::sanitize;
 use crate::data::{DataType, RedOp};
 use crate::run::libs::LibChoice;
-use crate::run::{Plan, Settings};
+use crate::run::{Plan, Settings, plan};
 use crate::stage::Stage;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -105,7 +104,7 @@ pub struct IsolateArgs {
     /// Deadline, in seconds, of each step of a group's work in a round (unique id, init,
     /// connect, each measurement, finalize): a group that takes longer is aborted and counted
     /// against its hosts, and the others go on.
-    #[arg(long, default_value = "30", value_parser = parse_secs, value_name = "SECS")]
+    #[arg(long, default_value = "30", value_parser = plan::parse_secs, value_name = "SECS")]
     pub round_timeout: f64,
     /// Where each group's communicator comes from. `auto`: before round 1 every rank joins one
     /// job-wide communicator, and while it is up on every rank each round's groups are
@@ -123,7 +122,7 @@ pub struct IsolateArgs {
     /// A host whose bus bandwidth is more than PCT % below the median of the other hosts (and
     /// more than 3 scaled median absolute deviations of theirs) is slow, alone or with its
     /// best partner. Raise it where the fabric is shared and figures move between runs.
-    #[arg(long, default_value = "25", value_parser = parse_slow_pct, value_name = "PCT")]
+    #[arg(long, default_value = "25", value_parser = plan::parse_slow_pct, value_name = "PCT")]
     pub slow_below: f64,
     /// Everything `run` takes; each group measures the largest size (-e) once per pattern.
     #[command(flatten)]
@@ -183,7 +182,7 @@ pub struct LibArgs {
     pub backend: Backend,
     /// The libnccl to load (default: libnccl.so.2 through the dynamic linker, else a pip wheel's
     /// copy in site-packages/nvidia/nccl/lib of the active venv/conda or the site folders).
-    #[arg(long, env = "NCCL_SMOKE_NCCL_LIB", value_name = "PATH", value_parser = parse_lib_path)]
+    #[arg(long, env = "NCCL_SMOKE_NCCL_LIB", value_name = "PATH", value_parser = crate::run::libs::parse_lib_path)]
     pub nccl_lib: Option<String>,
     /// Where the simulation libraries are (default: next to the nccl-smoke binary).
     #[arg(long, env = "NCCL_SMOKE_SIM_DIR", value_name = "DIR")]
@@ -253,10 +252,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Deadline in seconds for every stage (a hang is named when it passes); 0.1 to 86400.
-    #[arg(long, value_name = "SECS", value_parser = parse_secs, long_help = crate::run::plan::deadline_help())]
+    #[arg(long, value_name = "SECS", value_parser = plan::parse_secs, long_help = crate::run::plan::deadline_help())]
     pub timeout: Option<f64>,
     /// Deadline for one stage, e.g. `init=60` (repeatable; overrides --timeout).
-    #[arg(long, value_name = "STAGE=SECS", value_parser = parse_stage_timeout)]
+    #[arg(long, value_name = "STAGE=SECS", value_parser = plan::parse_stage_timeout)]
     pub stage_timeout: Vec<(Stage, f64)>,
     /// Measure each size this many times, interleaved (every size, then every size again),
     /// so `compare` can tell a change from noise; the table shows medians and their spread.
@@ -270,59 +269,6 @@ pub struct RunArgs {
     /// variables) or `auto`.
     #[arg(long, value_enum, default_value = "auto", long_help = crate::bootstrap::Mode::help())]
     pub bootstrap: crate::bootstrap::Mode,
-}
-
-fn parse_stage_timeout(s: &str) -> Result<(Stage, f64), String> {
-    let (name, secs) = s
-        .split_once('=')
-        .ok_or_else(|| format!("'{}': expected STAGE=SECS, e.g. init=60", sanitize(s)))?;
-    let stage = Stage::parse(name).ok_or_else(|| {
-        format!(
-            "unknown stage '{}': expected one of {}",
-            sanitize(name),
-            Stage::names()
-        )
-    })?;
-    Ok((stage, parse_secs(secs)?))
-}
-
-use crate::run::plan::{MAX_DEADLINE_S, MIN_DEADLINE_S};
-
-/// A deadline in seconds, within [`MIN_DEADLINE_S`]..=[`MAX_DEADLINE_S`] (so that it always
-/// converts to a `Duration`).
-fn parse_secs(s: &str) -> Result<f64, String> {
-    s.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite() && (MIN_DEADLINE_S..=MAX_DEADLINE_S).contains(v))
-        .ok_or_else(|| {
-            format!(
-                "'{}' is not a number of seconds from {MIN_DEADLINE_S} to {MAX_DEADLINE_S}",
-                sanitize(s)
-            )
-        })
-}
-
-/// A library path: never empty (dlopen of "" is the program itself, not a library).
-fn parse_lib_path(s: &str) -> Result<String, String> {
-    if s.trim().is_empty() {
-        return Err(
-            "the path is empty: name a libnccl.so.2 file, or leave --nccl-lib and \
-                    NCCL_SMOKE_NCCL_LIB unset to let the dynamic linker find libnccl.so.2"
-                .into(),
-        );
-    }
-    Ok(s.to_string())
-}
-
-/// A percentage from 1 to 99, for `--slow-below`.
-fn parse_slow_pct(s: &str) -> Result<f64, String> {
-    s.trim()
-        .trim_end_matches('%')
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite() && (1.0..=99.0).contains(v))
-        .ok_or_else(|| format!("'{}' is not a percentage from 1 to 99", sanitize(s)))
 }
 
 impl LibArgs {

@@ -254,3 +254,14 @@ pub fn backends_help() -> String {
         crate::stage::exit::CONTROL_PLANE_OK
     )
 }
+/// A library path: never empty (dlopen of "" is the program itself, not a library).
+pub fn parse_lib_path(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Err(
+            "the path is empty: name a libnccl.so.2 file, or leave --nccl-lib and \
+                    NCCL_SMOKE_NCCL_LIB unset to let the dynamic linker find libnccl.so.2"
+                .into(),
+        );
+    }
+    Ok(s.to_string())
+}

@@ -6,6 +6,7 @@ use super::libs::LibChoice;
 use crate::bench::sweep::{self, Step};
 use crate::bench::{DataOn, Timing};
 use crate::bootstrap::Mode;
+use crate::console::sanitize;
 use crate::data::{DataType, RedOp};
 use crate::report::expect::{self, Expectations};
 use crate::report::results::RunConfig;
@@ -352,6 +353,49 @@ fn secs(d: Duration) -> String {
     } else {
         format!("{s}")
     }
+}
+
+// What `--timeout`, `--stage-timeout`, `--round-timeout` and `--slow-below` accept, checked
+// here, beside the deadlines they become.
+
+/// A `--stage-timeout` value, STAGE=SECS.
+pub fn parse_stage_timeout(s: &str) -> Result<(Stage, f64), String> {
+    let (name, secs) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{}': expected STAGE=SECS, e.g. init=60", sanitize(s)))?;
+    let stage = Stage::parse(name).ok_or_else(|| {
+        format!(
+            "unknown stage '{}': expected one of {}",
+            sanitize(name),
+            Stage::names()
+        )
+    })?;
+    Ok((stage, parse_secs(secs)?))
+}
+
+/// A deadline in seconds, within [`MIN_DEADLINE_S`]..=[`MAX_DEADLINE_S`] (so that it always
+/// converts to a `Duration`).
+pub fn parse_secs(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && (MIN_DEADLINE_S..=MAX_DEADLINE_S).contains(v))
+        .ok_or_else(|| {
+            format!(
+                "'{}' is not a number of seconds from {MIN_DEADLINE_S} to {MAX_DEADLINE_S}",
+                sanitize(s)
+            )
+        })
+}
+
+/// A percentage from 1 to 99, for `--slow-below`.
+pub fn parse_slow_pct(s: &str) -> Result<f64, String> {
+    s.trim()
+        .trim_end_matches('%')
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && (1.0..=99.0).contains(v))
+        .ok_or_else(|| format!("'{}' is not a percentage from 1 to 99", sanitize(s)))
 }
 
 #[cfg(test)]
