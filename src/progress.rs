@@ -56,6 +56,9 @@ pub enum Event {
     Ras { version: i32, hash: u64 },
     /// The worker failed and has printed its own verdict.
     Failed { failure: Failure },
+    /// Rank 0's check of the data lays this failure on another rank too (wrong data from
+    /// several ranks): it counts in the job's verdict as that rank's, sent after `Failed`.
+    Implicated { failure: Failure },
     /// Where rank 0's supervisor takes status reports (rank 0 broadcast it at launch).
     StatusAddr { addrs: Vec<String> },
     /// Supervisor to rank 0's supervisor: this rank is done, with this exit code and verdict.

@@ -367,6 +367,8 @@ fn a_fault_on_every_rank_names_every_rank() {
         ("alloc:error", Stage::Alloc),
         ("init:error", Stage::Init),
         ("import:error", Stage::ConnectImport),
+        // Every rank's sends spoiled: rank 0's check names every rank, not the first it met.
+        ("verify:corrupt", Stage::Verify),
     ] {
         for _ in 0..2 {
             let o = sim_run(4, &[], &[("NCCL_SMOKE_SIM_FAULT", fault)]);

@@ -494,6 +494,11 @@ pub struct Found {
     /// Ranks whose every timed iteration took less than the event timer's resolution.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub below_timer_ranks: Vec<u32>,
+    /// Ranks that received written wrong elements in a pattern that copies, each with the
+    /// ranks whose data those elements should have been (at most `verify::MAX_SENDERS` of
+    /// each): who sent to whom, for naming every rank the wrong data points at.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wrong_pairs: Vec<(u32, Vec<u32>)>,
 }
 
 impl Found {
@@ -511,6 +516,9 @@ impl Found {
         union(&mut self.below_timer_ranks, other.below_timer_ranks);
         if self.unwritten_ranges.is_empty() {
             self.unwritten_ranges = other.unwritten_ranges;
+        }
+        if self.wrong_pairs.is_empty() {
+            self.wrong_pairs = other.wrong_pairs;
         }
     }
 }
@@ -688,6 +696,11 @@ pub fn combine(
                 .iter()
                 .filter(|s| s.below_timer)
                 .map(|s| s.rank)
+                .collect(),
+            wrong_pairs: checks()
+                .filter(|(_, c)| !c.wrong_from.is_empty())
+                .take(verify::MAX_SENDERS)
+                .map(|(r, c)| (r, c.wrong_from.iter().map(|(q, _)| *q).collect()))
                 .collect(),
         },
         repeats: Vec::new(),

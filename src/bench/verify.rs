@@ -49,6 +49,10 @@ pub struct Check {
     /// The first wrong element that was written; the first unwritten one when none was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first: Option<WrongElement>,
+    /// Written wrong elements counted by the rank whose data they should have been (patterns
+    /// that copy; in rank order, at most [`MAX_SENDERS`] ranks, the first met).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wrong_from: Vec<(u32, u64)>,
 }
 
 impl Check {
@@ -58,6 +62,8 @@ impl Check {
     }
 }
 
+/// Senders a check counts wrong elements of (what goes to rank 0 stays small at any scale).
+pub const MAX_SENDERS: usize = 64;
 /// Runs of unwritten elements a check keeps.
 pub const MAX_RANGES: usize = 4;
 /// Wrong elements looked at to tell whose data they are.
@@ -147,6 +153,8 @@ pub struct Checker<'a> {
     /// The run of unwritten elements in progress.
     run: Option<(usize, usize)>,
     guess: Option<PeerGuess>,
+    /// Written wrong elements by the rank whose data they should have been.
+    wrong_from: std::collections::BTreeMap<u32, u64>,
 }
 
 impl<'a> Checker<'a> {
@@ -172,6 +180,7 @@ impl<'a> Checker<'a> {
             first_unwritten: false,
             run: None,
             guess: None,
+            wrong_from: Default::default(),
         }
     }
 
@@ -278,6 +287,11 @@ impl<'a> Checker<'a> {
                     self.out.nan += 1;
                 }
                 self.guess_peer(src, el);
+                if let Some(q) = sender
+                    && (self.wrong_from.len() < MAX_SENDERS || self.wrong_from.contains_key(&q))
+                {
+                    *self.wrong_from.entry(q).or_default() += 1;
+                }
             }
             // A written wrong element says more than an unwritten one.
             let replace = self.out.first.is_none() || (!unwritten && self.first_unwritten);
@@ -297,6 +311,7 @@ impl<'a> Checker<'a> {
 
     pub fn finish(mut self) -> Check {
         self.close_run();
+        self.out.wrong_from = std::mem::take(&mut self.wrong_from).into_iter().collect();
         let sender = self.out.first.as_ref().and_then(|f| f.sender);
         let from = match &self.guess {
             Some(g) if g.candidates.len() == 1 && g.seen >= 2 => Some(g.candidates[0]),
@@ -378,6 +393,14 @@ mod tests {
             (first.index, first.sender, first.from_rank),
             (40, Some(2), None)
         );
+        assert_eq!(c.wrong_from, [(2, 1)]);
+        // Wrong data from two senders is counted by sender; unwritten elements are not.
+        recv[4 * 3] ^= 0x10; // chunk 0, from rank 0
+        recv[4 * 5] ^= 0x20;
+        recv[4 * 60..4 * 61].copy_from_slice(&[data::FILL_BYTE; 4]); // chunk 3, never written
+        let c = check(&recv, p, &l, dt, RedOp::Sum, 2, n, 3);
+        assert_eq!((c.wrong, c.unwritten), (4, 1));
+        assert_eq!(c.wrong_from, [(0, 2), (2, 1)]);
     }
 
     #[test]

@@ -126,10 +126,14 @@ pub fn agree(doc: &mut ResultsDoc) {
         } else if named
             && matches!(
                 r.state,
-                RankState::Stopped | RankState::Running | RankState::Cancelled
+                RankState::Stopped
+                    | RankState::Running
+                    | RankState::Cancelled
+                    | RankState::Finished
             )
         {
-            // Named by another rank (it stopped answering), then stopped by the launcher.
+            // Named by another rank: it stopped answering, then the launcher stopped it; or
+            // rank 0's check found the data it sent wrong, after its own process finished.
             r.state = RankState::Failed;
         }
     }

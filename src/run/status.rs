@@ -184,6 +184,7 @@ impl JobView {
             | Event::Doc { .. }
             | Event::Backend { .. }
             | Event::Ras { .. }
+            | Event::Implicated { .. }
             | Event::StatusAddr { .. } => {}
         }
     }

@@ -163,23 +163,85 @@ fn finding(r: &SizeResult) -> (String, u32) {
     }
 }
 
+/// The ranks wrong values in a copy point at, from who sent wrong data to whom
+/// (`Found::wrong_pairs`): a rank whose data was wrong at two or more receivers is named (its
+/// sends, or its GPU, spoil them), and so is a rank that received wrong data from two or more
+/// senders (its receives); a wrong element that neither explains is pinned on its sender, as a
+/// single one is. Corruption on every rank names every rank; one rank's, that rank alone.
+fn copy_culprits(pairs: &[(u32, Vec<u32>)]) -> Vec<u32> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut receivers_of: BTreeMap<u32, usize> = BTreeMap::new();
+    for (_, senders) in pairs {
+        for s in senders {
+            *receivers_of.entry(*s).or_default() += 1;
+        }
+    }
+    let mut named = BTreeSet::new();
+    for (receiver, senders) in pairs {
+        if senders.len() >= 2 {
+            named.insert(*receiver);
+        }
+        for s in senders {
+            if receivers_of[s] >= 2 || senders.len() < 2 {
+                named.insert(*s);
+            }
+        }
+    }
+    named.into_iter().collect()
+}
+
 /// Wrong data in any row: the first wrong row's finding names the verdict's rank (the sender
 /// of a wrong element where the pattern tells, else the rank that received it), and every
 /// wrong row gets an evidence line. Never written, partly written, another rank's data and
-/// wrong values are told apart.
-pub fn verify_failure(
+/// wrong values are told apart. Wrong values in a copy name every rank the lead row's wrong
+/// data points at ([`copy_culprits`]): one failure each, the lead's own first, alike but for
+/// the rank, so that the job's verdict reads `on ranks 0, 1, 2`. Empty when no data was wrong.
+pub fn verify_failures(
     rows: &[SizeResult],
     me: &Who,
     host_of: impl Fn(u32) -> Option<String>,
-) -> Option<Failure> {
+) -> Vec<Failure> {
+    let Some(lead) = verify_failure(rows, me, &host_of) else {
+        return Vec::new();
+    };
+    let lead_row = lead_row(rows);
+    let pinned = lead_row.is_some_and(|r| {
+        r.found.nothing_written_ranks.is_empty()
+            && r.found.unwritten_ranges.is_empty()
+            && !(r.found.nan > 0 && r.found.nan == r.wrong)
+            && r.first_wrong
+                .as_ref()
+                .is_some_and(|(_, w)| w.from_rank.is_none() && w.sender.is_some())
+    });
+    let mut named = match lead_row {
+        Some(r) if pinned => copy_culprits(&r.found.wrong_pairs),
+        _ => Vec::new(),
+    };
+    if named.is_empty() {
+        return vec![lead];
+    }
+    // The lead's own rank first when it is among them (its words name it).
+    named.sort_by_key(|r| Some(*r) != lead.rank);
+    named
+        .into_iter()
+        .map(|rank| {
+            let who = culprit(me, rank, &host_of);
+            let mut f = lead.clone();
+            f.rank = who.rank;
+            f.host = who.host;
+            f
+        })
+        .collect()
+}
+
+/// The row whose finding leads: nothing written, then partly written, then a wrong element
+/// that names its sender (copies: it points at the rank that sent the bad data, where a
+/// reduction's can only point at the rank that received it), then the first wrong row.
+fn lead_row(rows: &[SizeResult]) -> Option<&SizeResult> {
     let bad: Vec<&SizeResult> = rows.iter().filter(|r| r.wrong > 0).collect();
-    // The most telling finding first: nothing written, then partly written, then the rest.
-    let lead = bad
-        .iter()
+    bad.iter()
         .find(|r| !r.found.nothing_written_ranks.is_empty())
         .or_else(|| bad.iter().find(|r| !r.found.unwritten_ranges.is_empty()))
-        // Then a wrong element that names a sender (copies): it points at the rank that sent
-        // the bad data, where a reduction's can only point at the rank that received it.
         .or_else(|| {
             bad.iter().find(|r| {
                 r.first_wrong
@@ -187,7 +249,18 @@ pub fn verify_failure(
                     .is_some_and(|(_, w)| w.sender.is_some())
             })
         })
-        .or_else(|| bad.first())?;
+        .or_else(|| bad.first())
+        .copied()
+}
+
+/// The lead row's failure alone (see [`verify_failures`]).
+fn verify_failure(
+    rows: &[SizeResult],
+    me: &Who,
+    host_of: impl Fn(u32) -> Option<String>,
+) -> Option<Failure> {
+    let bad: Vec<&SizeResult> = rows.iter().filter(|r| r.wrong > 0).collect();
+    let lead = lead_row(rows)?;
     let (text, rank) = finding(lead);
     let who = culprit(me, rank, &host_of);
     let also = if bad.len() > 1 {
@@ -377,6 +450,64 @@ mod tests {
                 .unwrap()
                 .starts_with("the kernel did not run or wrote elsewhere")
         );
+    }
+
+    #[test]
+    fn wrong_copies_name_the_ranks_the_wrong_data_points_at() {
+        // Receiver and the senders of its written wrong elements.
+        let named = |pairs: &[(u32, &[u32])]| {
+            let pairs: Vec<(u32, Vec<u32>)> = pairs.iter().map(|(r, s)| (*r, s.to_vec())).collect();
+            copy_culprits(&pairs)
+        };
+        // One rank's sends spoiled: wrong at every receiver, from it alone.
+        assert_eq!(named(&[(0, &[1]), (1, &[1]), (2, &[1])]), [1]);
+        // Every rank's sends spoiled (all-to-all): every rank.
+        let all: &[u32] = &[0, 1, 2];
+        assert_eq!(named(&[(0, all), (1, all), (2, all)]), [0, 1, 2]);
+        // A ring, every rank's sends spoiled: each pair alone, pinned on its sender.
+        assert_eq!(named(&[(1, &[0]), (2, &[1]), (0, &[2])]), [0, 1, 2]);
+        // One rank's receives spoiled, from three senders: that rank.
+        assert_eq!(named(&[(1, &[0, 2, 3])]), [1]);
+        // A single wrong pair: its sender, as before.
+        assert_eq!(named(&[(1, &[0])]), [0]);
+        assert!(named(&[]).is_empty());
+    }
+
+    #[test]
+    fn every_rank_named_gets_a_failure_alike_but_for_its_rank() {
+        let r = row(serde_json::json!({"pattern": "all_to_all", "wrong": 9,
+            "first_wrong": [0, {"index": 2, "sender": 0, "expected": 3.0, "got": 7.0, "got_hex": "0000e040"}],
+            "wrong_pairs": [[0, [0, 1, 2]], [1, [0, 1, 2]], [2, [0, 1, 2]]]}));
+        let all = verify_failures(std::slice::from_ref(&r), &who(), |r| Some(format!("h{r}")));
+        let named: Vec<_> = all.iter().map(|f| (f.rank, f.host.as_str())).collect();
+        assert_eq!(named, [(Some(0), "h0"), (Some(1), "h1"), (Some(2), "h2")]);
+        assert!(
+            all.iter()
+                .all(|f| f.error == all[0].error && f.stage == Stage::Verify)
+        );
+        // The job's verdict reads them as one line naming the three ranks.
+        let v = crate::report::verdict::job_verdict(&all).unwrap();
+        assert_eq!(v.ranks, [0, 1, 2]);
+        assert!(
+            v.line
+                .starts_with("FAIL at verify on ranks 0, 1, 2 (hosts h0, h1, h2)"),
+            "{}",
+            v.line
+        );
+        // The lead row's rank leads even when it is not the smallest; a row that names no
+        // senders (a reduction) names the lead alone.
+        let mut one = r.clone();
+        one.found.wrong_pairs = vec![(0, vec![2]), (1, vec![2])];
+        one.first_wrong.as_mut().unwrap().1.sender = Some(2);
+        let only: Vec<_> = verify_failures(&[one], &who(), |_| None)
+            .iter()
+            .map(|f| f.rank)
+            .collect();
+        assert_eq!(only, [Some(2)]);
+        let mut reduced = r;
+        reduced.pattern = "all_reduce".into();
+        reduced.first_wrong.as_mut().unwrap().1.sender = None;
+        assert_eq!(verify_failures(&[reduced], &who(), |_| None).len(), 1);
     }
 
     #[test]

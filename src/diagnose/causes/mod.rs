@@ -13,7 +13,7 @@ use crate::ffi::nccl::NcclError;
 use crate::stage::{PEER_MARGIN, Stage};
 use std::time::Duration;
 
-pub use data::{coverage_failure, timer_failure, verify_failure};
+pub use data::{coverage_failure, timer_failure, verify_failures};
 pub use ends::{Hang, crashed, ended_by_rank0, hung, rank0_gone, stopped_by_launcher};
 
 /// Facts of this node that bear on a finding.

@@ -192,6 +192,7 @@ pub(super) fn conclude(
                     Vec::new()
                 };
                 let mut remote = v.failures.clone();
+                remote.extend(w.implicated.iter().cloned());
                 if !cancel && !walked_through(code) {
                     remote.extend(stuck_alongside(w, &v, failure.as_ref()));
                 }

@@ -51,6 +51,10 @@ pub(super) struct Watch {
     /// Rank 0: the results file's one writer, once the worker has named the file.
     pub(super) results: Option<Writer>,
     pub(super) failed: Option<Failure>,
+    /// Rank 0: what its worker's check of the data laid on other ranks besides its own
+    /// failure (`Event::Implicated`); counted in the job's verdict, never announced as those
+    /// ranks' reports.
+    pub(super) implicated: Vec<Failure>,
     /// Other ranks: the line to rank 0's supervisor, once its address is known.
     pub(super) uplink: Option<Uplink>,
     /// Rank 0: every rank's reports.
@@ -92,6 +96,7 @@ impl Watch {
             stopped_since: None,
             results: None,
             failed: None,
+            implicated: Vec::new(),
             uplink: None,
             job,
             announced: 0,
@@ -156,6 +161,12 @@ pub(super) fn apply(w: &mut Watch, ev: Event) {
             return;
         }
         Event::Failed { failure } => w.failed = Some(failure.clone()),
+        Event::Implicated { failure } => {
+            if !w.implicated.contains(failure) {
+                w.implicated.push(failure.clone());
+            }
+            return;
+        }
         Event::StatusAddr { addrs } => {
             if let Some(rank) = w.rank.filter(|r| *r != 0)
                 && w.uplink.is_none()

@@ -43,6 +43,9 @@ pub(super) struct Run<'a> {
     /// What the preflight found short (/dev/shm, open files), kept with the run's warnings.
     pub(super) preflight_warnings: Vec<Failure>,
     pub(super) local_rank: u32,
+    /// Rank 0: the failures its check of the data lays on other ranks besides the one it
+    /// reports (see `causes::verify_failures`), sent after it.
+    pub(super) implicated: Vec<Failure>,
 }
 
 pub fn worker(plan: &Plan) -> u8 {
@@ -68,6 +71,7 @@ pub fn worker(plan: &Plan) -> u8 {
         hosts: 1,
         preflight_warnings: Vec::new(),
         local_rank: 0,
+        implicated: Vec::new(),
     };
     match run.go() {
         Ok(code) => code,
@@ -315,17 +319,22 @@ impl Run<'_> {
         self.advisories(boot);
 
         self.enter(Stage::Verify);
-        if let Some(mut f) = self.judge_rows(&rows, &selected, sizes, &timing, nranks) {
+        let mut found = self.judge_rows(&rows, &selected, sizes, &timing, nranks);
+        if !found.is_empty() {
             if matches!(self.backing, Backing::SimulatedGpus { .. }) {
-                f.evidence.push(
-                    "simulated GPUs: nccl-smoke's stand-in CUDA driver records NCCL's kernels and \
-                     never runs them, so no collective can write anything here; \
-                     `--backend control-plane` checks what this setup can (init and connect)"
-                        .into(),
-                );
+                for f in &mut found {
+                    f.evidence.push(
+                        "simulated GPUs: nccl-smoke's stand-in CUDA driver records NCCL's kernels \
+                         and never runs them, so no collective can write anything here; \
+                         `--backend control-plane` checks what this setup can (init and connect)"
+                            .into(),
+                    );
+                }
             }
             // Tear down cleanly anyway: a data error is no reason to leave a hung peer.
             let _ = comm.finalize(self.waiting_deadline(Stage::Finalize));
+            let f = found.remove(0);
+            self.implicated = found;
             return Err(f);
         }
 
@@ -341,7 +350,8 @@ impl Run<'_> {
         Ok(self.pass(&selected, sizes, nranks))
     }
 
-    /// Rank 0's judgement of the sweep's rows (the other ranks have none): wrong data first
+    /// Rank 0's judgement of the sweep's rows (the other ranks have none), the failure it
+    /// reports first and those it lays on other ranks after: wrong data first
     /// (never written, partly written, another rank's, wrong values), then a collective too
     /// fast to have run, then what a pass needs (every pattern and size measured on every
     /// rank, every element checked).
@@ -352,17 +362,22 @@ impl Run<'_> {
         sizes: &[usize],
         timing: &bench::Timing,
         nranks: u32,
-    ) -> Option<Failure> {
+    ) -> Vec<Failure> {
         if self.who.rank != Some(0) {
-            return None;
+            return Vec::new();
         }
         let host_of = |rank| self.host_of(rank);
-        causes::verify_failure(rows, &self.who, host_of)
-            .or_else(|| causes::timer_failure(rows, &self.who, host_of))
+        let wrong = causes::verify_failures(rows, &self.who, host_of);
+        if !wrong.is_empty() {
+            return wrong;
+        }
+        causes::timer_failure(rows, &self.who, host_of)
             .or_else(|| {
                 let planned = bench::sweep::planned(selected, sizes, timing.dtype, nranks);
                 causes::coverage_failure(rows, planned, nranks, timing.check, &self.who)
             })
+            .into_iter()
+            .collect()
     }
 
     /// MPI (or a world of one), the launcher cross-check, and the first MPI collective.

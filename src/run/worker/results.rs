@@ -45,12 +45,17 @@ impl Run<'_> {
         for line in &f.evidence {
             println!("#   evidence: {line}");
         }
+        let implicated = std::mem::take(&mut self.implicated);
         if let Some(r) = self.results.as_mut() {
             r.failures.push(f.clone());
+            r.failures.extend(implicated.iter().cloned());
             writer::decide(r);
         }
         self.send_doc();
         progress::send(&Event::Failed { failure: f.clone() });
+        for failure in implicated {
+            progress::send(&Event::Implicated { failure });
+        }
         f.exit_code()
     }
 
