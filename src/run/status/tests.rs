@@ -1,6 +1,7 @@
 //! The status line's unit tests.
 use super::*;
 use crate::error::Who;
+use crate::report::results::{RankRecord, RankState};
 use crate::run::uplink::Uplink;
 
 fn report(rank: u32, event: Event) -> Report {
