@@ -20,6 +20,7 @@ mod families;
 mod finding;
 mod lines;
 mod locations;
+mod network;
 mod others;
 mod signature;
 pub mod sources;

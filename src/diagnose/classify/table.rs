@@ -10,6 +10,7 @@ use std::sync::LazyLock;
 pub(super) static SIGNATURES: LazyLock<Vec<&'static Signature>> = LazyLock::new(|| {
     super::causes::SIGNATURES
         .iter()
+        .chain(super::network::SIGNATURES)
         .chain(super::codes::SIGNATURES)
         .chain(super::families::SIGNATURES)
         .chain(super::locations::SIGNATURES)

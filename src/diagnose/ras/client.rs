@@ -1,7 +1,7 @@
 //! The client side of NCCL's RAS protocol, every step bounded by one total time.
 
-use super::parse;
 use super::{Report, Target, Unavailable};
+use super::{parse, text as text_report};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
@@ -122,7 +122,7 @@ fn attempt(
     let report = if json {
         parse::json(&text)
     } else {
-        parse::text(&text)
+        text_report::read(&text)
     };
     report.map_err(|why| Attempt::Stop(Unavailable::Garbled(why)))
 }

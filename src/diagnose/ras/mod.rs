@@ -17,14 +17,17 @@
 //! | `STATUS`; the reply ends when the server closes the connection | `getNCCLStatus`, `client.cc` (reads to EOF); `RAS_CLIENT_FINISHED` → `rasClientTerminate`, `client_support.cc` |
 //! | a first answer within a third of the bound (at most 1 s), else a retry on a fresh connection (another process may answer) | `connectToNCCL`, `client.cc` v2.28.7-1 (1 s, then "Connection timed out; retrying"); the third is a guess, to leave time for a retry |
 //! | every NCCL process on a node binds the port with `SO_REUSEPORT`; one that cannot bind goes on without a client socket | `rasClientInitSocket` (`SO_REUSEADDR`, `SO_REUSEPORT`), called as `(void)rasClientInitSocket()` in `ncclRasCommInit`, `src/ras/ras.cc` v2.28.7-1 |
-//! | what the JSON and text reports hold | [`parse`] |
+//! | what the JSON and text reports hold | [`parse`] (JSON), [`text`] |
 //! | the communicator hash of a unique id | [`comm_hash`] |
 
 mod client;
+#[cfg(test)]
+mod client_tests;
 mod hash;
 pub mod parse;
 #[cfg(test)]
 mod tests;
+pub mod text;
 
 pub use client::query;
 pub use hash::comm_hash;
