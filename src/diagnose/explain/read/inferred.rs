@@ -1,0 +1,150 @@
+//! What a log says across its lines rather than in one: NCCL failing without a WARN, a crash
+//! placed at its process's last step, a refusal without its caller, a net plugin behind a
+//! missing network.
+
+use super::*;
+
+impl State {
+    /// A finding for each process whose log shows NCCL failing without a WARN of its own: the
+    /// first error-return trace, placed by its source file; or connect retries the log ends in.
+    pub(super) fn silent_failures(&mut self) {
+        let has_failure = |s: &Self, key: &HostPid| {
+            s.summary
+                .findings
+                .iter()
+                .any(|f| f.severity >= Severity::Consequence && (f.host.clone(), f.pid) == *key)
+        };
+        // In the log's order, not the map's (which differs from run to run).
+        let mut retrying: Vec<_> = std::mem::take(&mut self.retrying).into_iter().collect();
+        retrying.sort_by_key(|(_, (_, no))| *no);
+        for (key, (line, no)) in retrying {
+            if has_failure(self, &key) {
+                continue;
+            }
+            if let Some(f) = classify::retry_finding(&line) {
+                self.add_at(f, &line, no);
+            }
+        }
+        let traces = std::mem::take(&mut self.traces);
+        for (key, line, no) in traces {
+            if has_failure(self, &key) {
+                continue;
+            }
+            // A failure in the socket layer belongs to the subsystem whose frame follows it
+            // (a peer's failure, 6, and a CUDA call's, 1, keep their own reading).
+            let own_code = classify::return_trace(&line).is_some_and(|(_, c)| c == 1 || c == 6);
+            let by_caller = self
+                .trace_callers
+                .get(&key)
+                .filter(|_| !own_code)
+                .and_then(|caller| classify::location_finding(caller));
+            if let Some(mut f) = by_caller.or_else(|| classify::trace_finding(&line)) {
+                f.evidence = line.clone();
+                self.add_at(f, &line, no);
+            }
+        }
+    }
+
+    /// A crash (the finding just added) is placed where its process was last: the newest
+    /// NCCL line of the same pid (and host, when both say it) that names a subsystem. A crash
+    /// report that names no process, or whose process has no such line, stays a crash at run.
+    pub(super) fn place_crash(&mut self, line: &str) {
+        let Some((host, pid)) = crash_process(line) else {
+            return;
+        };
+        let place = self.recent.iter().rev().find_map(|(no, l)| {
+            let (h, p, _) = parse_prefix(l);
+            let same = p == Some(pid)
+                && (host.is_none() || h.is_none() || h.as_deref() == host.as_deref());
+            if !same {
+                return None;
+            }
+            classify::place_of(l).map(|(c, s)| (c, s, *no, clean(l.trim())))
+        });
+        let Some(f) = self.summary.findings.last_mut() else {
+            return;
+        };
+        f.host = f.host.take().or(host);
+        f.pid = f.pid.or(Some(pid));
+        if let Some((category, stage, no, last)) = place {
+            f.category = category;
+            f.stage = stage.name().to_string();
+            f.exit_code = stage.exit_code();
+            f.cause = format!(
+                "{}; its last NCCL line before the crash (line {no}) places it in {}: {last}",
+                f.cause,
+                category.name()
+            );
+        }
+    }
+
+    /// A refused connection of the socket layer whose caller no trace names is the
+    /// bootstrap's when the process never printed a channel over NCCL's socket transport: the
+    /// transports connect to listeners their peer has just announced, the bootstrap to the
+    /// root's address from the unique id, which nothing may be listening at yet or any more
+    /// (guess: NCCL prints no caller with NCCL_DEBUG=WARN; the order of connects follows
+    /// v2.19.3-1 src/bootstrap.cc and src/transport/net_socket.cc).
+    pub(super) fn refusals_without_caller(&mut self) {
+        let pending: Vec<(HostPid, usize)> = self.socket_warn.drain().collect();
+        for (key, i) in pending {
+            if self.socket_transport.contains(&key) {
+                continue;
+            }
+            let f = &mut self.summary.findings[i];
+            if f.severity != Severity::Fail || !has!(f.evidence, "Connection refused") {
+                continue;
+            }
+            f.category = Category::Bootstrap;
+            f.stage = Stage::Init.name().to_string();
+            f.exit_code = Stage::Init.exit_code();
+            f.cause = "a rank's connection was refused and no trace names the caller: with no \
+                       channel over NCCL's socket transport, it is the bootstrap (the root or a ring \
+                       neighbour not listening at the address the unique id gave: not started yet, \
+                       already exited, or a stale NCCL_COMM_ID / MASTER_ADDR)"
+                .to_string();
+            f.hint = "start every rank of the job (and the root first), check that the unique id is \
+                      this job's, and that NCCL_SOCKET_IFNAME names an address the other ranks reach"
+                .to_string();
+        }
+    }
+
+    /// A net plugin that could not load is only advice while NCCL goes on with its own
+    /// networks; when NCCL_NET then asks for a network that is not there ("Error: network %s
+    /// not found.", src/net.cc ncclNetInit), the plugin's failure is what failed the init.
+    pub(super) fn plugin_behind_missing_network(&mut self) {
+        let findings = &mut self.summary.findings;
+        if !findings.iter().any(|f| f.signature == "net-not-found") {
+            return;
+        }
+        for f in findings
+            .iter_mut()
+            .filter(|f| f.signature == "net-plugin-version")
+        {
+            f.severity = Severity::Fail;
+            f.cause = format!(
+                "{}; and NCCL_NET asks for the network that plugin brings, so the init fails \
+                 ('network … not found' follows)",
+                f.cause
+            );
+        }
+    }
+}
+
+/// The process a crash report names: Open MPI's `[host:pid] *** Process received signal ***`,
+/// UCX's `[host:pid :0:tid] Caught signal 11 (…)`, torchelastic's `Signal 11 (SIGSEGV)
+/// received by PID 1234`.
+fn crash_process(line: &str) -> Option<(Option<String>, u32)> {
+    if let Some(at) = line.find("received by PID ") {
+        let pid = line[at + 16..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()?;
+        return Some((None, pid));
+    }
+    let open = line.find('[')?;
+    let inner = line[open + 1..].split([']', ' ']).next()?;
+    let (host, pid) = inner.rsplit_once(':')?;
+    let pid = pid.parse().ok()?;
+    Some(((!host.is_empty()).then(|| clean(host)), pid))
+}

@@ -1,0 +1,242 @@
+use super::*;
+use proptest::prelude::*;
+
+fn findings_of(log: &str) -> Vec<(String, Category, String)> {
+    explain_reader("t.log", log.as_bytes())
+        .unwrap()
+        .findings
+        .into_iter()
+        .map(|f| (f.signature, f.category, f.stage))
+        .collect()
+}
+
+/// NCCL's own structure when no WARN names the cause: the first `file:line -> N` trace
+/// places the failure; connect retries the log ends in are a failure to reach the peer; a
+/// socket-layer WARN belongs to the caller the traces after it name; the net transport's
+/// WARN to the network NCCL chose.
+#[test]
+fn traces_retries_callers_and_networks() {
+    let traced =
+        "h:1:2 [0] NCCL INFO transport/net_ib.cc:395 -> 2\nh:1:2 [0] NCCL INFO init.cc:300 -> 2\n";
+    assert_eq!(
+        findings_of(traced),
+        vec![("loc-net-ib".into(), Category::NetIb, "connect:net".into())]
+    );
+    let remote = "h:1:2 [0] NCCL INFO misc/socket.cc:80 -> 6\n";
+    assert_eq!(findings_of(remote)[0].1, Category::RemoteError);
+    let retries = "h:1:2 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>\n\
+                       h:1:3 [0] NCCL INFO Call to connect returned Connection refused, retrying\n\
+                       h:1:3 [0] NCCL INFO Call to connect returned Connection refused, retrying\n";
+    assert_eq!(findings_of(retries)[0].0, "connect-retries");
+    let recovered = "h:1:3 [0] NCCL INFO Call to connect returned Connection refused, retrying\n\
+                         h:1:3 [0] NCCL INFO Connected all rings\n";
+    assert!(findings_of(recovered).is_empty());
+    let caller = "h:1:2 [0] include/socket.h:318 NCCL WARN Net : Socket creation failed : Address family not supported by protocol\n\
+                      h:1:2 [0] NCCL INFO transport/net_ib.cc:407 -> 2\n";
+    assert_eq!(findings_of(caller)[0].1, Category::NetIb);
+    let net = "h:1:2 [0] NCCL INFO Using network IB\n\
+                   h:1:2 [0] transport/net.cc:700 NCCL WARN something new in the net transport\n";
+    assert_eq!(findings_of(net)[0].1, Category::NetIb);
+    let net = "h:1:2 [0] NCCL INFO Using network Socket\n\
+                   h:1:2 [0] transport/net.cc:700 NCCL WARN something new in the net transport\n";
+    assert_eq!(findings_of(net)[0].1, Category::NetSocket);
+}
+
+/// The socket layer's failure belongs to its caller also when NCCL printed no WARN (the
+/// first trace is in misc/socket.cc, a later frame in bootstrap.cc), and a peer closing a
+/// bootstrap connection is the bootstrap's consequence, not a generic remote error.
+#[test]
+fn socket_failures_take_their_callers_subsystem() {
+    let silent = "h:1:2 [4] NCCL INFO misc/socket.cc:666 -> 2\n\
+                      h:1:2 [4] NCCL INFO bootstrap.cc:280 -> 2\n\
+                      h:1:2 [4] NCCL INFO init.cc:1388 -> 2\n";
+    assert_eq!(
+        findings_of(silent),
+        vec![("loc-bootstrap".into(), Category::Bootstrap, "init".into())]
+    );
+    let closed = "[0] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer 10.0.1.3<36138>\n\
+                      [0] NCCL INFO misc/socket.cc:80 -> 6\n\
+                      [0] NCCL INFO bootstrap.cc:701 -> 6\n";
+    let s = explain_reader("t.log", closed.as_bytes()).unwrap();
+    assert_eq!(s.findings.len(), 1, "{:?}", s.findings);
+    assert_eq!(s.findings[0].category, Category::Bootstrap);
+    assert_eq!(s.findings[0].severity, Severity::Consequence);
+    assert!(s.findings[0].cause.contains("bootstrap.cc:701"));
+    // The same close on the proxy's socket stays a consequence of a peer's failure.
+    let proxy = closed.replace("bootstrap.cc:701", "proxy.cc:1200");
+    assert_eq!(findings_of(&proxy)[0].1, Category::RemoteError);
+}
+
+/// A refused connect with no caller is the bootstrap's, unless the process ran channels
+/// over the socket transport.
+#[test]
+fn a_refusal_without_caller_is_the_bootstraps() {
+    let refused = "node1:63799:64163 [7] include/socket.h:387 NCCL WARN Connect to 10.0.0.1<52473> failed : Connection refused\n";
+    assert_eq!(findings_of(refused)[0].1, Category::Bootstrap);
+    let transport = format!(
+        "node1:63799:64163 [7] NCCL INFO Channel 00/0 : 7[7] -> 0[0] [send] via NET/Socket/0\n{refused}"
+    );
+    assert_eq!(findings_of(&transport)[0].1, Category::NetSocket);
+}
+
+/// A crash is placed where its process was last in NCCL; one whose process said nothing
+/// stays a crash at run.
+#[test]
+fn a_crash_is_placed_by_its_process_last_nccl_line() {
+    let log = "node1:405884:407462 [0] NCCL INFO NCCL_IB_FIFO_TC set by environment to 224.\n\
+                   node2:77:78 [7] NCCL INFO NET/IB: IbDev 4 Port 1 qpn 103534 set_ece={supported=1}\n\
+                   node1:405884:407462 [0] NCCL INFO RAS client listening socket at ::1<28028>\n\
+                   node2:77:78 [7] NCCL INFO NET/IB: IbDev 4 Port 1 qpn 103535 set_ece={supported=1}\n\
+                   [node1:405884] *** Process received signal ***\n";
+    let s = explain_reader("t.log", log.as_bytes()).unwrap();
+    let f = &s.findings[0];
+    assert_eq!((f.signature.as_str(), f.category), ("crash", Category::Ras));
+    assert_eq!((f.host.as_deref(), f.pid), (Some("node1"), Some(405884)));
+    assert!(f.cause.contains("line 3"), "{}", f.cause);
+    let ucx = "h:5665:5801 [2] NCCL INFO Channel 00/0 : 2[2] -> 3[3] via NET/IB/0\n\
+                   [h:5665 :0:5665] Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))\n";
+    assert_eq!(findings_of(ucx)[0].1, Category::NetIb);
+    let unknown = "Segmentation fault (core dumped)\n";
+    assert_eq!(
+        findings_of(unknown),
+        vec![("crash".into(), Category::Run, "run".into())]
+    );
+}
+
+/// NCCL_NET naming a network whose plugin failed to load: the plugin's failure is the
+/// cause, not only advice.
+#[test]
+fn a_plugin_that_did_not_load_fails_the_network_asked_for() {
+    let log = "n:556:556 [1] NCCL INFO NET/Plugin: Plugin load returned 2 : /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.32' not found (required by /usr/lib/libnccl-net.so) : when loading libnccl-net.so\n\
+                   n:556:556 [1] net.cc:579 NCCL WARN Error: network gIB not found.\n";
+    let s = explain_reader("t.log", log.as_bytes()).unwrap();
+    let plugin = s
+        .findings
+        .iter()
+        .find(|f| f.signature == "net-plugin-version")
+        .unwrap();
+    assert_eq!(plugin.severity, Severity::Fail);
+    let v = super::super::job_verdict(std::slice::from_ref(&s));
+    assert_eq!(
+        v.root_cause.map(|r| r.signature).as_deref(),
+        Some("net-plugin-version")
+    );
+    // Without NCCL_NET asking for it, the same line stays advice.
+    let alone = log.lines().next().unwrap();
+    let s = explain_reader("t.log", alone.as_bytes()).unwrap();
+    assert_eq!(s.findings[0].severity, Severity::Advice);
+}
+
+/// An error line of the MPI family that no signature names is that family's finding; an
+/// error line of no known family stays unexplained and quoted.
+#[test]
+fn the_mpi_family_reads_its_own_unnamed_errors() {
+    let mpi = "[node1][[1234,1],0][btl_tcp_endpoint.c:803:mca_btl_tcp_endpoint_complete_connect] connect() to 10.0.0.2 failed: No route to host (113)\n";
+    let s = explain_reader("t.log", mpi.as_bytes()).unwrap();
+    assert_eq!(s.findings[0].signature, "mpi-family");
+    assert_eq!(s.unexplained_total, 0);
+    let other = "frobnicator: fatal: the widget failed\n";
+    let s = explain_reader("t.log", other.as_bytes()).unwrap();
+    assert!(s.findings.is_empty());
+    assert_eq!(s.unexplained_total, 1);
+    let srun = "srun: error: node1: task 3: Exited with exit code 1\n";
+    assert_eq!(findings_of(srun)[0].1, Category::RemoteError);
+}
+
+/// XLA's status quotes NCCL's last WARN: that text is read as the WARN it was.
+#[test]
+fn xla_quotes_the_last_nccl_warn() {
+    let line = "INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:305: NCCL operation ncclCommInitRank(&comm, nranks, id, rank) failed: unhandled cuda error (run with NCCL_DEBUG=INFO for details). Last NCCL warning(error) log entry (may be unrelated) 'Cuda failure 2 'out of memory''.";
+    assert_eq!(xla_last_warn(line), Some("Cuda failure 2 'out of memory'"));
+    assert_eq!(findings_of(line)[0].1, Category::Oom);
+    assert_eq!(xla_last_warn("no quote here"), None);
+}
+
+/// ncclCommEnsureReady's refusal names an earlier failure, not a misuse at init.
+#[test]
+fn a_communicator_with_an_earlier_error_is_not_an_init_misuse() {
+    let log = "n:1:1 [2] init.cc:303 NCCL WARN Attempt to use communicator before the previous operation returned ncclSuccess\n";
+    assert_eq!(
+        findings_of(log),
+        vec![("comm-async-error".into(), Category::NcclError, "run".into())]
+    );
+}
+
+/// A repeated socket WARN of one process is one finding; the trace after the repeat still
+/// places that finding (it once pointed past the end of the findings and panicked).
+#[test]
+fn a_repeated_socket_warn_keeps_its_caller() {
+    let warn = "h:1:2 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<1> failed : Connection refused\n";
+    let log = format!("{warn}{warn}h:1:2 [0] NCCL INFO transport/net_ib.cc:407 -> 2\n");
+    let found = findings_of(&log);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].1, Category::NetIb);
+}
+
+#[test]
+fn one_finding_per_family_and_process() {
+    let log = "a:1:1 [0] NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size 9637888)\n\
+                   a:1:1 [0] NCCL WARN Error while creating shared memory segment /dev/shm/nccl-y (size 9637888)\n\
+                   b:2:2 [1] NCCL WARN Error while creating shared memory segment /dev/shm/nccl-z (size 9637888)\n";
+    let s = explain_reader("x.log", log.as_bytes()).unwrap();
+    assert_eq!(s.lines, 3);
+    assert_eq!(s.nccl_lines, 3);
+    assert_eq!(s.findings.len(), 2);
+    assert_eq!(s.findings[0].stage, "connect:shm");
+    assert_eq!(s.findings[1].host.as_deref(), Some("b"));
+    assert_eq!(s.findings[1].line, 3);
+}
+
+#[test]
+fn huge_lines_are_cut_not_kept() {
+    let mut log = vec![b'x'; MAX_LINE * 3];
+    log.extend_from_slice(
+        b"\nh:1:1 [0] NCCL WARN NET/IB : Got completion from peer 1.2.3.4<5> with error 12\n",
+    );
+    let s = explain_reader("big.log", &log[..]).unwrap();
+    assert_eq!((s.lines, s.truncated_lines), (2, 1));
+    assert_eq!(s.findings[0].stage, "connect:net");
+}
+
+#[test]
+fn binary_is_refused_and_escapes_are_cleaned() {
+    let e = explain_reader("bin", &[0u8, 1, 2, 3, 0, 0][..]).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+    let s = explain_reader(
+        "esc",
+        "h:1:1 [0] NCCL WARN Bootstrap : no socket interface found \x1b[31mred\x1b[0m\x07\n"
+            .as_bytes(),
+    )
+    .unwrap();
+    assert!(
+        !s.findings[0].evidence.contains('\x1b'),
+        "{:?}",
+        s.findings[0].evidence
+    );
+    assert!(!s.findings[0].evidence.contains('\x07'));
+}
+
+#[test]
+fn the_size_cap_stops_reading() {
+    let log = "h:1:1 [0] NCCL INFO x\n".repeat(1000);
+    let s = explain_reader_limited(
+        "capped",
+        log.as_bytes(),
+        Limits {
+            max_bytes: 100,
+            deadline: None,
+        },
+    )
+    .unwrap();
+    assert!(s.lines < 10 && s.stopped.is_some(), "{s:?}");
+}
+
+proptest! {
+    #[test]
+    fn any_bytes_give_a_result_or_a_clear_error(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
+        match explain_reader("fuzz", &bytes[..]) {
+            Ok(s) => prop_assert!(s.lines <= bytes.len() as u64 + 1),
+            Err(e) => prop_assert_eq!(e.kind(), std::io::ErrorKind::InvalidData),
+        }
+    }
+}
