@@ -168,21 +168,7 @@ impl Drop for Cluster {
 
 /// Processes of this test's binary still running, after a moment to exit.
 fn leftovers() -> Vec<String> {
-    let me = bin();
-    let me = me.to_string_lossy();
-    for _ in 0..50 {
-        let out = Command::new("pgrep").args(["-af", &me]).output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        if text.trim().is_empty() {
-            return Vec::new();
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let out = Command::new("pgrep").args(["-af", &me]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(String::from)
-        .collect()
+    leftovers_after_grace(&bin().to_string_lossy())
 }
 
 fn namespaces_of(name: &str) -> Vec<String> {

@@ -16,6 +16,7 @@
 
 mod config;
 mod context;
+mod copy;
 mod device;
 mod error;
 mod export;

@@ -184,22 +184,22 @@ static ENTRIES: LazyLock<HashMap<&'static str, usize>> = LazyLock::new(|| {
         vmm::cuMemRetainAllocationHandle,
         vmm::cuMemSetAccess,
         vmm::cuMemUnmap,
-        memory::cuMemcpy,
-        memory::cuMemcpyAsync,
-        memory::cuMemcpyDtoDAsync_v2,
-        memory::cuMemcpyDtoD_v2,
-        memory::cuMemcpyDtoHAsync_v2,
-        memory::cuMemcpyDtoH_v2,
-        memory::cuMemcpyHtoDAsync_v2,
-        memory::cuMemcpyHtoD_v2,
+        copy::cuMemcpy,
+        copy::cuMemcpyAsync,
+        copy::cuMemcpyDtoDAsync_v2,
+        copy::cuMemcpyDtoD_v2,
+        copy::cuMemcpyDtoHAsync_v2,
+        copy::cuMemcpyDtoH_v2,
+        copy::cuMemcpyHtoDAsync_v2,
+        copy::cuMemcpyHtoD_v2,
         runtime::cuMemcpyPeer,
         runtime::cuMemcpyPeerAsync,
         runtime::cuMemsetD16Async,
         runtime::cuMemsetD16_v2,
-        memory::cuMemsetD32Async,
-        memory::cuMemsetD32_v2,
-        memory::cuMemsetD8Async,
-        memory::cuMemsetD8_v2,
+        copy::cuMemsetD32Async,
+        copy::cuMemsetD32_v2,
+        copy::cuMemsetD8Async,
+        copy::cuMemsetD8_v2,
         module::cuModuleGetFunction,
         module::cuModuleGetGlobal_v2,
         module::cuModuleGetLoadingMode,
@@ -386,10 +386,7 @@ mod tests {
                 cuGetProcAddress(c"cuMemcpyAsync".as_ptr(), &mut p, 12020, 0),
                 CUDA_SUCCESS
             );
-            assert_eq!(
-                p as usize,
-                crate::memory::cuMemcpyAsync as *const () as usize
-            );
+            assert_eq!(p as usize, crate::copy::cuMemcpyAsync as *const () as usize);
             assert_eq!(
                 cuGetProcAddress_v2(c"cuGraphLaunch".as_ptr(), &mut p, 12090, 0, &mut st),
                 CUDA_ERROR_NOT_FOUND

@@ -1,5 +1,5 @@
-
 use super::*;
+use crate::devices::parse_bus_id;
 use std::ptr::null_mut;
 
 #[test]

@@ -1,5 +1,5 @@
-
 use super::*;
+use crate::copy::*;
 use crate::stream::tests::{new_stream, use_device};
 use crate::stream::{cuStreamDestroy_v2, cuStreamSynchronize};
 use std::ptr::null_mut;

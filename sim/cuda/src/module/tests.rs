@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::stream::tests::use_device;
 use std::ptr::null_mut;

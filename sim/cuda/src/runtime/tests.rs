@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::stream::tests::{new_stream, use_device};
 

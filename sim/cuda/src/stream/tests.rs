@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::context::{CUcontext, cuCtxSetCurrent, cuDevicePrimaryCtxRetain};
 use crate::device::init_for_tests;

@@ -1,4 +1,3 @@
-
 use super::*;
 use std::net::Ipv4Addr;
 
