@@ -194,7 +194,7 @@ fn copy_culprits(pairs: &[(u32, Vec<u32>)]) -> Vec<u32> {
 /// of a wrong element where the pattern tells, else the rank that received it), and every
 /// wrong row gets an evidence line. Never written, partly written, another rank's data and
 /// wrong values are told apart. Wrong values in a copy name every rank the lead row's wrong
-/// data points at ([`copy_culprits`]): one failure each, the lead's own first, alike but for
+/// data points at (`copy_culprits`): one failure each, the lead's own first, alike but for
 /// the rank, so that the job's verdict reads `on ranks 0, 1, 2`. Empty when no data was wrong.
 pub fn verify_failures(
     rows: &[SizeResult],
