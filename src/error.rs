@@ -21,8 +21,11 @@ impl Who {
 }
 
 /// What kind of failure a rank's is: how much it says about the rank itself. The job's verdict
-/// names the failures of the most causal kind present (see `report::verdict::Blame`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// names the failures of the most causal kind present (see `report::verdict::Blame`). It
+/// travels with the failure (`kind` in the results file and on the status lines); a failure
+/// written before it did gets its kind from its words ([`Kind::read`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Kind {
     /// The rank failed on its own: an error of its own, a supervisor that vanished or stopped
     /// answering.
@@ -91,10 +94,10 @@ pub const UDS_SEND: &str = "UDS: Sending data over socket";
 pub const REFUSED: &str = "failed : Connection refused";
 
 impl Kind {
-    /// The kind of a failure read back from a results file or from another process's line,
-    /// where only its words travel: the words nccl-smoke's own reports begin or end with, and
-    /// the library's words for a peer that went first. The one place a failure's text is read
-    /// for its kind.
+    /// The kind of a failure from its words alone, for a results file written before the kind
+    /// travelled (and a finding re-worded after it was made): the words nccl-smoke's own
+    /// reports begin or end with, and the library's words for a peer that went first. The one
+    /// place a failure's text is read for its kind.
     pub fn read(error: &str, evidence: &[String]) -> Kind {
         if error.starts_with(STOPPED) || error.starts_with(ENDED_BY_RANK0) {
             Kind::Stopped
@@ -125,19 +128,28 @@ impl Kind {
 }
 
 /// Whether a failure fails the run or only explains a slow one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Severity {
     #[default]
     Fail,
     Warn,
 }
 
+impl Severity {
+    fn is_fail(&self) -> bool {
+        *self == Severity::Fail
+    }
+}
+
 /// A failure, pinned down: the verdict line and the exit code come from it.
 ///
-/// Its `kind` and `severity` are not written to the results file (whose shape they would
-/// change): a failure read back gets its kind from [`Kind::read`].
+/// Its `kind` and `severity` travel with it, to the results file and between processes
+/// (`Wire`): a failure read back is of the kind it was given. One made without a kind
+/// (`Kind::Own`, the default) is written with the kind its words say ([`Kind::read`], once,
+/// where it is made); one written before the kind travelled is read the same way.
 #[derive(Debug, Clone, Serialize, Deserialize, thiserror::Error)]
-#[serde(from = "Wire")]
+#[serde(from = "Wire", into = "Wire")]
 pub struct Failure {
     pub stage: Stage,
     /// The rank that failed (`None` when it failed before it knew its rank).
@@ -146,48 +158,69 @@ pub struct Failure {
     /// What failed, in the library's own words where it gave any.
     pub error: String,
     /// The likely cause, when nccl-smoke can tell.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
     /// What to try.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
     /// Lines that support the diagnosis (library log lines, probe results).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<String>,
     /// This rank's own NCCL log names a failure that only happens locally (file descriptors,
     /// host or device memory, /dev/shm), so an error that looks like a peer's doing (a closed
     /// connection) is this rank's own.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub own_evidence: bool,
     /// What kind of failure it is.
-    #[serde(skip_serializing)]
     pub kind: Kind,
-    #[serde(skip_serializing)]
+    /// A finding that explains a slow run without failing it, or a failure.
     pub severity: Severity,
 }
 
 /// A failure as the results file and the status lines carry it.
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 struct Wire {
     stage: Stage,
     rank: Option<u32>,
     host: String,
     error: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     cause: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     hint: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     evidence: Vec<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     own_evidence: bool,
+    /// Absent in files written before the kind travelled.
+    #[serde(default)]
+    kind: Option<Kind>,
+    /// `warn` for a finding that explains a slow run without failing it; absent for a failure.
+    #[serde(default, skip_serializing_if = "Severity::is_fail")]
+    severity: Severity,
+}
+
+impl From<Failure> for Wire {
+    fn from(f: Failure) -> Wire {
+        Wire {
+            kind: Some(match f.kind {
+                Kind::Own => Kind::read(&f.error, &f.evidence),
+                k => k,
+            }),
+            severity: f.severity,
+            stage: f.stage,
+            rank: f.rank,
+            host: f.host,
+            error: f.error,
+            cause: f.cause,
+            hint: f.hint,
+            evidence: f.evidence,
+            own_evidence: f.own_evidence,
+        }
+    }
 }
 
 impl From<Wire> for Failure {
     fn from(w: Wire) -> Failure {
         Failure {
-            kind: Kind::read(&w.error, &w.evidence),
-            severity: Severity::Fail,
+            kind: w.kind.unwrap_or_else(|| Kind::read(&w.error, &w.evidence)),
+            severity: w.severity,
             stage: w.stage,
             rank: w.rank,
             host: w.host,
@@ -200,7 +233,8 @@ impl From<Wire> for Failure {
     }
 }
 
-/// Two failures are the same when they say the same; the kind follows from the words.
+/// Two failures are the same when they say the same (the same words from two sources may
+/// carry a kind told from the words on one side and known on the other).
 impl PartialEq for Failure {
     fn eq(&self, o: &Failure) -> bool {
         (

@@ -122,3 +122,58 @@ fn unknown_rank_is_said_so() {
             .starts_with("FAIL at launch on rank ? (host h): boom")
     );
 }
+
+/// A failure's kind travels with it: one read back is of the kind it was made, whatever its
+/// words say; a failure written before the kind travelled gets it from its words.
+#[test]
+fn the_kind_travels_and_old_failures_get_it_from_their_words() {
+    let who = Who {
+        rank: Some(2),
+        host: "h".into(),
+    };
+    // Words that alone read as the rank's own failure, made a wait that ran out.
+    let f =
+        Failure::new(Stage::Connect, &who, "first all_reduce (connect) stalled").kind(Kind::Waited);
+    assert_eq!(Kind::read(&f.error, &f.evidence), Kind::Own);
+    let json = serde_json::to_value(&f).unwrap();
+    assert_eq!(json["kind"], "waited");
+    assert!(
+        json.get("severity").is_none(),
+        "a failure's severity is not written"
+    );
+    let back: Failure = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(back.kind, Kind::Waited);
+    // Every kind round-trips.
+    for k in [
+        Kind::Own,
+        Kind::Stopped,
+        Kind::PeerGone,
+        Kind::Waited,
+        Kind::Hung,
+        Kind::Crashed,
+    ] {
+        let mut g = f.clone();
+        g.kind = k;
+        let back: Failure = serde_json::from_str(&serde_json::to_string(&g).unwrap()).unwrap();
+        assert_eq!(back.kind, k);
+    }
+    // Made without a kind: written with the one its words say, where it is made.
+    let stopped = Failure::new(Stage::Run, &who, format!("{STOPPED} during the run stage"));
+    assert_eq!(stopped.kind, Kind::Own);
+    assert_eq!(serde_json::to_value(&stopped).unwrap()["kind"], "stopped");
+    // Made without a kind: written with the one its words say, where it is made.
+    let stopped = Failure::new(Stage::Run, &who, format!("{STOPPED} during the run stage"));
+    assert_eq!(stopped.kind, Kind::Own);
+    assert_eq!(serde_json::to_value(&stopped).unwrap()["kind"], "stopped");
+    // Written before the kind travelled: told from the words.
+    let mut old = json;
+    old.as_object_mut().unwrap().remove("kind");
+    old["error"] = format!("{STOPPED} (SIGTERM)").into();
+    let back: Failure = serde_json::from_value(old).unwrap();
+    assert_eq!(back.kind, Kind::Stopped);
+    // A warning stays a warning.
+    let mut w = f;
+    w.severity = Severity::Warn;
+    let back: Failure = serde_json::from_str(&serde_json::to_string(&w).unwrap()).unwrap();
+    assert_eq!(back.severity, Severity::Warn);
+}
