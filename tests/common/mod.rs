@@ -211,7 +211,10 @@ pub fn bounded(mut cmd: Command, limit_s: u32) -> Output {
         std::thread::sleep(Duration::from_millis(50));
     }
     if !(out.done() && err.done()) {
-        let left = family.alive();
+        let left: Vec<String> = family
+            .alive()
+            .map(|(pid, line)| format!("{pid} {line}"))
+            .collect();
         family.kill();
         panic!(
             "{:?} ended {} but processes it started still held its output open 20 s later \
@@ -300,22 +303,18 @@ impl Family {
     }
 
     /// Those still alive with the command line they had (a reused pid is left alone).
-    fn alive(&self) -> Vec<String> {
+    fn alive(&self) -> impl Iterator<Item = (&u32, &String)> {
         self.0
             .iter()
             .filter(|(pid, line)| !line.is_empty() && cmdline(**pid) == **line)
-            .map(|(pid, line)| format!("{pid} {line}"))
-            .collect()
     }
 
     fn kill(&self) {
-        for (pid, line) in &self.0 {
-            if !line.is_empty() && cmdline(*pid) == *line {
-                let _ = Command::new("kill")
-                    .arg("-KILL")
-                    .arg(pid.to_string())
-                    .status();
-            }
+        for (pid, _) in self.alive() {
+            let _ = Command::new("kill")
+                .arg("-KILL")
+                .arg(pid.to_string())
+                .status();
         }
     }
 }

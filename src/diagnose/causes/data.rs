@@ -73,8 +73,9 @@ fn evidence(bad: &[&SizeResult]) -> Vec<String> {
         .collect()
 }
 
-/// The finding one wrong row makes, and the rank it points at.
-fn finding(r: &SizeResult) -> (String, u32) {
+/// The finding one wrong row makes, the rank it points at, and whether that rank is the
+/// sender of a wrong value in a copy (rather than a rank that received something wrong).
+fn finding(r: &SizeResult) -> (String, u32, bool) {
     if !r.found.nothing_written_ranks.is_empty() {
         let n = r.found.nothing_written_ranks.len();
         let on = if n == r.rank_avg_us.len() {
@@ -88,6 +89,7 @@ fn finding(r: &SizeResult) -> (String, u32) {
                  pattern) on {on}"
             ),
             r.found.nothing_written_ranks[0],
+            false,
         );
     }
     if let Some((rank, runs)) = r.found.unwritten_ranges.first() {
@@ -105,6 +107,7 @@ fn finding(r: &SizeResult) -> (String, u32) {
                 }
             ),
             *rank,
+            false,
         );
     }
     let count = |n: u64| format!("{n} wrong element{}", if n == 1 { "" } else { "s" });
@@ -121,6 +124,7 @@ fn finding(r: &SizeResult) -> (String, u32) {
                 count(r.wrong)
             ),
             receiver,
+            false,
         );
     }
     match &r.first_wrong {
@@ -133,6 +137,7 @@ fn finding(r: &SizeResult) -> (String, u32) {
                     w.index
                 ),
                 *receiver,
+                false,
             ),
             (Some(q), None) => (
                 format!(
@@ -142,6 +147,7 @@ fn finding(r: &SizeResult) -> (String, u32) {
                     w.index
                 ),
                 *receiver,
+                false,
             ),
             (None, sender) => (
                 format!(
@@ -157,9 +163,10 @@ fn finding(r: &SizeResult) -> (String, u32) {
                         .unwrap_or_default()
                 ),
                 sender.unwrap_or(*receiver),
+                sender.is_some(),
             ),
         },
-        None => (count(r.wrong), 0),
+        None => (count(r.wrong), 0, false),
     }
 }
 
@@ -201,32 +208,25 @@ pub fn verify_failures(
     me: &Who,
     host_of: impl Fn(u32) -> Option<String>,
 ) -> Vec<Failure> {
-    let Some(lead) = verify_failure(rows, me, &host_of) else {
+    let Some(lead) = lead_row(rows) else {
         return Vec::new();
     };
-    let lead_row = lead_row(rows);
-    let pinned = lead_row.is_some_and(|r| {
-        r.found.nothing_written_ranks.is_empty()
-            && r.found.unwritten_ranges.is_empty()
-            && !(r.found.nan > 0 && r.found.nan == r.wrong)
-            && r.first_wrong
-                .as_ref()
-                .is_some_and(|(_, w)| w.from_rank.is_none() && w.sender.is_some())
-    });
-    let mut named = match lead_row {
-        Some(r) if pinned => copy_culprits(&r.found.wrong_pairs),
-        _ => Vec::new(),
+    let (first, by_sender) = lead_failure(lead, rows, me, &host_of);
+    let mut named = if by_sender {
+        copy_culprits(&lead.found.wrong_pairs)
+    } else {
+        Vec::new()
     };
     if named.is_empty() {
-        return vec![lead];
+        return vec![first];
     }
     // The lead's own rank first when it is among them (its words name it).
-    named.sort_by_key(|r| Some(*r) != lead.rank);
+    named.sort_by_key(|r| Some(*r) != first.rank);
     named
         .into_iter()
         .map(|rank| {
             let who = culprit(me, rank, &host_of);
-            let mut f = lead.clone();
+            let mut f = first.clone();
             f.rank = who.rank;
             f.host = who.host;
             f
@@ -253,15 +253,16 @@ fn lead_row(rows: &[SizeResult]) -> Option<&SizeResult> {
         .copied()
 }
 
-/// The lead row's failure alone (see [`verify_failures`]).
-fn verify_failure(
+/// The lead row's failure alone, and whether it is pinned on the sender of a wrong value in a
+/// copy (see [`verify_failures`]).
+fn lead_failure(
+    lead: &SizeResult,
     rows: &[SizeResult],
     me: &Who,
     host_of: impl Fn(u32) -> Option<String>,
-) -> Option<Failure> {
+) -> (Failure, bool) {
     let bad: Vec<&SizeResult> = rows.iter().filter(|r| r.wrong > 0).collect();
-    let lead = lead_row(rows)?;
-    let (text, rank) = finding(lead);
+    let (text, rank, by_sender) = finding(lead);
     let who = culprit(me, rank, &host_of);
     let also = if bad.len() > 1 {
         format!(
@@ -320,7 +321,7 @@ fn verify_failure(
     .cause(cause)
     .hint(hint);
     f.evidence = evidence(&bad);
-    Some(f)
+    (f, by_sender)
 }
 
 /// The precondition of a pass: every pattern and size of the plan measured on every rank, and

@@ -1,5 +1,14 @@
 use super::*;
 
+/// The lead row's failure (the only one when no wrong value names several ranks).
+fn verify_failure(
+    rows: &[SizeResult],
+    me: &Who,
+    host_of: impl Fn(u32) -> Option<String>,
+) -> Option<Failure> {
+    verify_failures(rows, me, host_of).into_iter().next()
+}
+
 fn who() -> Who {
     Who {
         rank: Some(0),
