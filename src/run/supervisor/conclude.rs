@@ -29,10 +29,16 @@ pub(super) fn cancelled(w: &Watch, own: Option<&Failure>, term: &AtomicBool) -> 
 
 /// A conclusion that cannot end (a wait not bounded here, a lock never released) must not hold
 /// the rank's process, and with it the launcher and the whole job, for ever: past twice the
-/// longest its waits add up to, the supervisor says so and exits with the code it has.
+/// longest its waits add up to, the supervisor says so and exits with the code it has, or with
+/// finalize's when that was a pass (a pass is only one once the job has concluded it).
 fn bound_the_conclusion(plan: &Plan, rank: Option<u32>, code: u8) {
     let longest = GATHER + HOLD + SETTLE + plan.deadline(Stage::Finalize) * 2;
     let limit = longest * 2 + Duration::from_secs(10);
+    let code = if code == exit::PASS {
+        Stage::Finalize.exit_code()
+    } else {
+        code
+    };
     std::thread::spawn(move || {
         std::thread::sleep(limit);
         // Said from a thread of its own: the output may be what is stuck.
