@@ -298,18 +298,10 @@ fn circles(src: &Path) -> Vec<Vec<String>> {
 }
 
 /// No module is part of an import circle with its siblings, in nccl-smoke and in the
-/// simulation crates, but for the circles listed here, each with why it stands; a circle
-/// broken must leave the list.
+/// simulation crates.
 #[test]
 fn no_module_imports_in_a_circle() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let known: &[(&str, &[&str], &str)] = &[(
-        "sim/cuda/src",
-        &["error", "fault", "procaddr"],
-        "a cycle of calls, not only of modules: every entry point runs through error::ffi, \
-             which strikes the injected fault (fault::entry); a fault spec is checked against \
-             the export table (procaddr), whose entries are those entry points",
-    )];
     let mut found = Vec::new();
     for krate in [
         ".",
@@ -321,26 +313,10 @@ fn no_module_imports_in_a_circle() {
     ] {
         let src = root.join(krate).join("src");
         for c in circles(&src) {
-            let listed = known.iter().any(|(k, m, _)| {
-                root.join(k) == src && c.iter().map(String::as_str).eq(m.iter().copied())
-            });
-            found.push((src.clone(), c.clone(), listed));
+            found.push(format!("{}: {}", src.display(), c.join(" ↔ ")));
         }
     }
-    let new: Vec<String> = found
-        .iter()
-        .filter(|(_, _, listed)| !listed)
-        .map(|(s, c, _)| format!("{}: {}", s.display(), c.join(" ↔ ")))
-        .collect();
-    assert!(new.is_empty(), "import circles:\n{}", new.join("\n"));
-    for (k, m, _) in known {
-        assert!(
-            found.iter().any(|(s, c, _)| *s == root.join(k)
-                && c.iter().map(String::as_str).eq(m.iter().copied())),
-            "{k}: {} no longer import each other in a circle: take them off the list",
-            m.join(" ↔ ")
-        );
-    }
+    assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
 }
 
 #[test]

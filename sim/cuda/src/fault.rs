@@ -1,6 +1,6 @@
 //! Driver-level fault injection (`NCCL_SMOKE_SIM_FAULT`), parsed once per process.
 
-use crate::error::{CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_UNKNOWN, CUresult, CuResult};
+use crate::codes::{CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_UNKNOWN, CUresult, CuResult};
 use nccl_smoke_fault::{FaultSet, Kind, SpecError, Where};
 use std::cell::Cell;
 use std::sync::OnceLock;
@@ -106,9 +106,9 @@ pub fn is_launch(name: &str) -> bool {
 fn parse_code(s: &str) -> Option<CUresult> {
     let code = match s.parse::<u32>() {
         Ok(n) => n,
-        Err(_) => crate::error::code_named(s)?,
+        Err(_) => crate::codes::code_named(s)?,
     };
-    (code != 0 && crate::error::lookup(code).is_some()).then_some(CUresult(code))
+    (code != 0 && crate::codes::lookup(code).is_some()).then_some(CUresult(code))
 }
 
 /// Parses one `NCCL_SMOKE_SIM_CUDA_FAULT` list; `exported` says whether the driver exports an
@@ -166,11 +166,30 @@ pub fn parse_entry_faults(
     Ok(out)
 }
 
+/// Whether this driver exports an entry point of a family: the export table's answer, given
+/// when the library is loaded (see `lib.rs`). Every entry point runs through this module (by
+/// `error::ffi`), and the export table names every entry point, so the table is handed down
+/// rather than looked up.
+static EXPORTED: OnceLock<fn(&str) -> bool> = OnceLock::new();
+
+/// Gives this module the export table's check of entry-point families (once; later calls
+/// change nothing).
+pub fn know_exports(exported: fn(&str) -> bool) {
+    let _ = EXPORTED.set(exported);
+}
+
 fn entry_faults() -> &'static Result<Vec<EntryFault>, String> {
     static FAULTS: OnceLock<Result<Vec<EntryFault>, String>> = OnceLock::new();
     FAULTS.get_or_init(|| {
         let spec = crate::config::var(ENTRY_FAULT_ENV).unwrap_or_default();
-        let set = parse_entry_faults(&spec, crate::procaddr::exports_family);
+        let exported = EXPORTED.get().copied();
+        if exported.is_none() && !spec.is_empty() {
+            eprintln!(
+                "nccl-smoke simulated CUDA driver: {ENTRY_FAULT_ENV}: the export table was not \
+                 given at load; entry-point names are not checked"
+            );
+        }
+        let set = parse_entry_faults(&spec, |name| exported.is_none_or(|f| f(name)));
         if let Err(e) = &set {
             eprintln!("nccl-smoke simulated CUDA driver: {e}");
         }
@@ -224,7 +243,7 @@ pub fn entry(name: &str) -> CuResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::*;
+    use crate::codes::*;
 
     #[test]
     fn kinds_map_to_results() {
@@ -234,6 +253,15 @@ mod tests {
         );
         assert_eq!(apply(Kind::Slow(2.0), CUDA_ERROR_NO_DEVICE), Ok(()));
         assert_eq!(apply(Kind::Corrupt, CUDA_ERROR_OUT_OF_MEMORY), Ok(()));
+    }
+
+    /// The library's load-time hook gave this module the export table: names are checked
+    /// against what the driver exports, by family.
+    #[test]
+    fn the_export_table_is_known_from_load() {
+        let exported = EXPORTED.get().expect("set when the library was loaded");
+        assert!(exported("cuMemCreate") && exported("cuIpcOpenMemHandle"));
+        assert!(!exported("cuNoSuchEntry"));
     }
 
     fn known(name: &str) -> bool {

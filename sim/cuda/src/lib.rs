@@ -14,6 +14,7 @@
 #![allow(unsafe_code)]
 #![allow(clippy::missing_safety_doc)]
 
+mod codes;
 mod config;
 mod context;
 mod copy;
@@ -57,6 +58,16 @@ pub extern "C" fn ncclSmokeSimDriverLacking() -> *const c_char {
     let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
     *last = export::lacking().and_then(|s| std::ffi::CString::new(s).ok());
     last.as_ref().map_or(std::ptr::null(), |c| c.as_ptr())
+}
+
+/// Run when the library is loaded, before any entry point can be called: gives the fault
+/// module the export table's check of entry-point names (see `fault::know_exports`).
+#[used]
+#[unsafe(link_section = ".init_array")]
+static AT_LOAD: extern "C" fn() = at_load;
+
+extern "C" fn at_load() {
+    fault::know_exports(procaddr::exports_family);
 }
 
 /// A fresh opaque handle (context, stream, event, allocation): never 0, 1 or 2 (reserved stream
