@@ -16,9 +16,9 @@
 use criterion::{BenchmarkId, Criterion, criterion_group};
 use nccl_smoke::bench::{RankSample, Timing, combine};
 use nccl_smoke::bootstrap::tcp::listen_wide;
-use nccl_smoke::data::{DataType, RedOp};
+use nccl_smoke::elements::{DataType, RedOp};
+use nccl_smoke::events::Event;
 use nccl_smoke::patterns::select;
-use nccl_smoke::progress::Event;
 use nccl_smoke::run::status::{JobView, Report, serve};
 use nccl_smoke::stage::Stage;
 use std::io::{Read, Write};

@@ -9,7 +9,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use nccl_smoke::comm::{Communicator, Region};
-use nccl_smoke::data::{DataType, RedOp};
+use nccl_smoke::elements::{DataType, RedOp};
 use nccl_smoke::ffi::cuda::{Device, DeviceBuffer, Driver, Event};
 use nccl_smoke::ffi::nccl::{CollArgs, Collective, Nccl};
 use nccl_smoke::patterns::select;

@@ -2,7 +2,7 @@
 //! (nothing is written): 16 ranks' NCCL INFO lines, Open MPI tags on every line, and the
 //! same all_reduce table over and over (as `-N` cycles print it), so that every line kind the
 //! reader meets is in the mix. The reader keeps one row per size with its repeats; what it
-//! holds besides the file's bytes (at most 256 MiB, `report::output::MAX_READ`) grows with
+//! holds besides the file's bytes (at most 256 MiB, `report::atomic_file::MAX_READ`) grows with
 //! the repeats, not with the noise around them.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};

@@ -3,7 +3,7 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use nccl_smoke::bench::verify;
-use nccl_smoke::data::{self, DataType, RedOp};
+use nccl_smoke::elements::{self, DataType, RedOp};
 use nccl_smoke::patterns::{Source, select};
 
 fn bench(c: &mut Criterion) {
@@ -47,8 +47,8 @@ fn bench(c: &mut Criterion) {
             let mut good = vec![0u8; layout.recv_count * dtype.size()];
             for (i, el) in good.chunks_exact_mut(dtype.size()).enumerate() {
                 let v = match p.source(0, n, i, &layout) {
-                    Source::Rank { rank, index } => data::value(None, n, rank, index, 1),
-                    Source::Reduced { index } => data::reduced(RedOp::Sum, n, index, 1),
+                    Source::Rank { rank, index } => elements::value(None, n, rank, index, 1),
+                    Source::Reduced { index } => elements::reduced(RedOp::Sum, n, index, 1),
                 };
                 dtype.encode(v, el);
             }
@@ -56,7 +56,7 @@ fn bench(c: &mut Criterion) {
                 verify::check(&good, p, &layout, dtype, RedOp::Sum, 0, n, 1).wrong,
                 0
             );
-            let unwritten = vec![data::FILL_BYTE; good.len()];
+            let unwritten = vec![elements::FILL_BYTE; good.len()];
             for (what, recv) in [("correct", &good), ("unwritten", &unwritten)] {
                 g.bench_with_input(
                     BenchmarkId::new(format!("check-{what}/{name}"), pattern),

@@ -5,6 +5,9 @@
 #
 #   bash scripts/verdict-determinism.sh [RUNS] [NP...]   (default: 5 runs, 4 ranks)
 #   STAGES="init run" bash scripts/verdict-determinism.sh 20 2 3 4
+#   KINDS="error hang crash" STAGES=launch bash scripts/verdict-determinism.sh 20 2 3 4
+#
+# KINDS: the fault kinds tried at each stage (default: error; verify's is always corrupt).
 #
 # Prints one tab-separated row per case: fault, ranks, runs, runs with one VERDICT line,
 # distinct verdicts, and the verdicts with their counts. Needs a release build with MPI.
@@ -20,12 +23,13 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=se
 # The simulation's run faults strike at this operation, after some sizes are measured.
 export NCCL_SMOKE_SIM_RUN_FAULT_OP=120
 
-kind_of() { [ "$1" = verify ] && echo corrupt || echo error; }
+kinds=${KINDS:-error}
+kinds_of() { [ "$1" = verify ] && echo corrupt || echo "$kinds"; }
 
 printf 'fault\tranks\truns\tone VERDICT\tdistinct\tverdicts\n'
 for np in $nps; do
   for stage in $stages; do
-    kind=$(kind_of "$stage")
+   for kind in $(kinds_of "$stage"); do
     last=$((np - 1))
     # unique-id is rank 0's alone
     targets="@$last: :"
@@ -49,5 +53,6 @@ for np in $nps; do
       distinct=$(printf '%s\n' "${verdicts[@]}" | sort -u | wc -l)
       printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$fault" "$np" "$runs" "$one" "$distinct" "$summary"
     done
+   done
   done
 done

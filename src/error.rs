@@ -345,6 +345,8 @@ pub struct Group<'a> {
     pub first: &'a Failure,
     pub ranks: Vec<Option<u32>>,
     pub hosts: Vec<String>,
+    /// How many ranks the job has, when known: a group of every one of them says so.
+    pub world: Option<u32>,
 }
 
 impl Group<'_> {
@@ -407,6 +409,7 @@ pub fn group(failures: &[Failure]) -> Vec<Group<'_>> {
                 first: f,
                 ranks: vec![f.rank],
                 hosts: vec![f.host.clone()],
+                world: None,
             }),
         }
     }
@@ -424,6 +427,14 @@ impl fmt::Display for Group<'_> {
             .map(|r| r.map(|r| r.to_string()).unwrap_or_else(|| "?".into()))
             .collect();
         ranks.sort_by_key(|r| r.parse::<u64>().unwrap_or(u64::MAX));
+        // Every rank of the job, alike: one failure everywhere, not one rank and its victims.
+        let every = self.world.filter(|&n| {
+            n as usize == ranks.len() && (0..n).all(|r| self.ranks.contains(&Some(r)))
+        });
+        let ranks = match every {
+            Some(n) => format!("all {n} ranks"),
+            None => format!("ranks {}", ranks.join(", ")),
+        };
         let hosts = if self.hosts.len() == 1 {
             "host"
         } else {
@@ -431,10 +442,9 @@ impl fmt::Display for Group<'_> {
         };
         write!(
             f,
-            "{} at {} on ranks {} ({hosts} {}): {}",
+            "{} at {} on {ranks} ({hosts} {}): {}",
             self.first.word(),
             self.first.stage,
-            ranks.join(", "),
             self.hosts.join(", "),
             self.first.detail()
         )

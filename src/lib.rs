@@ -3,8 +3,8 @@
 //!
 //! Layers, imports pointing down only (`tests/layers.rs` checks it):
 //! `cli` → `run` → `console` → `report` / `diagnose` → `bench` → `patterns` → `comm` → `ffi` /
-//! `bootstrap`, with `stage`, `error`, `data`, `lossless` (an f64 that survives JSON) and
-//! `progress` as leaves every layer may use. Within a layer and within a module, sibling modules
+//! `bootstrap`, with `stage`, `error`, `elements`, `lossless` (an f64 that survives JSON) and
+//! `events` as leaves every layer may use. Within a layer and within a module, sibling modules
 //! import each other in no circle (`diagnose` uses `report`, never the reverse).
 //!
 //! - `cli`: the command line's flags (clap) and the dispatch to each subcommand;
@@ -25,13 +25,13 @@ pub mod bootstrap;
 pub mod cli;
 pub mod comm;
 pub mod console;
-pub mod data;
 pub mod diagnose;
+pub mod elements;
 pub mod error;
+pub mod events;
 pub mod ffi;
 pub mod lossless;
 pub mod patterns;
-pub mod progress;
 pub mod report;
 pub mod run;
 pub mod stage;

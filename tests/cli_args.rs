@@ -4,7 +4,7 @@
 use clap::Parser;
 use nccl_smoke::cli::{Cli, Command, RunArgs};
 use nccl_smoke::console::{sanitize, terminal_safe};
-use nccl_smoke::data::{DataType, RedOp};
+use nccl_smoke::elements::{DataType, RedOp};
 use nccl_smoke::stage::Stage;
 use proptest::strategy::Strategy;
 use std::time::Duration;

@@ -8,7 +8,7 @@
 mod common;
 use clap::ValueEnum;
 use common::*;
-use nccl_smoke::data::DataType;
+use nccl_smoke::elements::DataType;
 use nccl_smoke::report::results;
 
 const PATTERNS: [&str; 6] = [

@@ -354,7 +354,9 @@ fn alike_failures_on_two_ranks_are_one_verdict() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The same fault on every rank, at 4 ranks: every rank is named, whichever reported first.
+/// The same fault on every rank, at 4 ranks: every rank is named, whichever reported first,
+/// as one failure of all 4 ranks, in one `VERDICT:` line; a launch failure too, before the
+/// ranks first meet (every rank is on rank 0's host).
 /// A failing rank keeps its process until rank 0 has concluded (or a bound), so the launcher
 /// does not stop the ranks about to report the same failure; before, which ranks were named
 /// changed from run to run (`init` on all 4 ranks, 5 runs: three different sets).
@@ -363,6 +365,7 @@ fn a_fault_on_every_rank_names_every_rank() {
     require_sim();
     let mut wrong = Vec::new();
     for (fault, stage) in [
+        ("launch:error", Stage::Launch),
         ("driver:error", Stage::Driver),
         ("alloc:error", Stage::Alloc),
         ("init:error", Stage::Init),
@@ -373,7 +376,7 @@ fn a_fault_on_every_rank_names_every_rank() {
         for _ in 0..2 {
             let o = sim_run(4, &[], &[("NCCL_SMOKE_SIM_FAULT", fault)]);
             let t = text(&o);
-            let want = format!("VERDICT: FAIL at {stage} on ranks 0, 1, 2, 3 (host ");
+            let want = format!("VERDICT: FAIL at {stage} on all 4 ranks (host ");
             let last = t.lines().rev().find(|l| l.starts_with("VERDICT: "));
             let verdicts = t.lines().filter(|l| l.starts_with("VERDICT: ")).count();
             if code(&o) != stage.exit_code() as i32
@@ -393,9 +396,8 @@ fn a_fault_on_every_rank_names_every_rank() {
 /// The worker killed (SIGABRT, the simulation's crash) in every stage, on rank 0 and on a
 /// middle rank of 3: rank 0's supervisor leaves a results document that is complete and valid
 /// — it reads back, says FAIL with the stage's exit code, names the stage and the killed rank
-/// and no other, and has a row for every rank (a launch-stage crash elsewhere excepted: rank 0
-/// cannot hear of a rank before the ranks first meet, so its document names no rank, as its
-/// output does not).
+/// and no other, and has a row for every rank (a launch-stage crash elsewhere too: before the
+/// ranks first meet, a rank on rank 0's host finds rank 0's supervisor by the job's name).
 #[test]
 fn a_worker_killed_in_every_stage_leaves_a_complete_results_file() {
     require_sim();
@@ -445,12 +447,10 @@ fn a_worker_killed_in_every_stage_leaves_a_complete_results_file() {
                         case.stage.exit_code()
                     ));
                 }
-                let unheard = case.stage == Stage::Launch && case.rank != 0;
-                let named = if unheard { vec![] } else { vec![case.rank] };
-                if v.stage != Some(case.stage) || v.ranks != named {
+                if v.stage != Some(case.stage) || v.ranks != vec![case.rank] {
                     problems.push(format!("verdict {:?} on ranks {:?}", v.stage, v.ranks));
                 }
-                if !unheard {
+                {
                     let rows: Vec<(u32, &str)> = doc
                         .ranks
                         .iter()

@@ -5,7 +5,7 @@
 
 mod common;
 use clap::ValueEnum;
-use nccl_smoke::data::{self, DataType, RedOp};
+use nccl_smoke::elements::{self, DataType, RedOp};
 use nccl_smoke::ffi::cuda::{Device, DeviceBuffer, Driver, Kernels, Stream};
 use nccl_smoke_kernels::args::{Block, CheckArgs, CheckResult, FillArgs, blocks_bytes};
 
@@ -47,7 +47,7 @@ fn device_check(
     blocks: &[Block],
 ) -> CheckResult {
     let got = upload(got, s);
-    let table = upload(&data::kernel_table(dtype), s);
+    let table = upload(&elements::kernel_table(dtype), s);
     let blocks = upload(
         &blocks_bytes(blocks)
             .into_iter()
@@ -87,7 +87,7 @@ fn kernels_agree_with_the_host(driver: Option<&str>) {
         (3, 2, 11, 0, 1_300_000), // more elements than one launch has threads
     ];
     for &dtype in DataType::value_variants() {
-        let table = upload(&data::kernel_table(dtype), &s);
+        let table = upload(&elements::kernel_table(dtype), &s);
         let sz = dtype.size();
         for op in OPS {
             for (n, sender, epoch, first, count) in cases {
@@ -99,7 +99,7 @@ fn kernels_agree_with_the_host(driver: Option<&str>) {
                         first: first as u64,
                         table: table.ptr().0,
                         elsize: sz as u64,
-                        op: data::kernel_op(op) as u64,
+                        op: elements::kernel_op(op) as u64,
                         nranks: n as u64,
                         sender: sender as u64,
                         epoch: epoch as u64,
@@ -109,7 +109,7 @@ fn kernels_agree_with_the_host(driver: Option<&str>) {
                 .unwrap();
                 let got = download(&out, &s);
                 let mut want = vec![0u8; count * sz];
-                data::fill(&mut want, dtype, op, n, sender, first, epoch);
+                elements::fill(&mut want, dtype, op, n, sender, first, epoch);
                 let at = got.iter().zip(&want).position(|(a, b)| a != b);
                 assert_eq!(
                     at, None,
@@ -122,11 +122,11 @@ fn kernels_agree_with_the_host(driver: Option<&str>) {
             let (n, epoch, count) = (5u32, 2u32, 70_001usize);
             let mut got = vec![0u8; count * sz];
             for (i, el) in got.chunks_exact_mut(sz).enumerate() {
-                dtype.encode(data::reduced(op, n, i, epoch), el);
+                dtype.encode(elements::reduced(op, n, i, epoch), el);
             }
             let args = CheckArgs {
                 count: count as u64,
-                op: data::kernel_op(Some(op)) as u64,
+                op: elements::kernel_op(Some(op)) as u64,
                 nranks: n as u64,
                 epoch: epoch as u64,
                 per_peer: count as u64,
@@ -139,7 +139,7 @@ fn kernels_agree_with_the_host(driver: Option<&str>) {
                 "{dtype:?} {op:?}"
             );
             got[9 * sz] ^= 0x01; // a wrong value
-            got[(count - 1) * sz..].fill(data::FILL_BYTE); // never written
+            got[(count - 1) * sz..].fill(elements::FILL_BYTE); // never written
             let r = device_check(&k, &s, dtype, args, &got, &[]);
             assert_eq!(
                 (r.checked, r.wrong, r.first),
@@ -159,7 +159,7 @@ fn kernels_agree_with_the_host(driver: Option<&str>) {
         let mut got = vec![0u8; 2 * per * sz];
         for (i, el) in got.chunks_exact_mut(sz).enumerate() {
             let b = blocks[i / per];
-            let v = data::value(None, n, b.sender as u32, b.base as usize + i % per, epoch);
+            let v = elements::value(None, n, b.sender as u32, b.base as usize + i % per, epoch);
             dtype.encode(v, el);
         }
         let args = CheckArgs {

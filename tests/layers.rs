@@ -5,7 +5,7 @@ use std::path::Path;
 /// Each top-level module's layer, lowest first; a module may refer to its own layer and those
 /// below.
 const LAYERS: &[&[&str]] = &[
-    &["stage", "error", "data", "lossless", "progress"],
+    &["stage", "error", "elements", "lossless", "events"],
     &["ffi", "bootstrap"],
     &["comm"],
     &["patterns"],

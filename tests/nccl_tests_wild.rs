@@ -319,7 +319,7 @@ fn counts_and_busbw_factors_of_the_other_collectives_match_real_logs() {
             let what = format!("{} ({n} ranks): {line}", e.file);
             if rounding(&e.file) {
                 assert_eq!(
-                    l.size_column(nccl_smoke::data::DataType::Float),
+                    l.size_column(nccl_smoke::elements::DataType::Float),
                     size,
                     "{what}"
                 );

@@ -182,7 +182,7 @@ fn seed_004_a_64_kib_dev_shm_is_named_on_every_rank_of_the_host() {
         });
         let v = verdict(&t);
         assert!(
-            v.contains("connect:shm on ranks 0, 1 (host ")
+            v.contains("connect:shm on all 2 ranks (host ")
                 || v.contains("connect:shm on rank 0 (host "),
             "{version}: {v}"
         );

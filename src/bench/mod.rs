@@ -13,7 +13,7 @@ pub mod sweep;
 pub mod verify;
 
 use crate::comm::{CommError, Communicator, Poll, Region};
-use crate::data::{DataType, RedOp};
+use crate::elements::{DataType, RedOp};
 use crate::ffi::cuda::{DeviceBuffer, Event};
 use crate::patterns::{Layout, Pattern};
 use hdrhistogram::Histogram;
@@ -224,7 +224,7 @@ pub fn connect(
             continue;
         }
         last_count = Some(layout.count);
-        crate::progress::step(&format!(
+        crate::events::step(&format!(
             "first {} of {} bytes (connect)",
             pattern.name(),
             layout.bytes(t.dtype)
@@ -260,9 +260,9 @@ fn upload(
         // Waited for here, not in the warm-up: the kernel's time is the fill's, and a
         // simulated driver's fill of a large buffer takes seconds.
         let more = t.kernel_time(layout.bytes(t.dtype));
-        crate::progress::budget(more.as_secs_f64());
+        crate::events::budget(more.as_secs_f64());
         comm.wait_idle(t.deadline + more, what, Poll::Relaxed)?;
-        crate::progress::beat();
+        crate::events::beat();
         return Ok(());
     }
     let sz = t.dtype.size();
@@ -275,7 +275,7 @@ fn upload(
         bufs.send.copy_from_host(first * sz, chunk, &comm.stream)?;
         // The chunk is refilled next: the copy must have read it.
         comm.wait_idle(t.deadline, what, Poll::Relaxed)?;
-        crate::progress::beat();
+        crate::events::beat();
         first += k;
     }
     Ok(())
@@ -296,7 +296,7 @@ fn check_received(
     if let Some(dd) = &mut bufs.device {
         let (dtype, op) = (t.dtype, t.op);
         let more = t.kernel_time(pattern.written(comm.rank, layout) * dtype.size());
-        crate::progress::budget(more.as_secs_f64());
+        crate::events::budget(more.as_secs_f64());
         let found = dd.check(
             comm,
             &bufs.recv,
@@ -308,7 +308,7 @@ fn check_received(
             t.deadline + more,
             what,
         )?;
-        crate::progress::beat();
+        crate::events::beat();
         if let on_device::DeviceCheck::Clean { elements } = found {
             return Ok(on_device::clean(elements));
         }
@@ -325,7 +325,7 @@ fn check_received(
         bufs.recv.copy_to_host(first * sz, chunk, &comm.stream)?;
         comm.wait_idle(t.deadline, what, Poll::Relaxed)?;
         checker.chunk(first, chunk);
-        crate::progress::beat();
+        crate::events::beat();
         first += k;
     }
     Ok(checker.finish())
@@ -355,12 +355,12 @@ pub fn measure(
     // Without a check nothing is written, as nccl-tests skips `InitData` with `-c 0`
     // (`BenchTime`, `src/common.cu` v2.19.6): the buffers hold whatever they held.
     if t.check {
-        bufs.recv.fill(crate::data::FILL_BYTE, &comm.stream)?;
+        bufs.recv.fill(crate::elements::FILL_BYTE, &comm.stream)?;
         let fill = what("fill");
-        crate::progress::step(&fill);
+        crate::events::step(&fill);
         upload(comm, bufs, layout, t, data_op, epoch, &fill)?;
         // The fill's beat ended the size's budget: the iterations have it again.
-        crate::progress::budget(t.size_budget.as_secs_f64());
+        crate::events::budget(t.size_budget.as_secs_f64());
     }
     let launch = |c: &Communicator, send: &DeviceBuffer, recv: &DeviceBuffer| {
         pattern.launch(
@@ -372,7 +372,7 @@ pub fn measure(
             t.op,
         )
     };
-    crate::progress::step(&what("warm-up"));
+    crate::events::step(&what("warm-up"));
     for _ in 0..t.warmup {
         launch(comm, &bufs.send, &bufs.recv)?;
     }
@@ -409,7 +409,7 @@ pub fn measure(
 
     let check = if t.check {
         let step = what("check");
-        crate::progress::step(&step);
+        crate::events::step(&step);
         Some(check_received(
             comm, pattern, bufs, layout, t, epoch, &step,
         )?)

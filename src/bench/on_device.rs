@@ -10,7 +10,7 @@
 
 use super::verify;
 use crate::comm::{CommError, Communicator, Poll};
-use crate::data::{self, DataType, RedOp};
+use crate::elements::{self, DataType, RedOp};
 use crate::ffi::cuda::{CudaError, DeviceBuffer, Kernels};
 use crate::patterns::{Layout, Pattern, Source};
 use nccl_smoke_kernels::args::{Block, CheckArgs, CheckResult, FillArgs, blocks_bytes};
@@ -61,7 +61,7 @@ impl DeviceData {
     /// Queues the upload of `dtype`'s encoding table, unless it is there already.
     fn table(&mut self, dtype: DataType, comm: &Communicator) -> Result<u64, CudaError> {
         if self.table_for != Some(dtype) {
-            self.table_host = data::kernel_table(dtype);
+            self.table_host = elements::kernel_table(dtype);
             self.table
                 .copy_from_host(0, &self.table_host, &comm.stream)?;
             self.table_for = Some(dtype);
@@ -91,7 +91,7 @@ impl DeviceData {
                 first: 0,
                 table,
                 elsize: dtype.size() as u64,
-                op: data::kernel_op(op) as u64,
+                op: elements::kernel_op(op) as u64,
                 nranks: comm.nranks as u64,
                 sender: comm.rank as u64,
                 epoch: epoch as u64,
@@ -132,7 +132,7 @@ impl DeviceData {
                     .copy_from_host(0, &self.blocks_host, &comm.stream)?;
                 (nccl_smoke_kernels::values::Op::Copy, per)
             }
-            None => (data::kernel_op(Some(op)), count as usize),
+            None => (elements::kernel_op(Some(op)), count as usize),
         };
         self.result_host = CheckResult::START.to_bytes();
         self.result

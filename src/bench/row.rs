@@ -3,7 +3,7 @@
 
 use super::verify::{self, WrongElement};
 use super::{RankSample, Timing};
-use crate::data::{DataType, RedOp};
+use crate::elements::{DataType, RedOp};
 use crate::patterns::{Layout, Pattern};
 use serde::{Deserialize, Serialize};
 
@@ -227,7 +227,7 @@ pub fn combine(
     };
     let worst = |f: fn(&RankSample) -> f64| samples.iter().map(f).fold(0.0, f64::max);
     let bytes = layout.size_column(t.dtype);
-    let algbw = algbw_gbs(bytes, mean);
+    let algbw = algbw_gbs(pattern.algbw_bytes(layout, t.dtype, nranks), mean);
     let checks = || {
         samples
             .iter()

@@ -4,8 +4,8 @@
 use super::{Buffers, SampleError, SizeResult, Timing};
 use crate::bootstrap::{Bootstrap, gather_json};
 use crate::comm::{CommError, Communicator};
+use crate::events;
 use crate::patterns::Pattern;
-use crate::progress;
 
 /// How sizes grow from `-b` to `-e`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -139,7 +139,7 @@ impl From<CommError> for SweepError {
 pub fn planned(
     selected: &[&dyn Pattern],
     sizes: &[usize],
-    dtype: crate::data::DataType,
+    dtype: crate::elements::DataType,
     nranks: u32,
 ) -> usize {
     selected
@@ -219,7 +219,7 @@ pub fn run(
                 // the deadline plus the time its iterations are expected to take (see
                 // `size_budget`), and the supervisor is told so.
                 let (per_wait, whole) = size_budget(last, bytes, timing);
-                progress::budget(whole.as_secs_f64());
+                events::budget(whole.as_secs_f64());
                 let sized = Timing {
                     deadline: timing.deadline + per_wait,
                     size_budget: whole,
@@ -231,16 +231,16 @@ pub fn run(
                 // iterations while the others wait at a barrier or gather is the one they wait for.
                 let name = p.name();
                 let lined_up = || {
-                    progress::waiting(&format!(
+                    events::waiting(&format!(
                         "at the barrier before {name} {bytes} B (a rank that has not got this far is stuck)"
                     ));
                     boot.barrier();
-                    progress::step(&format!("{name} {bytes} B: its iterations"));
+                    events::step(&format!("{name} {bytes} B: its iterations"));
                 };
                 let sample = super::measure(comm, &lined_up, *p, &layout, bufs, &sized, epoch)?;
                 last = Some((bytes, sample.avg_us));
-                progress::beat();
-                progress::waiting(&format!(
+                events::beat();
+                events::waiting(&format!(
                     "gathering every rank's sample of {name} {bytes} B (a rank that has not got this far is stuck)"
                 ));
                 let what = format!("sample of {name} {bytes} B");

@@ -1,11 +1,11 @@
 //! Data each rank sends, and the check of what it received.
 //!
-//! The receive buffer is filled with [`data::FILL_BYTE`] before each measurement, bits no
+//! The receive buffer is filled with [`elements::FILL_BYTE`] before each measurement, bits no
 //! correct result has, so the check tells three failures apart: elements never written (the
 //! collective did not run, or wrote elsewhere), another rank's data where this one's was due,
 //! and wrong values.
 
-use crate::data::{self, DataType, RedOp};
+use crate::elements::{self, DataType, RedOp};
 use crate::patterns::{Layout, Pattern, Source};
 use serde::{Deserialize, Serialize};
 
@@ -104,7 +104,7 @@ pub fn fill_send_from(
     nranks: u32,
     epoch: u32,
 ) {
-    data::fill(out, dtype, op, nranks, rank, first, epoch);
+    elements::fill(out, dtype, op, nranks, rank, first, epoch);
 }
 
 /// The reduction a pattern applies (`None` when it copies).
@@ -146,7 +146,7 @@ pub struct Checker<'a> {
     nranks: u32,
     epoch: u32,
     out: Check,
-    /// A reduction's expected elements by index modulo [`data::PERIOD`]: bytes and value.
+    /// A reduction's expected elements by index modulo [`elements::PERIOD`]: bytes and value.
     reduced: Vec<Option<([u8; 8], f64)>>,
     /// Whether `out.first` is an unwritten element.
     first_unwritten: bool,
@@ -176,7 +176,7 @@ impl<'a> Checker<'a> {
             nranks,
             epoch,
             out: Check::default(),
-            reduced: vec![None; data::PERIOD],
+            reduced: vec![None; elements::PERIOD],
             first_unwritten: false,
             run: None,
             guess: None,
@@ -188,9 +188,9 @@ impl<'a> Checker<'a> {
     /// input for a reduction.
     fn of_rank(&self, q: u32, src: Source) -> f64 {
         match src {
-            Source::Rank { index, .. } => data::value(None, self.nranks, q, index, self.epoch),
+            Source::Rank { index, .. } => elements::value(None, self.nranks, q, index, self.epoch),
             Source::Reduced { index } => {
-                data::value(Some(self.op), self.nranks, q, index, self.epoch)
+                elements::value(Some(self.op), self.nranks, q, index, self.epoch)
             }
         }
     }
@@ -243,20 +243,20 @@ impl<'a> Checker<'a> {
     /// Checks `got`, which holds receive-buffer elements `first..`.
     pub fn chunk(&mut self, first: usize, got: &[u8]) {
         let sz = self.dtype.size();
-        let fill = [data::FILL_BYTE; 8];
+        let fill = [elements::FILL_BYTE; 8];
         for (k, el) in got.chunks_exact(sz).enumerate() {
             let i = first + k;
             self.out.elements += 1;
             let src = self.pattern.source(self.rank, self.nranks, i, self.layout);
             let (want, bits, sender) = match src {
                 Source::Rank { rank, index } => {
-                    let v = data::value(None, self.nranks, rank, index, self.epoch);
+                    let v = elements::value(None, self.nranks, rank, index, self.epoch);
                     (v, self.bits(v), Some(rank))
                 }
                 Source::Reduced { index } => {
                     let (op, n, e, dtype) = (self.op, self.nranks, self.epoch, self.dtype);
-                    let (b, v) = *self.reduced[index % data::PERIOD].get_or_insert_with(|| {
-                        let v = data::reduced(op, n, index, e);
+                    let (b, v) = *self.reduced[index % elements::PERIOD].get_or_insert_with(|| {
+                        let v = elements::reduced(op, n, index, e);
                         let mut b = [0u8; 8];
                         dtype.encode(v, &mut b[..sz]);
                         (b, v)

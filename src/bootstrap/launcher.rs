@@ -164,6 +164,29 @@ pub fn from_env() -> Option<LauncherView> {
     read(|k| std::env::var(k).ok())
 }
 
+/// What names this job, the same on every rank and on no other job: the launcher's own job id
+/// (PMIx's namespace: Open MPI 5's mpirun and `srun --mpi=pmix`; Open MPI 4's job id; Slurm's
+/// job and step), else where its ranks meet (`nccl-smoke launch`'s rendezvous, torchrun's
+/// rendezvous id or address). `None`: nothing the ranks share names it.
+pub fn job_key(get: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let set = |k: &str| get(k).filter(|v| !v.trim().is_empty());
+    set("PMIX_NAMESPACE")
+        .or_else(|| set("OMPI_MCA_ess_base_jobid").map(|j| format!("ompi.{j}")))
+        .or_else(|| {
+            let job = set("SLURM_JOB_ID")?;
+            Some(format!("slurm.{job}.{}", set("SLURM_STEP_ID")?))
+        })
+        .or_else(|| set(rendezvous::ADDR_ENV).map(|a| format!("launch.{a}")))
+        .or_else(|| set("TORCHELASTIC_RUN_ID").map(|r| format!("torchrun.{r}")))
+        .or_else(|| {
+            Some(format!(
+                "torchrun.{}:{}",
+                set("MASTER_ADDR")?,
+                set("MASTER_PORT")?
+            ))
+        })
+}
+
 /// Whether an MPI launcher started this process (see [`MPI_MARKERS`]).
 pub fn mpi_launched(get: impl Fn(&str) -> Option<String>) -> bool {
     MPI_MARKERS.iter().any(|k| get(k).is_some())
@@ -256,6 +279,24 @@ pub(crate) mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn a_job_is_named_by_its_launcher_first() {
+        let both = env(&[
+            ("PMIX_NAMESPACE", "1325465601"),
+            ("OMPI_MCA_ess_base_jobid", "1325465601"),
+            ("SLURM_JOB_ID", "77"),
+            ("SLURM_STEP_ID", "0"),
+        ]);
+        assert_eq!(job_key(both).as_deref(), Some("1325465601"));
+        let slurm = env(&[("SLURM_JOB_ID", "77"), ("SLURM_STEP_ID", "3")]);
+        assert_eq!(job_key(slurm).as_deref(), Some("slurm.77.3"));
+        // A Slurm allocation without a step is not a job's ranks.
+        assert_eq!(job_key(env(&[("SLURM_JOB_ID", "77")])), None);
+        let torch = env(&[("MASTER_ADDR", "a"), ("MASTER_PORT", "29500")]);
+        assert_eq!(job_key(torch).as_deref(), Some("torchrun.a:29500"));
+        assert_eq!(job_key(env(&[("PMIX_NAMESPACE", " ")])), None);
     }
 
     #[test]

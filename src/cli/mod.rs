@@ -7,7 +7,7 @@ mod launch;
 mod verdict;
 
 use crate::bench::sweep;
-use crate::data::{DataType, RedOp};
+use crate::elements::{DataType, RedOp};
 use crate::run::libs::LibChoice;
 use crate::run::{Plan, Settings, plan};
 use crate::stage::Stage;

@@ -6,7 +6,7 @@ use crate::report::compare::{
     Call, Comparison, Options, Side, Verdict, compare, coverage, patterns,
 };
 use crate::report::nccl_tests::{self, InputError};
-use crate::report::{output, plot};
+use crate::report::{atomic_file, plot};
 use crate::stage::exit;
 use std::path::Path;
 
@@ -50,7 +50,7 @@ pub fn exit_help() -> String {
 /// (`stage::exit`): PASS, REGRESSED, INCONCLUSIVE, or why nothing could be compared.
 pub fn run(inputs: &Inputs, opts: &Options) -> u8 {
     if let Some(path) = inputs.plot
-        && let Err(e) = output::check_target(path, "--plot")
+        && let Err(e) = atomic_file::check_target(path, "--plot")
     {
         eprintln!("nccl-smoke compare: {e}");
         return exit::USAGE;

@@ -17,7 +17,7 @@ mod send_recv_pairwise;
 mod send_recv_ring;
 
 use crate::comm::{Collective, CommError, Communicator, Region};
-use crate::data::{DataType, RedOp};
+use crate::elements::{DataType, RedOp};
 
 /// Buffer shapes for one message size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +133,16 @@ pub trait Pattern: Sync {
     fn layout(&self, bytes: usize, elem_size: usize, nranks: u32) -> Layout;
     /// busbw = algbw × this factor (nccl-tests' definition).
     fn busbw_factor(&self, nranks: u32) -> f64;
+    /// The bytes algbw counts per operation: nccl-tests' size column
+    /// ([`Layout::size_column`]) for every program whose `GetBw` divides the size by the time.
+    fn algbw_bytes(&self, layout: &Layout, dtype: DataType, _nranks: u32) -> usize {
+        layout.size_column(dtype)
+    }
+    /// Whether the pattern runs on `nranks` ranks: `Err` says why not, and the run goes on
+    /// without it, as nccl-tests skips such a program.
+    fn runs_on(&self, _nranks: u32) -> Result<(), String> {
+        Ok(())
+    }
     /// nccl-tests' "count" column: the count passed to NCCL (`paramcount`).
     fn count_column(&self, layout: &Layout) -> usize {
         layout.count

@@ -6,7 +6,7 @@
 
 use super::{Layout, Pattern, ROOT, Source};
 use crate::comm::{Collective, CommError, Communicator, Region};
-use crate::data::{DataType, RedOp};
+use crate::elements::{DataType, RedOp};
 
 pub struct Scatter;
 

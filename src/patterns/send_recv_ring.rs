@@ -3,7 +3,7 @@
 
 use super::{Layout, Pattern, Source};
 use crate::comm::{CommError, Communicator, Region};
-use crate::data::{DataType, RedOp};
+use crate::elements::{DataType, RedOp};
 
 pub struct SendRecvRing;
 

@@ -162,7 +162,7 @@ pub fn format_g(x: f64) -> String {
 mod tests {
     use super::*;
     use crate::bench::Times;
-    use crate::data::{DataType, RedOp};
+    use crate::elements::{DataType, RedOp};
 
     fn row(size: usize, busbw: f64, avg: f64, max: f64) -> SizeResult {
         SizeResult {

@@ -1,5 +1,6 @@
 //! What rank 0 shows and keeps: the fingerprint, nccl-tests-style tables, the results file.
 
+pub mod atomic_file;
 pub mod backing;
 pub mod compare;
 pub mod control_plane;
@@ -8,7 +9,6 @@ pub mod fingerprint;
 pub mod footer;
 pub mod isolate;
 pub mod nccl_tests;
-pub mod output;
 pub mod plot;
 pub mod repeats;
 pub mod results;

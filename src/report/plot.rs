@@ -18,11 +18,11 @@ const COLOURS: [RGBColor; 6] = [
 ];
 
 /// Writes `c` to `path` as an SVG chart titled `title`: drawn in memory, then written
-/// atomically, only over a regular file or a new path (see [`super::output`]).
+/// atomically, only over a regular file or a new path (see [`super::atomic_file`]).
 pub fn busbw_svg(c: &Comparison, title: &str, path: &Path) -> Result<(), String> {
     let mut svg = String::new();
     draw(c, title, &mut svg)?;
-    super::output::write_atomic(path, svg.as_bytes())
+    super::atomic_file::write_atomic(path, svg.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 

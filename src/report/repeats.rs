@@ -126,7 +126,7 @@ pub fn row(r: &SizeResult) -> String {
 pub(crate) mod tests {
     use super::*;
     use crate::bench::Times;
-    use crate::data::DataType;
+    use crate::elements::DataType;
 
     pub(crate) fn measured(size: usize, us: f64, wrong: u64) -> SizeResult {
         SizeResult {

@@ -214,10 +214,10 @@ fn read_json(path: &Path, schemas: &[&str]) -> Result<serde_json::Value, ReadErr
 /// Checks that `path` can be written, before any rank touches a GPU: a new path or a regular
 /// file, in a folder where nccl-smoke can create one.
 pub fn check_writable(path: &Path) -> Result<(), String> {
-    super::output::check_target(path, "--json")
+    super::atomic_file::check_target(path, "--json")
 }
 
-pub use super::output::{MAX_READ, READ_TIME, read_bounded};
+pub use super::atomic_file::{MAX_READ, READ_TIME, read_bounded};
 
 #[cfg(test)]
 pub(crate) mod tests {

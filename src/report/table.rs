@@ -136,7 +136,7 @@ pub use super::footer::{BANDWIDTH_BOUND_BYTES, binary_size, footer_lines, format
 mod tests {
     use super::*;
     use crate::bench::Times;
-    use crate::data::{DataType, RedOp};
+    use crate::elements::{DataType, RedOp};
 
     #[test]
     fn rows_line_up_with_the_header() {

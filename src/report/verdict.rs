@@ -74,8 +74,9 @@ pub fn blame(f: &Failure) -> Blame {
 
 /// The job's verdict from every failure known, in arrival order: the failures of the most
 /// causal kind (see [`Blame`]), the first of them and the ranks that failed alike in one line,
-/// and every other failure listed as a consequence. `None` when there is none.
-pub fn job_verdict(failures: &[Failure]) -> Option<Verdict> {
+/// and every other failure listed as a consequence; one failure on every one of the job's
+/// `world` ranks (when known) is named so. `None` when there is none.
+pub fn job_verdict(failures: &[Failure], world: Option<u32>) -> Option<Verdict> {
     let level = failures.iter().map(blame).min()?;
     let culprits: Vec<Failure> = failures
         .iter()
@@ -84,6 +85,7 @@ pub fn job_verdict(failures: &[Failure]) -> Option<Verdict> {
         .collect();
     let groups = crate::error::group(&culprits);
     let mut g = groups.first()?.clone();
+    g.world = world;
     // Waits that ran out in one stage all point away from their ranks, at nobody in
     // particular: every one of them is as much a suspect, whatever its words.
     let waits = level == Blame::Waited;
@@ -218,7 +220,7 @@ pub(crate) mod tests {
             vec![victims[0].clone(), victims[1].clone(), culprit.clone()],
             vec![victims[1].clone(), culprit.clone(), victims[0].clone()],
         ] {
-            let v = job_verdict(&order).unwrap();
+            let v = job_verdict(&order, None).unwrap();
             assert!(
                 v.line
                     .starts_with("FAIL at run on rank 1 (host h1): the worker died of SIGKILL"),
@@ -246,18 +248,20 @@ pub(crate) mod tests {
             "no progress for 4.1 s in the run stage: the worker is stopped (SIGSTOP)",
         );
         let stopped = at(1, Stage::Run, &format!("{STOPPED} during the run stage"));
-        let v = job_verdict(&[stopped.clone(), waited.clone(), stuck.clone()]).unwrap();
+        let v = job_verdict(&[stopped.clone(), waited.clone(), stuck.clone()], None).unwrap();
         assert_eq!(v.ranks, vec![2], "{}", v.line);
         // With no failure of a rank's own, the waits are the verdict; with nothing else, the stop.
         assert_eq!(
-            job_verdict(&[stopped.clone(), waited]).unwrap().ranks,
+            job_verdict(&[stopped.clone(), waited], None).unwrap().ranks,
             vec![0]
         );
         assert_eq!(
-            job_verdict(std::slice::from_ref(&stopped)).unwrap().ranks,
+            job_verdict(std::slice::from_ref(&stopped), None)
+                .unwrap()
+                .ranks,
             vec![1]
         );
-        assert!(job_verdict(&[]).is_none());
+        assert!(job_verdict(&[], None).is_none());
         let hung_waiting = at(
             3,
             Stage::Init,
@@ -289,7 +293,7 @@ pub(crate) mod tests {
                 "communicator teardown did not complete within 5.5 s",
             ),
         ];
-        let v = job_verdict(&fs).unwrap();
+        let v = job_verdict(&fs, None).unwrap();
         assert_eq!(v.ranks, vec![2, 3], "{}", v.line);
         assert!(
             v.line.starts_with("FAIL at run on ranks 2, 3 "),
@@ -305,12 +309,36 @@ pub(crate) mod tests {
             Stage::Run,
             &format!("still inside the run stage when the job ended, {WAITED_MARK}"),
         ));
-        let v = job_verdict(&more).unwrap();
+        let v = job_verdict(&more, None).unwrap();
         assert_eq!(v.ranks, vec![2, 3, 1]);
         assert_eq!(v.consequences.len(), 1, "{:?}", v.consequences);
         // A failure of a rank's own still names that rank alone.
         more.push(at(1, Stage::Run, "unhandled cuda error"));
-        assert_eq!(job_verdict(&more).unwrap().ranks, vec![1]);
+        assert_eq!(job_verdict(&more, None).unwrap().ranks, vec![1]);
+    }
+
+    #[test]
+    fn one_failure_on_every_rank_is_named_so() {
+        let fs: Vec<Failure> = (0..3)
+            .map(|r| at(r, Stage::Launch, "simulated launch failure"))
+            .collect();
+        let all = job_verdict(&fs, Some(3)).unwrap();
+        assert!(
+            all.line
+                .starts_with("FAIL at launch on all 3 ranks (hosts h0, h1, h2)"),
+            "{}",
+            all.line
+        );
+        assert_eq!(all.ranks, vec![0, 1, 2]);
+        // Three of four is three ranks, named; so is every rank when the job's size is unknown.
+        let some = job_verdict(&fs, Some(4)).unwrap();
+        assert!(
+            some.line.starts_with("FAIL at launch on ranks 0, 1, 2 "),
+            "{}",
+            some.line
+        );
+        let unknown = job_verdict(&fs, None).unwrap();
+        assert_eq!(unknown.line, some.line);
     }
 
     #[test]
@@ -320,7 +348,7 @@ pub(crate) mod tests {
             at(0, Stage::ConnectProxy, REMOTE),
             at(1, Stage::ConnectProxy, "proxy connect failed on port 4712"),
         ];
-        let v = job_verdict(&fs).unwrap();
+        let v = job_verdict(&fs, None).unwrap();
         assert!(
             v.line.starts_with("FAIL at connect:proxy on ranks 1, 2 "),
             "{}",

@@ -1,5 +1,5 @@
 //! The results file's one writer, rank 0's supervisor, which rank 0's worker sends its
-//! document to (`progress::Event::Doc`); where a document's verdict is decided.
+//! document to (`events::Event::Doc`); where a document's verdict is decided.
 
 use super::backing::verdict_line;
 use super::results::{ResultsDoc, Status, job_verdict};
@@ -104,7 +104,15 @@ fn merge_failures(doc: &mut ResultsDoc, other: &ResultsDoc) {
 /// with the backend it ran on, and makes the rank table agree with it. `false`, and nothing
 /// changed, when it holds no failure. The one place a results document's verdict is decided.
 pub fn decide(doc: &mut ResultsDoc) -> bool {
-    let Some(mut v) = job_verdict(&doc.failures) else {
+    // The rank table has a row for every rank of the job (`JobView::records`), in order.
+    let world = (doc.ranks.len() > 1
+        && doc
+            .ranks
+            .iter()
+            .enumerate()
+            .all(|(i, r)| r.rank as usize == i))
+    .then_some(doc.ranks.len() as u32);
+    let Some(mut v) = job_verdict(&doc.failures, world) else {
         return false;
     };
     v.line = verdict_line(&doc.backend, &v.line);
@@ -140,10 +148,10 @@ pub fn agree(doc: &mut ResultsDoc) {
 }
 
 /// Writes `doc` to `path` atomically, never replacing anything but a regular file (see
-/// [`super::output`]): [`Writer`]'s one way to the disk.
+/// [`super::atomic_file`]): [`Writer`]'s one way to the disk.
 fn save(path: &Path, doc: &ResultsDoc) -> std::io::Result<()> {
     let text = serde_json::to_vec_pretty(doc).map_err(std::io::Error::other)?;
-    super::output::write_atomic(path, &text)
+    super::atomic_file::write_atomic(path, &text)
 }
 
 #[cfg(test)]

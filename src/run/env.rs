@@ -9,8 +9,8 @@ use std::path::PathBuf;
 pub const WORKER: &str = "NCCL_SMOKE_WORKER";
 /// Where the worker finds the run folder (NCCL logs, socket).
 pub const RUN_DIR: &str = "NCCL_SMOKE_RUN_DIR";
-/// The supervisor's Unix socket, where the worker reports (see [`crate::progress`]).
-pub use crate::progress::SOCKET_ENV as SOCKET;
+/// The supervisor's Unix socket, where the worker reports (see [`crate::events`]).
+pub use crate::events::SOCKET_ENV as SOCKET;
 /// Rank 0: the port of its supervisor's status listener, which its worker broadcasts.
 pub const STATUS_PORT: &str = "NCCL_SMOKE_STATUS_PORT";
 /// The simulation: the folder of library links its supervisor made.

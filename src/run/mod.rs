@@ -6,8 +6,9 @@
 //! - [`supervisor`]: spawns the worker with its environment, takes the launcher's signals,
 //!   watches the worker, concludes the rank and, on rank 0, the job;
 //! - [`nccl_ras`]: asking NCCL's RAS service about a communicator;
-//! - [`status`] and [`uplink`]: the side channel between the ranks' supervisors;
-//! - [`link`]: worker → supervisor;
+//! - [`status`] (rank 0's side) and [`rank0_line`] (every other rank's): the side channel
+//!   between the ranks' supervisors;
+//! - [`worker_line`]: worker → supervisor;
 //! - [`env`](mod@env): the variables passed from supervisor to worker.
 
 /// One line on stderr; a closed stderr (the launcher went first) is no reason to stop, nor to
@@ -23,13 +24,13 @@ pub mod env;
 pub mod isolate;
 pub mod launch;
 pub mod libs;
-pub mod link;
 pub mod nccl_ras;
 pub mod plan;
+pub mod rank0_line;
 pub mod status;
 pub mod supervisor;
-pub mod uplink;
 pub mod worker;
+pub mod worker_line;
 
 use crate::stage::exit;
 pub use plan::{Plan, Settings};

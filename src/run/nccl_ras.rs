@@ -32,7 +32,7 @@ pub fn ras_hook<'n>(code: i32, id: &[u8]) -> crate::comm::TimeoutHook<'n> {
         std::thread::scope(|s| {
             let beats = s.spawn(|| {
                 while !done.load(std::sync::atomic::Ordering::SeqCst) {
-                    crate::progress::beat();
+                    crate::events::beat();
                     std::thread::park_timeout(std::time::Duration::from_millis(100));
                 }
             });
@@ -41,7 +41,7 @@ pub fn ras_hook<'n>(code: i32, id: &[u8]) -> crate::comm::TimeoutHook<'n> {
             beats.thread().unpark();
             let lines = answer.map(|r| r.evidence(hash)).unwrap_or_default();
             if !lines.is_empty() {
-                crate::progress::send(&crate::progress::Event::Notes {
+                crate::events::send(&crate::events::Event::Notes {
                     lines: lines.clone(),
                 });
             }

@@ -7,7 +7,7 @@ use crate::bench::sweep::{self, Step};
 use crate::bench::{DataOn, Timing};
 use crate::bootstrap::Mode;
 use crate::console::sanitize;
-use crate::data::{DataType, RedOp};
+use crate::elements::{DataType, RedOp};
 use crate::report::expect::{self, Expectations};
 use crate::report::results::RunConfig;
 use crate::stage::Stage;

@@ -8,7 +8,7 @@
 //! rank (and says whether it reached the first collective).
 
 use crate::error::{Failure, SUPERVISOR_SILENT, Who};
-use crate::progress::Event;
+use crate::events::Event;
 use crate::stage::{Stage, StageRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -61,7 +61,7 @@ fn correct_data_passes_and_a_flipped_element_names_its_sender() {
     // Wrong data from two senders is counted by sender; unwritten elements are not.
     recv[4 * 3] ^= 0x10; // chunk 0, from rank 0
     recv[4 * 5] ^= 0x20;
-    recv[4 * 60..4 * 61].copy_from_slice(&[data::FILL_BYTE; 4]); // chunk 3, never written
+    recv[4 * 60..4 * 61].copy_from_slice(&[elements::FILL_BYTE; 4]); // chunk 3, never written
     let c = check(&recv, p, &l, dt, RedOp::Sum, 2, n, 3);
     assert_eq!((c.wrong, c.unwritten), (4, 1));
     assert_eq!(c.wrong_from, [(0, 2), (2, 1)]);
@@ -85,7 +85,7 @@ fn a_buffer_never_written_is_told_apart_in_every_type_and_pattern() {
             DataType::Uint64,
         ] {
             let l = p.layout(1024, dt.size(), 4);
-            let recv = vec![data::FILL_BYTE; l.recv_count * dt.size()];
+            let recv = vec![elements::FILL_BYTE; l.recv_count * dt.size()];
             let c = check(&recv, p, &l, dt, RedOp::Sum, 1, 4, 0);
             assert!(c.nothing_written(), "{name} {dt:?}: {c:?}");
             assert_eq!(c.unwritten_ranges, [(0, l.recv_count)]);
@@ -100,8 +100,8 @@ fn unwritten_ranges_are_kept_and_written_errors_come_first() {
     let p = pattern("all_reduce");
     let l = p.layout(4 * 100, dt.size(), n);
     let mut recv = received(p, &l, dt, RedOp::Sum, 0, n, 1);
-    recv[4 * 10..4 * 20].fill(data::FILL_BYTE);
-    recv[4 * 50..4 * 60].fill(data::FILL_BYTE);
+    recv[4 * 10..4 * 20].fill(elements::FILL_BYTE);
+    recv[4 * 50..4 * 60].fill(elements::FILL_BYTE);
     recv[4 * 70] ^= 0x40;
     let c = check(&recv, p, &l, dt, RedOp::Sum, 0, n, 1);
     assert_eq!((c.wrong, c.unwritten), (21, 20));
@@ -153,7 +153,7 @@ fn chunked_fill_and_check_equal_whole_ones() {
     assert_eq!(whole, pieces);
     let mut recv = received(p, &l, dt, RedOp::Sum, 1, n, 7);
     recv[8 * 500] ^= 1;
-    recv[8 * 600..8 * 640].fill(data::FILL_BYTE);
+    recv[8 * 600..8 * 640].fill(elements::FILL_BYTE);
     let mut c = Checker::new(p, &l, dt, RedOp::Sum, 1, n, 7);
     for (k, chunk) in recv.chunks(8 * 37).enumerate() {
         c.chunk(k * 37, chunk);

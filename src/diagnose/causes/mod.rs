@@ -141,7 +141,7 @@ pub fn shared_gpu_failure(
 /// NCCL is asked to move it (it would answer `ncclInvalidArgument`, "invalid type").
 pub fn type_too_new(
     who: &Who,
-    dtype: crate::data::DataType,
+    dtype: crate::elements::DataType,
     nccl_version: &str,
     since: i32,
 ) -> Failure {
@@ -166,7 +166,7 @@ pub fn type_too_new(
 /// (all-to-all, send/recv) work on any GPU, and still run.
 pub fn fp8_reduction_unsupported(
     who: &Who,
-    dtype: crate::data::DataType,
+    dtype: crate::elements::DataType,
     pattern: &str,
     gpu: &crate::ffi::cuda::DeviceInfo,
 ) -> Failure {

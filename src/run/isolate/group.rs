@@ -27,7 +27,7 @@ impl Run<'_> {
         let mut comm = match from {
             GroupFrom::Split(parent, color) => {
                 self.enter_round(line, round, Stage::Init);
-                progress::waiting("in ncclCommSplit for this round's group");
+                events::waiting("in ncclCommSplit for this round's group");
                 let Some(p) = parent.as_ref() else {
                     return Err(Failure::new(
                         Stage::Init,
@@ -56,7 +56,7 @@ impl Run<'_> {
             GroupFrom::Fresh => {
                 let id = self.group_id(line, nccl, round, idx, limit)?;
                 self.enter_round(line, round, Stage::Init);
-                progress::waiting("in ncclCommInitRank for this round's group");
+                events::waiting("in ncclCommInitRank for this round's group");
                 Communicator::init_nonblocking(nccl, &id, idx, n, limit)
                     .map_err(|e| self.comm_failure(Stage::Init, e))?
             }
@@ -135,7 +135,7 @@ impl Run<'_> {
         if idx == 0 {
             self.offer_id(line, nccl, round);
         }
-        progress::waiting("waiting for the group's unique id");
+        events::waiting("waiting for the group's unique id");
         match line.next(limit, true) {
             Ok(Down::Go { id: Some(id), .. }) if let Some(id) = unique_id(&id) => Ok(id),
             Ok(Down::Go { why, .. }) => Err(Failure::new(

@@ -32,9 +32,9 @@ use crate::bench::{self, Buffers, RankSample, Timing};
 use crate::bootstrap::Bootstrap;
 use crate::comm::Communicator;
 use crate::error::{self, Failure, Who};
+use crate::events;
 use crate::ffi::nccl::{self, Nccl};
 use crate::patterns::Pattern;
-use crate::progress;
 use crate::report::isolate::{self as verdict, IsolateReport};
 use crate::report::verdict::{Status, Verdict};
 use crate::stage::Stage;
@@ -82,7 +82,7 @@ impl Line {
         let mut beaten = Instant::now();
         loop {
             if beat && beaten.elapsed() > Duration::from_secs(1) {
-                progress::beat();
+                events::beat();
                 beaten = Instant::now();
             }
             match self.rx.recv_timeout(Duration::from_millis(50)) {
@@ -152,7 +152,7 @@ impl Run<'_> {
 
         // Rank 0's coordinator, and its address for every rank.
         self.enter(Stage::UniqueId);
-        progress::step("starting rank 0's isolate coordinator");
+        events::step("starting rank 0's isolate coordinator");
         let mut coordinator = None;
         let mut port = 0u16;
         if rank == 0 {
@@ -179,8 +179,8 @@ impl Run<'_> {
             };
             coordinator = Some(std::thread::spawn(move || coord::run(listener.0, setup)));
         }
-        progress::waiting("waiting for rank 0's isolate coordinator's address");
-        let addrs = super::link::share_address(boot, (rank == 0).then_some(port));
+        events::waiting("waiting for rank 0's isolate coordinator's address");
+        let addrs = super::worker_line::share_address(boot, (rank == 0).then_some(port));
         let mut line = self.connect_coordinator(&addrs)?;
         line.tx.send(&Up::Hello {
             rank,
@@ -203,7 +203,7 @@ impl Run<'_> {
         // This rank's part of the job-wide communicator, while the rounds split it.
         let mut parent: Option<Communicator> = None;
         let code = loop {
-            progress::waiting("waiting for the next isolate round from rank 0");
+            events::waiting("waiting for the next isolate round from rank 0");
             let limit = self.plan.deadline(Stage::Launch) + s.round_limit * coord::ROUND_STEPS * 2;
             let msg = line
                 .next(limit, true)
@@ -243,7 +243,7 @@ impl Run<'_> {
                         });
                     } else if let GroupFrom::Split(Some(p), _) = from {
                         // Sitting out still takes part in the split, which is collective.
-                        progress::waiting("in ncclCommSplit (NCCL_SPLIT_NOCOLOR) for this round");
+                        events::waiting("in ncclCommSplit (NCCL_SPLIT_NOCOLOR) for this round");
                         if let Err(e) = p.split(nccl::SPLIT_NOCOLOR, rank as i32, s.round_limit) {
                             // The coordinator hears of it: no more splits.
                             line.tx.send(&Up::ParentUp {
@@ -259,7 +259,7 @@ impl Run<'_> {
         };
         drop(parent);
         if let Some(c) = coordinator {
-            progress::waiting("rank 0: judging the hosts");
+            events::waiting("rank 0: judging the hosts");
             let report = c.join().map_err(|_| {
                 Failure::new(
                     Stage::Finalize,
@@ -296,7 +296,7 @@ impl Run<'_> {
         if rank == 0 {
             self.offer_id(line, nccl, 0);
         }
-        progress::waiting("waiting for the job-wide communicator's unique id");
+        events::waiting("waiting for the job-wide communicator's unique id");
         let id = match line.next(limit * 2, true) {
             Ok(Down::Go {
                 round: 0,
@@ -309,7 +309,7 @@ impl Run<'_> {
             Err(e) => return failed(e),
         };
         self.enter_round(line, 0, Stage::Init);
-        progress::waiting("in ncclCommInitRank for the job-wide communicator");
+        events::waiting("in ncclCommInitRank for the job-wide communicator");
         // Another rank's failure ends the wait: the coordinator's Source says so.
         let given_up = std::cell::Cell::new(false);
         // Reads no further than the Source: the round that follows it stays on the line.

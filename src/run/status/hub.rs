@@ -9,7 +9,7 @@
 //! so that a burst of ranks connecting at once does not overflow the listen queue.
 
 use super::{JobView, RANK0_SAYS_EVERY, Report};
-use crate::progress::Event;
+use crate::events::Event;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use std::collections::HashMap;

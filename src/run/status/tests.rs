@@ -2,7 +2,7 @@
 use super::*;
 use crate::error::Who;
 use crate::report::results::{RankRecord, RankState};
-use crate::run::uplink::Uplink;
+use crate::run::rank0_line::Uplink;
 
 fn report(rank: u32, event: Event) -> Report {
     Report {
@@ -321,7 +321,7 @@ fn a_host_cut_off_is_one_verdict_whatever_stage_each_of_its_ranks_was_in() {
     v.ranks.get_mut(&4).unwrap().last_heard = past;
     v.ranks.get_mut(&5).unwrap().last_heard = past + Duration::from_millis(400);
     assert!(v.name_unresponsive(|_| Duration::from_secs(5)));
-    let verdict = crate::report::results::job_verdict(&v.failures).unwrap();
+    let verdict = crate::report::results::job_verdict(&v.failures, None).unwrap();
     assert_eq!(verdict.ranks, vec![4, 5]);
     assert!(
         verdict

@@ -1,13 +1,13 @@
 //! The end of a rank: its supervisor's own verdict when the worker gave none, its end sent to
 //! rank 0's supervisor, and on rank 0 the job's state, verdict and exit code.
 
+use super::first_meeting::{launch_doc, report_before_meeting, waited_at_launch};
 use super::recorder::{record, say_line, say_verdict, walked};
 use super::state::{OWN_FAILURE, Watch, rank0_gone, who_label};
 use super::timing::{CANCEL_SETTLE, GATHER, HOLD, SETTLE};
 use crate::error::{Failure, Who};
-use crate::progress::Event;
+use crate::events::Event;
 use crate::report::results::{self, RankState};
-use crate::report::writer::Writer;
 use crate::run::Plan;
 use crate::run::status;
 use crate::stage::{Stage, exit};
@@ -100,6 +100,13 @@ pub(super) fn conclude(
     );
     let failure = own.clone().or_else(|| w.failed.clone());
     let stages = walked(w, walked_through(code));
+    if w.uplink.is_none()
+        && w.job.is_none()
+        && plan.isolate.is_none()
+        && failure.as_ref().is_some_and(|f| !f.is_stopped())
+    {
+        report_before_meeting(w);
+    }
     if let Some(u) = w.uplink.as_mut() {
         u.send(&Event::Ended {
             code,
@@ -216,8 +223,9 @@ pub(super) fn conclude(
         .cloned()
         .collect();
     // Rank 0 waited at the first meeting of the ranks, or was stopped, and heard from no rank:
-    // no rank can report to rank 0 before the ranks first meet, so a rank that failed there
-    // names itself (below), and rank 0, which cannot know who, names nobody.
+    // only a rank on rank 0's host can report to rank 0 before the ranks first meet (see
+    // `report_before_meeting`), so a rank that failed there on another host names itself
+    // (below), and rank 0, which cannot know who, names nobody.
     let unheard = w.job.as_ref().is_some_and(|j| {
         remote.is_empty()
             && j.lock()
@@ -230,7 +238,7 @@ pub(super) fn conclude(
         .job
         .as_ref()
         .filter(|_| !unheard)
-        .and_then(|_| results::job_verdict(&counted));
+        .and_then(|j| results::job_verdict(&counted, j.lock().ok().map(|v| v.nranks)));
     let state = if cancel {
         RankState::Cancelled
     } else {
@@ -300,9 +308,9 @@ pub(super) fn conclude(
         say_verdict(w, v);
     } else if unheard {
         say_line(&format!(
-            "# job: rank 0 heard from no other rank (in the {} stage); no rank can report to \
-             rank 0 before the ranks first meet, so a rank that failed there names itself in \
-             its own VERDICT line",
+            "# job: rank 0 heard from no other rank (in the {} stage); before the ranks first \
+             meet only a rank on rank 0's host can report to rank 0, so a rank that failed \
+             there on another host names itself in its own VERDICT line",
             w.stage
         ));
     } else if w.rank.unwrap_or(0) != 0
@@ -338,57 +346,6 @@ pub(super) fn conclude(
         code = exit::WRITE_FAILED;
     }
     code
-}
-
-/// Rank 0's results file when its worker never opened it: a fresh document, labelled from the
-/// backend the worker reported or else the one asked for. `unheard`: rank 0 heard from no rank
-/// (with the job's exit code): the document's verdict says so and names no rank.
-fn launch_doc(
-    plan: &Plan,
-    w: &Watch,
-    path: &std::path::Path,
-    unheard: Option<u8>,
-) -> Option<Writer> {
-    use crate::report::backing::Backing;
-    let backing = Backing::of(plan.libs.sim, plan.libs.control_plane, None);
-    let mut doc = crate::report::results::ResultsDoc::fresh(
-        &plan.config,
-        &w.host,
-        &backing,
-        Default::default(),
-    );
-    if let Some(b) = &w.backend {
-        doc.backend = b.clone();
-    }
-    if let Some(code) = unheard {
-        let line = format!(
-            "FAIL at {}: rank 0 heard from no other rank; no rank can report to rank 0 \
-                 before the ranks first meet, so a rank that failed there named itself in its \
-                 own VERDICT line",
-            w.stage
-        );
-        doc.verdict = crate::report::results::Verdict {
-            status: crate::report::results::Status::Fail,
-            line: crate::report::backing::verdict_line(&doc.backend, &line),
-            exit_code: code,
-            stage: Some(w.stage),
-            consequences: Vec::new(),
-            ranks: Vec::new(),
-        };
-    }
-    let mut out = Writer::new(path);
-    match out.take(doc) {
-        Ok(()) => Some(out),
-        Err(e) => {
-            say_err!("nccl-smoke: cannot write the results file: {e}");
-            None
-        }
-    }
-}
-
-/// A wait that ran out in the launch stage, at the ranks' first meeting.
-fn waited_at_launch(f: &Failure) -> bool {
-    f.stage == Stage::Launch && results::blame(f) == results::Blame::Waited
 }
 
 /// Rank 0: when no rank failed on its own, only waits ran out in one stage, the ranks found

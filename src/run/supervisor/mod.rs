@@ -6,13 +6,14 @@
 //! code. A hang or a segfault inside a library becomes a verdict instead of a silent job.
 
 mod conclude;
+mod first_meeting;
 mod recorder;
 mod state;
 mod timing;
 mod watch;
 
-use super::link::{self, Msg};
 use super::status::{self, JobView};
+use super::worker_line::{self, Msg};
 use super::{Plan, env, libs};
 use crate::bootstrap::launcher;
 use crate::error::{Failure, Who};
@@ -130,6 +131,9 @@ pub(super) fn spawn_and_watch(
             ..Default::default()
         }));
         status::serve(listener, view.clone());
+        if let Some(key) = launcher::job_key(|k| std::env::var(k).ok()) {
+            worker_line::answer_status_port_locally(&key, addr.port());
+        }
         Some(view)
     } else {
         None
@@ -188,7 +192,7 @@ pub(super) fn spawn_and_watch(
             );
         }
     }
-    link::read_worker(listener, tx);
+    worker_line::read_worker(listener, tx);
     let code = watch(plan, who, child, rx, job, &term);
     if code != exit::PASS && !term.load(Ordering::SeqCst) {
         // This rank's exit makes the launcher tear the job down; linger a moment first, so

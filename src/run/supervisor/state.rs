@@ -2,10 +2,10 @@
 
 use crate::diagnose::causes;
 use crate::error::{Failure, Who};
-use crate::progress::Event;
+use crate::events::Event;
 use crate::report::writer::Writer;
+use crate::run::rank0_line::Uplink;
 use crate::run::status::JobView;
-use crate::run::uplink::Uplink;
 use crate::stage::{Stage, StageRecord, exit};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -168,24 +168,30 @@ pub(super) fn apply(w: &mut Watch, ev: Event) {
             return;
         }
         Event::StatusAddr { addrs } => {
-            if let Some(rank) = w.rank.filter(|r| *r != 0)
-                && w.uplink.is_none()
-            {
-                w.uplink = Uplink::connect(addrs, rank, &w.host);
-                let now = Event::Stage {
-                    stage: w.stage,
-                    rank: w.rank,
-                };
-                if let Some(u) = w.uplink.as_mut() {
-                    u.send(&now);
-                }
-            }
+            connect_uplink(w, addrs);
             return;
         }
         Event::Ended { .. } | Event::Alive | Event::Doc { .. } => return,
     }
     if let Some(u) = w.uplink.as_mut() {
         u.send(&ev);
+    }
+}
+
+/// Another rank: opens its line to rank 0's supervisor at `addrs`, unless it has one, and
+/// says the stage it is in.
+pub(super) fn connect_uplink(w: &mut Watch, addrs: &[String]) {
+    if let Some(rank) = w.rank.filter(|r| *r != 0)
+        && w.uplink.is_none()
+    {
+        w.uplink = Uplink::connect(addrs, rank, &w.host);
+        let now = Event::Stage {
+            stage: w.stage,
+            rank: w.rank,
+        };
+        if let Some(u) = w.uplink.as_mut() {
+            u.send(&now);
+        }
     }
 }
 

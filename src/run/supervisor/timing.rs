@@ -34,3 +34,8 @@ pub(super) const CANCEL_SETTLE: Duration = Duration::from_millis(300);
 
 /// How long a rank whose worker failed stays before exiting (see `spawn_and_watch`).
 pub(super) const LINGER: Duration = Duration::from_millis(700);
+
+/// How long a rank that failed before the ranks first met looks for rank 0's supervisor on its
+/// own host (it is started by then: the failure came after MPI_Init, which waits for every
+/// rank's process, or after a deadline).
+pub(super) const LOCAL_LOOKUP: Duration = Duration::from_millis(500);

@@ -11,8 +11,8 @@ use crate::diagnose::causes;
 use crate::error::{Failure, Who};
 use crate::ffi::os;
 use crate::run::Plan;
-use crate::run::link::Msg;
 use crate::run::status::{self, JobView};
+use crate::run::worker_line::Msg;
 use crate::stage::PEER_MARGIN;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Child;
@@ -253,7 +253,7 @@ pub(super) fn worker_stopped(pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::progress::Event;
+    use crate::events::Event;
     use crate::stage::Stage;
 
     fn who() -> Who {

@@ -70,14 +70,14 @@ impl Run<'_> {
             .iter()
             .filter_map(|l| control_plane::parse_line(rank, l))
             .collect();
-        crate::progress::waiting("gathering every rank's connections (NCCL's log lines)");
+        crate::events::waiting("gathering every rank's connections (NCCL's log lines)");
         let all = bootstrap::gather_json(boot, &mine)
             .map_err(|e| self.gather_failure(Stage::Connect, e.rank, e.to_string()))?;
 
         // Torn down with ncclCommAbort: no kernel ran, so the network proxies' work for the
         // first collectives never drains, and ncclCommFinalize would wait for it forever.
         self.enter(Stage::Finalize);
-        crate::progress::step("in ncclCommAbort (the teardown of a run whose kernels never ran)");
+        crate::events::step("in ncclCommAbort (the teardown of a run whose kernels never ran)");
         comm.abort_now(self.waiting_deadline(Stage::Finalize))
             .map_err(|e| self.comm_failure(Stage::Finalize, e))?;
         self.leave(true);

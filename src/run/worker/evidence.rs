@@ -10,7 +10,7 @@ use crate::error::Failure;
 use crate::ffi::cuda::{Device, Driver};
 use crate::ffi::nccl::{Nccl, NcclError};
 use crate::run::env;
-use crate::run::link;
+use crate::run::worker_line;
 use crate::stage::Stage;
 
 impl Run<'_> {
@@ -100,7 +100,7 @@ impl Run<'_> {
             .collect();
         if self.who.rank != Some(0) {
             targets.extend(
-                link::status_addrs()
+                worker_line::status_addrs()
                     .iter()
                     .filter_map(|a| a.parse::<std::net::SocketAddr>().ok())
                     .filter(|a| !a.ip().is_loopback())

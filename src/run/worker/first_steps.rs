@@ -4,17 +4,17 @@
 use super::Run;
 use crate::bootstrap::{self, Bootstrap};
 use crate::error::{self, AtStage, Failure};
+use crate::events;
 use crate::ffi::cuda::{Device, Driver};
 use crate::ffi::nccl::{self, Nccl};
-use crate::progress;
 use crate::stage::Stage;
 use nccl_smoke_fault::{FaultSet, Kind, Where};
 
 impl Run<'_> {
     /// MPI (or a world of one), the launcher cross-check, and the first MPI collective.
     pub(super) fn launch(&mut self) -> Result<Box<dyn Bootstrap>, Failure> {
-        progress::enter(Stage::Launch, self.who.rank);
-        progress::waiting("in MPI_Init (or the launcher's bootstrap)");
+        events::enter(Stage::Launch, self.who.rank);
+        events::waiting("in MPI_Init (or the launcher's bootstrap)");
         let boot = bootstrap::init(self.plan.bootstrap, self.plan.deadline(Stage::Launch))
             .at(Stage::Launch, &self.who)?;
         if let Some(msg) =
@@ -25,16 +25,21 @@ impl Run<'_> {
                 .hint("use the mpirun of the MPI nccl-smoke was built with (see `ldd nccl-smoke | grep mpi`), or rebuild against this one"));
         }
         self.who.rank = Some(boot.rank());
-        progress::enter(Stage::Launch, self.who.rank);
-        progress::step("before the first MPI collective: this rank never reached it");
-        if self.plan.libs.sim {
-            self.simulated_launch_fault()?;
+        events::enter(Stage::Launch, self.who.rank);
+        events::step("before the first MPI collective: this rank never reached it");
+        if self.plan.libs.sim
+            && let Err(f) = self.simulated_launch_fault()
+        {
+            // Leave MPI initialised: finalising would wait for the ranks in the barrier, and
+            // this rank's failure would read as a hang.
+            std::mem::forget(boot);
+            return Err(f);
         }
-        progress::waiting(
+        events::waiting(
             "waiting in the first MPI collective (barrier) for ranks that never arrived",
         );
         boot.barrier();
-        crate::run::link::share_status_address(boot.as_ref());
+        crate::run::worker_line::share_status_address(boot.as_ref());
         Ok(boot)
     }
 

@@ -12,11 +12,11 @@ use crate::bootstrap::{self, Bootstrap};
 use crate::comm::Communicator;
 use crate::diagnose::{causes, probe};
 use crate::error::{AtStage, Failure, Who};
+use crate::events;
 use crate::ffi::cuda::{self, CudaError, Driver};
 use crate::ffi::nccl::Nccl;
 use crate::ffi::os;
 use crate::patterns;
-use crate::progress;
 use crate::report::backing::Backing;
 use crate::report::fingerprint::{DriverInfo, NcclInfo, RankInfo};
 use crate::report::results::{ResultsDoc, StageRecord};
@@ -93,7 +93,7 @@ impl Run<'_> {
         self.leave(true);
         self.stage = stage;
         self.stage_start = Instant::now();
-        progress::enter(stage, self.who.rank);
+        events::enter(stage, self.who.rank);
     }
 
     pub(super) fn leave(&mut self, ok: bool) {
@@ -121,6 +121,40 @@ impl Run<'_> {
             std::mem::forget(boot);
         }
         result
+    }
+
+    /// The selected patterns that run on `nranks` ranks; each left out is said on rank 0. None
+    /// left is a failure: nothing would be measured.
+    fn runnable(&self, nranks: u32) -> Result<Vec<&'static dyn patterns::Pattern>, Failure> {
+        let mut out = patterns::select(&self.plan.patterns).at(Stage::Launch, &self.who)?;
+        let skipped: Vec<String> = out
+            .iter()
+            .filter_map(|p| {
+                p.runs_on(nranks)
+                    .err()
+                    .map(|why| format!("{}: {why}", p.name()))
+            })
+            .collect();
+        out.retain(|p| p.runs_on(nranks).is_ok());
+        if self.who.rank == Some(0) {
+            for s in &skipped {
+                println!("# skipped {s}");
+            }
+        }
+        if out.is_empty() {
+            return Err(Failure::new(
+                Stage::Launch,
+                &self.who,
+                format!(
+                    "no selected pattern runs on {nranks} ranks ({})",
+                    skipped.join("; ")
+                ),
+            )
+            .hint(
+                "choose --patterns that run on this many ranks, or launch a rank count they take",
+            ));
+        }
+        Ok(out)
     }
 
     /// Every stage after launch.
@@ -191,7 +225,7 @@ impl Run<'_> {
 
         self.enter(Stage::Device);
         let device = self.open_device(&driver, boot.local_rank())?;
-        let selected = patterns::select(&self.plan.patterns).at(Stage::Launch, &self.who)?;
+        let selected = self.runnable(nranks)?;
         if self.plan.datatype.is_fp8()
             && let Some(reducing) = selected.iter().find(|p| p.reduces())
             && device.info.compute_capability.is_some_and(|cc| cc < (9, 0))
@@ -210,7 +244,7 @@ impl Run<'_> {
             pid: std::process::id(),
             device: device.info.clone(),
         };
-        progress::waiting(
+        events::waiting(
             "gathering every rank's device (a rank that has not got this far is stuck)",
         );
         let infos = bootstrap::gather_json(boot, &me)
@@ -288,7 +322,7 @@ impl Run<'_> {
             })?;
         // From here a wait that times out asks NCCL's RAS what the other ranks are doing.
         comm.before_timeout_abort(super::nccl_ras::ras_hook(nccl.version_code, &id));
-        progress::send(&progress::Event::Ras {
+        events::send(&events::Event::Ras {
             version: nccl.version_code,
             hash: crate::diagnose::ras::comm_hash(nccl.version_code, &id),
         });
@@ -396,7 +430,7 @@ impl Run<'_> {
         let driver_sim = driver_sim.unwrap_or(self.plan.libs.control_plane);
         self.backing = Backing::of(nccl_sim || self.plan.libs.sim, driver_sim, Some(version));
         if matches!(self.backing, Backing::SimulatedGpus { .. }) {
-            progress::send(&progress::Event::Backend {
+            events::send(&events::Event::Backend {
                 backend: self.backing.backend(),
             });
         }

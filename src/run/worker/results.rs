@@ -7,10 +7,10 @@ use crate::bench::{self, Buffers, SizeResult, Timing};
 use crate::bootstrap::Bootstrap;
 use crate::comm::Communicator;
 use crate::error::Failure;
+use crate::events::{self, Event};
 use crate::ffi::cuda::Driver;
 use crate::ffi::nccl::Nccl;
 use crate::patterns::Pattern;
-use crate::progress::{self, Event};
 use crate::report::fingerprint::{self, DriverInfo, Fingerprint, NcclInfo, RankInfo};
 use crate::report::results::{ResultsDoc, Status, Verdict};
 use crate::report::writer;
@@ -24,7 +24,7 @@ impl Run<'_> {
     pub(in crate::run) fn send_doc(&self) {
         let Some(r) = &self.results else { return };
         match serde_json::to_value(r) {
-            Ok(doc) => progress::send(&Event::Doc { doc }),
+            Ok(doc) => events::send(&Event::Doc { doc }),
             // Not seen: the document is plain data (non-finite numbers are strings, see
             // `crate::lossless`). Said, so that a file left behind is not taken as current.
             Err(e) => eprintln!("nccl-smoke: the results document cannot be sent: {e}"),
@@ -52,9 +52,9 @@ impl Run<'_> {
             writer::decide(r);
         }
         self.send_doc();
-        progress::send(&Event::Failed { failure: f.clone() });
+        events::send(&Event::Failed { failure: f.clone() });
         for failure in implicated {
-            progress::send(&Event::Implicated { failure });
+            events::send(&Event::Implicated { failure });
         }
         f.exit_code()
     }
@@ -71,7 +71,7 @@ impl Run<'_> {
         };
         let mut doc = ResultsDoc::fresh(&self.plan.config, &self.who.host, &self.backing, fp);
         doc.stages = self.stages.clone();
-        progress::send(&Event::Results {
+        events::send(&Event::Results {
             path: path.display().to_string(),
         });
         self.results = Some(doc);

@@ -93,7 +93,7 @@ fn every_rank_named_gets_a_failure_alike_but_for_its_rank() {
             .all(|f| f.error == all[0].error && f.stage == Stage::Verify)
     );
     // The job's verdict reads them as one line naming the three ranks.
-    let v = crate::report::verdict::job_verdict(&all).unwrap();
+    let v = crate::report::verdict::job_verdict(&all, None).unwrap();
     assert_eq!(v.ranks, [0, 1, 2]);
     assert!(
         v.line

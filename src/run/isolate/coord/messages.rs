@@ -135,7 +135,7 @@ pub(super) fn mark_gone(st: &mut State, live: &mut [Live], rank: u32, why: Strin
 /// group at verify).
 pub(super) fn outcome_of(st: &State, g: &Live) -> Outcome {
     let host_of = |r: u32| st.conns.get(&r).map(|c| c.host.clone()).unwrap_or_default();
-    if let Some(v) = job_verdict(&g.failures) {
+    if let Some(v) = job_verdict(&g.failures, None) {
         let mut hosts: Vec<String> = v.ranks.iter().map(|r| host_of(*r)).collect();
         hosts.dedup();
         return Outcome::Failed {

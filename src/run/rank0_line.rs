@@ -2,7 +2,7 @@
 //! says back (alive, ack, bye).
 
 use super::status::{ALIVE_EVERY, RANK0_SILENCE_FLOOR, Report, SELF_STOPPED, WRITE_LIMIT};
-use crate::progress::Event;
+use crate::events::Event;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
