@@ -10,6 +10,7 @@ mod all_reduce;
 mod all_to_all;
 mod broadcast;
 mod gather;
+mod hypercube;
 mod reduce;
 mod reduce_scatter;
 mod scatter;
@@ -196,6 +197,7 @@ pub static REGISTRY: &[&dyn Pattern] = &[
     &reduce::Reduce,
     &gather::Gather,
     &scatter::Scatter,
+    &hypercube::Hypercube,
 ];
 
 /// Resolves a `--patterns` list: exact names, or a prefix (`send_recv` selects both shapes).
