@@ -45,7 +45,9 @@ fn check(np: u32, case: &Case) -> String {
         let among = verdict
             .and_then(|l| l.split(&format!("FAIL at {} on ranks ", case.stage)).nth(1))
             .and_then(|r| r.split(" (").next())
-            .is_some_and(|ranks| ranks.split(", ").any(|r| r == case.rank.to_string()));
+            .is_some_and(|ranks| ranks.split(", ").any(|r| r == case.rank.to_string()))
+            || verdict
+                .is_some_and(|l| l.contains(&format!("FAIL at {} on all {np} ranks ", case.stage)));
         if !among && !verdict.is_some_and(|l| l.contains(&want)) {
             problems.push(format!(
                 "the verdict does not name rank {} among the ranks stuck in the operation: {verdict:?}",

@@ -57,6 +57,7 @@ fn rank_0_not_blamed(t: &str, version: &str) {
     let v = verdict(t);
     assert!(!v.contains("on rank 0 (host"), "{version}: {v}");
     assert!(!v.contains("on ranks 0"), "{version}: {v}");
+    assert!(!v.contains(" on all "), "{version}: {v}");
 }
 
 #[test]

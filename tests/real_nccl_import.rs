@@ -61,6 +61,10 @@ fn seed_000_runs_are_named_buffer_import_on_rank_1() {
             "{version}: rank 0 blamed:\n{t}"
         );
         assert!(!t.contains("on ranks 0"), "{version}: rank 0 blamed:\n{t}");
+        assert!(
+            !t.contains(" on all "),
+            "{version}: every rank blamed:\n{t}"
+        );
         // NCCL's own words are quoted.
         assert!(
             t.lines()
