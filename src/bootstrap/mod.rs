@@ -50,7 +50,17 @@ pub struct Info {
 /// `--bootstrap` (its values are the command line's, as `DataType`'s are). `Auto`: the explicit
 /// `NCCL_SMOKE_BOOTSTRAP` first; then MPI when built with it and an MPI launcher's variables
 /// are present; then the TCP rendezvous from launcher variables; then a world of one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub enum Mode {
     #[default]
     Auto,

@@ -349,7 +349,7 @@ pub fn dispatch(cli: Cli) -> u8 {
         Command::ProbeImport(a) => {
             crate::diagnose::probe::import_side(&a.socket, &a.cuda_lib, a.device)
         }
-        Command::Run(args) => crate::run::start(args.plan()),
-        Command::Isolate(args) => crate::run::start(args.plan()),
+        Command::Run(args) => crate::run::start(|| args.plan()),
+        Command::Isolate(args) => crate::run::start(|| args.plan()),
     }
 }

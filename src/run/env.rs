@@ -83,6 +83,26 @@ pub fn run_dir() -> Option<PathBuf> {
     std::env::var_os(RUN_DIR).map(PathBuf::from)
 }
 
+/// The file in the run folder that holds the plan the supervisor built, for its worker.
+const PLAN_FILE: &str = "plan.json";
+
+/// The supervisor: writes `plan` into the run folder, where its worker takes it as it is
+/// (see [`handed_plan`]): the command line is checked once, and both processes run one plan.
+pub fn hand_over(plan: &super::Plan, run_dir: &std::path::Path) -> Result<(), String> {
+    let path = run_dir.join(PLAN_FILE);
+    let text = serde_json::to_vec(plan).map_err(|e| format!("cannot write the plan: {e}"))?;
+    std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// The worker: the plan its supervisor handed over (see [`hand_over`]).
+pub fn handed_plan() -> Result<super::Plan, String> {
+    let path = run_dir()
+        .ok_or_else(|| format!("a worker without {RUN_DIR}: start nccl-smoke run, not its worker"))?
+        .join(PLAN_FILE);
+    let text = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_slice(&text).map_err(|e| format!("{}: not a plan: {e}", path.display()))
+}
+
 /// Rank 0's worker: its supervisor's status port.
 pub fn status_port() -> Option<String> {
     std::env::var(STATUS_PORT).ok()

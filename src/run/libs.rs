@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 /// Which libraries were asked for.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct LibChoice {
     /// nccl-smoke's CPU simulation of libnccl and libcuda instead of the node's.
     pub sim: bool,

@@ -37,14 +37,22 @@ pub use plan::{Plan, Settings};
 pub use supervisor::supervise;
 pub use worker::worker;
 
-/// `run` and `isolate`: the supervisor, or (in the process it spawns) the worker.
-pub fn start(plan: Result<Plan, String>) -> u8 {
+/// `run` and `isolate`: the supervisor, which builds the plan (`plan`, from the command line),
+/// or, in the process it spawns, the worker, which runs the plan its supervisor handed over.
+pub fn start(plan: impl FnOnce() -> Result<Plan, String>) -> u8 {
+    let plan = if env::is_worker() {
+        match env::handed_plan() {
+            Ok(plan) => return worker(&plan),
+            Err(msg) => Err(msg),
+        }
+    } else {
+        plan()
+    };
     match plan {
         Err(msg) => {
             eprintln!("nccl-smoke: {msg}");
             exit::USAGE
         }
-        Ok(plan) if env::is_worker() => worker(&plan),
         Ok(plan) => supervise(&plan),
     }
 }

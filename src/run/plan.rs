@@ -51,8 +51,9 @@ pub struct Settings {
     pub isolate: Option<crate::run::isolate::Settings>,
 }
 
-/// A checked plan.
-#[derive(Debug, Clone)]
+/// A checked plan: built once, by the supervisor, and handed to its worker as it is
+/// (serialised; see [`crate::run::env::hand_over`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Plan {
     pub libs: LibChoice,
     /// The pattern names as given (each known; see [`crate::patterns::select`]).
@@ -403,6 +404,10 @@ mod tests {
     use super::*;
 
     fn plan(timeout: Option<f64>, stage_timeout: Vec<(Stage, f64)>) -> Plan {
+        settings(timeout, stage_timeout).plan().unwrap()
+    }
+
+    fn settings(timeout: Option<f64>, stage_timeout: Vec<(Stage, f64)>) -> Settings {
         Settings {
             libs: LibChoice {
                 sim: true,
@@ -428,8 +433,48 @@ mod tests {
             bootstrap: Mode::Auto,
             isolate: None,
         }
-        .plan()
-        .unwrap()
+    }
+
+    proptest::proptest! {
+        /// The plan the worker runs is the plan the supervisor built: handed over as JSON
+        /// (`env::hand_over`), it reads back equal, whatever the settings.
+        #[test]
+        fn a_plan_survives_the_hand_over(
+            timeout in proptest::option::of(0.1f64..86_400.0),
+            stage in 0usize..Stage::ALL.len(),
+            secs in 0.1f64..1000.0,
+            dtype in 0usize..16,
+            op in 0usize..8,
+            repeat in 1u32..5,
+            step in 1.1f64..8.0,
+            isolate in proptest::bool::ANY,
+        ) {
+            use clap::ValueEnum;
+            let (types, ops) = (DataType::value_variants(), RedOp::value_variants());
+            let mut p = plan(timeout, vec![(Stage::ALL[stage], secs)]);
+            let settings = Settings {
+                datatype: types[dtype % types.len()],
+                op: ops[op % ops.len()],
+                repeat,
+                stepfactor: step,
+                bootstrap: Mode::Env,
+                ..settings(timeout, vec![(Stage::ALL[stage], secs)])
+            };
+            if let Ok(q) = settings.plan() {
+                p = q;
+            }
+            if isolate {
+                p.isolate = Some(crate::run::isolate::Settings {
+                    pairs: crate::run::isolate::Pairs::value_variants()[0],
+                    round_limit: Duration::from_secs_f64(secs),
+                    groups: crate::run::isolate::Groups::value_variants()[0],
+                    slow_fraction: step / 10.0,
+                });
+            }
+            let text = serde_json::to_string(&p).unwrap();
+            let back: Plan = serde_json::from_str(&text).unwrap();
+            proptest::prop_assert_eq!(back, p);
+        }
     }
 
     /// The header's deadlines are the ones the run uses: defaults, --timeout, a stage's own.

@@ -47,7 +47,7 @@ pub use rounds::Pairs;
 pub use source::Groups;
 
 /// `isolate`'s own settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Settings {
     pub pairs: Pairs,
     /// The deadline of each step of a group's work in a round.

@@ -4,7 +4,9 @@ use crate::report::isolate::{GroupResult, HostStatus, IsolateReport, Phase};
 use std::collections::BTreeSet;
 
 /// Which pairs of hosts meet (`isolate --pairs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 pub enum Pairs {
     /// A perfect matching, then a shifted one: every host meets two partners in two rounds.
     Quick,

@@ -6,7 +6,9 @@ use crate::report::isolate::{GroupResult, GroupSource, Outcome};
 use crate::stage::Stage;
 
 /// `isolate --groups`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 pub enum Groups {
     /// ncclCommSplit of a job-wide communicator where every rank's library has it and that
     /// communicator comes up; fresh unique ids otherwise, and after a round where a group

@@ -110,6 +110,7 @@ pub(super) fn spawn_and_watch(
             format!("cannot locate nccl-smoke itself: {e}"),
         )
     })?;
+    env::hand_over(plan, run_dir).map_err(|e| Failure::new(Stage::Launch, who, e))?;
     let sim_links = match plan.libs.stand_ins() {
         Some(which) => Some(
             libs::prepare_links(which, plan.libs.sim_dir.as_deref(), &run_dir.join("lib"))
