@@ -12,29 +12,11 @@ use nccl_smoke::stage::Stage;
 use std::process::Output;
 
 fn sim(np: u32, patterns: &str, dtype: &str, json: Option<&std::path::Path>) -> Output {
-    let mut args = vec![
-        "run",
-        "--backend",
-        "sim",
-        "-b",
-        "1K",
-        "-e",
-        "64K",
-        "-f",
-        "8",
-        "-n",
-        "1",
-        "-w",
-        "0",
-        "-d",
-        dtype,
-        "--patterns",
-        patterns,
-    ];
+    let mut args = vec!["-f", "8", "-d", dtype, "--patterns", patterns];
     if let Some(j) = json {
         args.extend(["--json", j.to_str().unwrap()]);
     }
-    mpirun(np, &args, &[], 120)
+    one_pass(np, ("1K", "64K"), &args, &[], 120)
 }
 
 fn check(np: u32, dtype: &str) -> Result<(), String> {
@@ -124,23 +106,10 @@ fn three_ranks_skip_it_as_nccl_tests_does() {
 #[test]
 fn a_data_fault_is_found() {
     require_sim();
-    let o = mpirun(
+    let o = one_pass(
         4,
-        &[
-            "run",
-            "--backend",
-            "sim",
-            "-b",
-            "4K",
-            "-e",
-            "4K",
-            "-n",
-            "1",
-            "-w",
-            "0",
-            "--patterns",
-            "hypercube",
-        ],
+        ("4K", "4K"),
+        &["--patterns", "hypercube"],
         &[("NCCL_SMOKE_SIM_FAULT", "verify@2:flip")],
         60,
     );

@@ -393,3 +393,30 @@ pub fn sim_run(np: u32, extra: &[&str], env: &[(&str, &str)]) -> Output {
     args.extend_from_slice(extra);
     mpirun(np, &args, env, 90)
 }
+
+/// `mpirun -np N nccl-smoke run --backend sim -b FROM -e TO -n 1 -w 0` plus `extra` arguments
+/// and `env`: one timed iteration per size, no warm-up; bounded to `limit_s`.
+pub fn one_pass(
+    np: u32,
+    (from, to): (&str, &str),
+    extra: &[&str],
+    env: &[(&str, &str)],
+    limit_s: u32,
+) -> Output {
+    require_sim();
+    let mut args = vec![
+        "run",
+        "--backend",
+        "sim",
+        "-b",
+        from,
+        "-e",
+        to,
+        "-n",
+        "1",
+        "-w",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    mpirun(np, &args, env, limit_s)
+}
