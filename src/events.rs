@@ -60,7 +60,7 @@ pub enum Event {
     /// several ranks): it counts in the job's verdict as that rank's, sent after `Failed`.
     Implicated { failure: Failure },
     /// Where rank 0's supervisor takes status reports (rank 0 broadcast it at launch).
-    StatusAddr { addrs: Vec<String> },
+    StatusAddr { addrs: Vec<Address> },
     /// Supervisor to rank 0's supervisor: this rank is done, with this exit code and verdict.
     Ended {
         code: u8,
@@ -126,9 +126,78 @@ pub fn budget(secs: f64) {
     send(&Event::Budget { secs });
 }
 
+/// Where a process of rank 0 listens (its supervisor's status line, `isolate`'s coordinator):
+/// a host, by IPv4 address or by name, and a port. Written `host:port`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Address {
+    pub host: String,
+    pub port: u16,
+}
+
+impl Address {
+    /// `host:port` (the port after the last colon), or `None`.
+    pub fn parse(text: &str) -> Option<Address> {
+        let (host, port) = text.trim().rsplit_once(':')?;
+        Some(Address {
+            host: host.to_string(),
+            port: port.parse().ok()?,
+        })
+    }
+
+    /// The address as a socket address when its host is an IP address (a name is not looked
+    /// up).
+    pub fn ip(&self) -> Option<std::net::SocketAddr> {
+        let ip: std::net::IpAddr = self.host.parse().ok()?;
+        Some(std::net::SocketAddr::new(ip, self.port))
+    }
+
+    /// The first socket address it resolves to (a name is looked up).
+    pub fn resolve(&self) -> Option<std::net::SocketAddr> {
+        use std::net::ToSocketAddrs;
+        (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .ok()?
+            .next()
+    }
+}
+
+impl std::fmt::Display for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// An address crosses the line and the text of rank 0's broadcast unchanged.
+        #[test]
+        fn an_address_survives_the_wire_and_its_text(
+            host in "[a-z0-9.-]{1,30}",
+            port in proptest::num::u16::ANY,
+        ) {
+            let a = Address { host, port };
+            let e = Event::StatusAddr { addrs: vec![a.clone()] };
+            let back: Event = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+            proptest::prop_assert_eq!(back, e);
+            proptest::prop_assert_eq!(Address::parse(&a.to_string()), Some(a));
+        }
+    }
+
+    #[test]
+    fn an_address_is_a_host_and_a_port() {
+        let a = Address::parse("10.0.0.2:4711").unwrap();
+        assert_eq!(a.ip(), Some("10.0.0.2:4711".parse().unwrap()));
+        let named = Address::parse("gpu01:4711").unwrap();
+        assert_eq!(
+            (named.host.as_str(), named.port, named.ip()),
+            ("gpu01", 4711, None)
+        );
+        assert_eq!(Address::parse("gpu01"), None);
+        assert_eq!(Address::parse("gpu01:port"), None);
+    }
 
     #[test]
     fn events_are_one_json_line_each() {

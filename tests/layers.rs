@@ -374,3 +374,41 @@ fn no_source_file_is_over_500_lines_but_generated_bindings() {
         long.join("\n")
     );
 }
+
+/// Only the console prints what a person reads on standard output (`src/console/`, where a
+/// run's worker asks which rank it is once, in `console::rank`), and `main`; the probe
+/// helper's reply to the process that started it (`diagnose::probe`) is not for a person.
+#[test]
+fn only_the_console_prints_to_standard_output() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut all = Vec::new();
+    files(&src, &mut all);
+    let mut found = Vec::new();
+    for path in all {
+        let rel = path
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        let exempt = rel.starts_with("console/")
+            || rel == "main.rs"
+            || rel == "diagnose/probe.rs"
+            || rel.ends_with("tests.rs")
+            || rel.contains("/tests/");
+        if exempt {
+            continue;
+        }
+        let (code, _) = without_tests(&std::fs::read_to_string(&path).unwrap());
+        for (i, line) in code.lines().enumerate() {
+            let t = line.trim_start();
+            if t.starts_with("println!") || t.starts_with("print!") || line.contains(" println!(") {
+                found.push(format!("{rel}:{}: {}", i + 1, t));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "printing outside the console:\n{}",
+        found.join("\n")
+    );
+}

@@ -1,9 +1,11 @@
-//! Everything a person reads from the subcommands that read files: each module takes what
-//! `report` and `diagnose` computed and prints it, and returns the exit code.
+//! Everything a person reads: from the subcommands that read files, each module takes what
+//! `report` and `diagnose` computed and prints it, and returns the exit code; and a run's
+//! worker's console (`rank`), which alone decides what each rank prints.
 
 pub mod compare;
 pub mod doctor;
 pub mod explain;
+pub mod rank;
 pub mod verdict;
 
 /// `s` as a message may show it: control characters escaped, at most 80 characters.

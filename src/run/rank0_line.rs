@@ -2,9 +2,9 @@
 //! says back (alive, ack, bye).
 
 use super::status::{ALIVE_EVERY, RANK0_SILENCE_FLOOR, Report, SELF_STOPPED, WRITE_LIMIT};
-use crate::events::Event;
+use crate::events::{Address, Event};
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -38,20 +38,13 @@ pub struct Uplink {
 
 impl Uplink {
     /// Tries each address for up to two seconds in all.
-    pub fn connect(addrs: &[String], rank: u32, host: &str) -> Option<Uplink> {
+    pub fn connect(addrs: &[Address], rank: u32, host: &str) -> Option<Uplink> {
         let start = Instant::now();
         // Rank 0 lists its host name last (see `share_status_address`).
-        let rank0_host = addrs
-            .last()
-            .and_then(|a| a.rsplit_once(':'))
-            .map(|(h, _)| h.to_string())
-            .unwrap_or_default();
+        let rank0_host = addrs.last().map(|a| a.host.clone()).unwrap_or_default();
         while start.elapsed() < Duration::from_secs(2) {
             for a in addrs {
-                let Ok(mut it) = a.to_socket_addrs() else {
-                    continue;
-                };
-                if let Some(sa) = it.next()
+                if let Some(sa) = a.resolve()
                     && let Ok(stream) = TcpStream::connect_timeout(&sa, Duration::from_millis(500))
                 {
                     let _ = stream.set_nodelay(true);

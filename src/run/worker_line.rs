@@ -4,7 +4,7 @@
 
 use super::env;
 use crate::bootstrap::Bootstrap;
-use crate::events::{self, Event};
+use crate::events::{self, Address, Event};
 use crate::ffi::os;
 use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixListener;
@@ -36,7 +36,7 @@ pub(super) fn read_worker(listener: UnixListener, tx: mpsc::Sender<Msg>) {
 }
 
 /// Rank 0's supervisor's addresses, once broadcast: a host every rank should reach.
-pub(super) static STATUS_ADDRS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+pub(super) static STATUS_ADDRS: std::sync::OnceLock<Vec<Address>> = std::sync::OnceLock::new();
 
 /// Rank 0 broadcasts where its supervisor takes status reports; every worker hands that to its
 /// own supervisor, which then reports to rank 0's.
@@ -55,7 +55,7 @@ pub(super) fn share_status_address(boot: &dyn Bootstrap) {
 
 /// Rank 0 broadcasts `port` on each of its IPv4 addresses and on its host name (last); every
 /// rank gets the list (empty when rank 0 has no port to give).
-pub(super) fn share_address(boot: &dyn Bootstrap, port: Option<u16>) -> Vec<String> {
+pub(super) fn share_address(boot: &dyn Bootstrap, port: Option<u16>) -> Vec<Address> {
     let mut buf = [0u8; 1024];
     if boot.rank() == 0
         && let Some(port) = port
@@ -73,13 +73,12 @@ pub(super) fn share_address(boot: &dyn Bootstrap, port: Option<u16>) -> Vec<Stri
     let text = String::from_utf8_lossy(&buf);
     text.trim_end_matches('\0')
         .split(',')
-        .filter(|a| !a.is_empty())
-        .map(String::from)
+        .filter_map(Address::parse)
         .collect()
 }
 
 /// Rank 0's supervisor's addresses, once broadcast.
-pub(super) fn status_addrs() -> &'static [String] {
+pub(super) fn status_addrs() -> &'static [Address] {
     STATUS_ADDRS.get().map(Vec::as_slice).unwrap_or(&[])
 }
 
@@ -116,7 +115,7 @@ pub(super) fn answer_status_port_locally(key: &str, port: u16) {
 /// A rank that has no address of rank 0's supervisor (it failed before the ranks first met):
 /// rank 0's status address when rank 0's supervisor runs on this host, asked for `within`
 /// (rank 0's supervisor may be starting still). Empty when it is not found.
-pub(super) fn local_status_address(key: &str, within: std::time::Duration) -> Vec<String> {
+pub(super) fn local_status_address(key: &str, within: std::time::Duration) -> Vec<Address> {
     let start = std::time::Instant::now();
     let Ok(name) = local_name(key) else {
         return Vec::new();
@@ -129,8 +128,14 @@ pub(super) fn local_status_address(key: &str, within: std::time::Duration) -> Ve
             return match line.trim().parse::<u16>() {
                 // The host name last, as rank 0 lists it (see `share_address`).
                 Ok(port) => vec![
-                    format!("127.0.0.1:{port}"),
-                    format!("{}:{port}", os::hostname()),
+                    Address {
+                        host: "127.0.0.1".into(),
+                        port,
+                    },
+                    Address {
+                        host: os::hostname(),
+                        port,
+                    },
                 ],
                 Err(_) => Vec::new(),
             };
@@ -153,11 +158,11 @@ mod tests {
         assert!(none.is_empty(), "{none:?}");
         answer_status_port_locally(&key, 4711);
         let found = local_status_address(&key, std::time::Duration::from_secs(2));
-        assert_eq!(found.first().map(String::as_str), Some("127.0.0.1:4711"));
-        assert!(
-            found.last().is_some_and(|a| a.ends_with(":4711")),
-            "{found:?}"
+        assert_eq!(
+            found.first().map(ToString::to_string).as_deref(),
+            Some("127.0.0.1:4711")
         );
+        assert!(found.last().is_some_and(|a| a.port == 4711), "{found:?}");
         // Another job's name is another socket.
         let other = local_status_address(&format!("{key}-other"), std::time::Duration::ZERO);
         assert!(other.is_empty(), "{other:?}");

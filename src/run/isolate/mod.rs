@@ -334,15 +334,12 @@ impl Run<'_> {
         }
     }
 
-    fn connect_coordinator(&self, addrs: &[String]) -> Result<Line, Failure> {
+    fn connect_coordinator(&self, addrs: &[crate::events::Address]) -> Result<Line, Failure> {
         let start = Instant::now();
         let limit = Duration::from_secs(10);
         while start.elapsed() < limit {
             for a in addrs {
-                let Ok(mut it) = std::net::ToSocketAddrs::to_socket_addrs(a.as_str()) else {
-                    continue;
-                };
-                if let Some(sa) = it.next()
+                if let Some(sa) = a.resolve()
                     && let Ok(stream) = TcpStream::connect_timeout(&sa, Duration::from_millis(500))
                     && let Ok(tx) = Sender::new(&stream)
                 {
@@ -362,7 +359,11 @@ impl Run<'_> {
             &self.who,
             format!(
                 "could not reach rank 0's isolate coordinator at {} within {:.0} s",
-                addrs.join(" or "),
+                addrs
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" or "),
                 limit.as_secs_f64()
             ),
         )
@@ -374,8 +375,9 @@ impl Run<'_> {
 
     /// Rank 0: the per-host table, the verdict line, and the results file.
     fn say_isolate(&mut self, report: &IsolateReport) {
+        let console = self.console();
         let rounds = report.groups.iter().map(|g| g.round).max().unwrap_or(0);
-        println!(
+        console.job(format!(
             "# isolate: {} host(s), {} round(s), {} group(s){}",
             report.hosts.len(),
             rounds,
@@ -384,8 +386,8 @@ impl Run<'_> {
                 .label()
                 .map(|l| format!(" — {l}"))
                 .unwrap_or_default()
-        );
-        println!("# groups from: {}", report.source.describe());
+        ));
+        console.job(format!("# groups from: {}", report.source.describe()));
         for g in &report.groups {
             let what = match &g.outcome {
                 verdict::Outcome::Passed { rows } => rows
@@ -395,16 +397,14 @@ impl Run<'_> {
                     .join(", "),
                 verdict::Outcome::Failed { line, .. } => line.clone(),
             };
-            println!(
+            console.job(format!(
                 "#   round {} {} [{}]: {what}",
                 g.round,
                 g.phase.name(),
                 g.hosts.join(" + ")
-            );
+            ));
         }
-        for l in verdict::table(report, self.backing.label().as_deref()) {
-            println!("{l}");
-        }
+        console.job_lines(verdict::table(report, self.backing.label().as_deref()));
         let status = if report.exit_code == crate::stage::exit::PASS {
             Status::Pass
         } else {
@@ -420,7 +420,7 @@ impl Run<'_> {
             self.backing.prefix(),
             report.line
         );
-        println!("VERDICT: {line}");
+        console.job(format!("VERDICT: {line}"));
         if let Some(r) = self.results.as_mut() {
             r.isolate = Some(report.clone());
             r.verdict = Verdict {

@@ -1,6 +1,7 @@
 //! The status line's unit tests.
 use super::*;
 use crate::error::Who;
+use crate::events::Address;
 use crate::report::results::{RankRecord, RankState};
 use crate::run::rank0_line::Uplink;
 
@@ -199,7 +200,7 @@ fn reports_travel_over_tcp() {
         ..Default::default()
     }));
     serve(listener, view.clone());
-    let mut up = Uplink::connect(&[addr], 1, "h1").unwrap();
+    let mut up = Uplink::connect(&[Address::parse(&addr).unwrap()], 1, "h1").unwrap();
     up.send(&Event::Stage {
         stage: Stage::Run,
         rank: Some(1),
@@ -246,7 +247,7 @@ fn one_listener_thread_answers_alive_ack_and_bye_on_each_line() {
     }));
     serve(listener, view.clone());
     let mut ups: Vec<Uplink> = (1..4)
-        .map(|r| Uplink::connect(std::slice::from_ref(&addr), r, &format!("h{r}")).unwrap())
+        .map(|r| Uplink::connect(&[Address::parse(&addr).unwrap()], r, &format!("h{r}")).unwrap())
         .collect();
     for (i, up) in ups.iter_mut().enumerate() {
         up.send(&Event::Stage {

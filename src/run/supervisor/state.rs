@@ -180,7 +180,7 @@ pub(super) fn apply(w: &mut Watch, ev: Event) {
 
 /// Another rank: opens its line to rank 0's supervisor at `addrs`, unless it has one, and
 /// says the stage it is in.
-pub(super) fn connect_uplink(w: &mut Watch, addrs: &[String]) {
+pub(super) fn connect_uplink(w: &mut Watch, addrs: &[crate::events::Address]) {
     if let Some(rank) = w.rank.filter(|r| *r != 0)
         && w.uplink.is_none()
     {

@@ -87,12 +87,12 @@ impl Run<'_> {
         };
         let patterns = selected.iter().map(|p| p.name().to_string()).collect();
         let cp = ControlPlane::new(&nccl.version(), self.hosts, patterns, all);
-        for line in cp.lines() {
-            println!("{line}");
-        }
+        // Gathered on rank 0 alone.
+        let console = self.console();
+        console.job_lines(cp.lines());
         let label = self.backing.backend();
         let line = cp.verdict_line(&label);
-        println!("{line}");
+        console.job(&line);
         if let Some(r) = self.results.as_mut() {
             r.control_plane = Some(cp);
         }

@@ -102,7 +102,7 @@ impl Run<'_> {
             targets.extend(
                 worker_line::status_addrs()
                     .iter()
-                    .filter_map(|a| a.parse::<std::net::SocketAddr>().ok())
+                    .filter_map(crate::events::Address::ip)
                     .filter(|a| !a.ip().is_loopback())
                     .map(|a| ("rank 0's host (its supervisor)".to_string(), a)),
             );
@@ -136,19 +136,20 @@ impl Run<'_> {
             Ok(None) => return,
             Err(e) => {
                 // Advisories are not the verdict: say what could not be read, keep the run.
-                println!("# WARNING: advisories incomplete: {e}");
+                self.console()
+                    .own(format!("# WARNING: advisories incomplete: {e}"));
                 return;
             }
         };
+        // Gathered on rank 0 alone.
+        let console = self.console();
         for w in all.iter().flatten() {
             let line = w.warning_line();
-            println!(
-                "{}",
-                crate::report::backing::verdict_line(&self.backing.backend(), &line)
-            );
-            for line in &w.evidence {
-                println!("#   evidence: {line}");
-            }
+            console.job(crate::report::backing::verdict_line(
+                &self.backing.backend(),
+                &line,
+            ));
+            console.job_lines(w.evidence.iter().map(|l| format!("#   evidence: {l}")));
         }
         if let Some(r) = self.results.as_mut() {
             r.warnings = all.into_iter().flatten().collect();

@@ -12,27 +12,26 @@ impl Run<'_> {
     /// The exit code of a run below a floor; `None` without a file, off rank 0, or with every
     /// floor met.
     pub(super) fn below_expected(&mut self, rows: &[SizeResult], nranks: u32) -> Option<u8> {
-        if self.who.rank != Some(0) {
+        let console = self.console();
+        if !console.speaks_for_the_job() {
             return None;
         }
         let (path, exp) = self.plan.expect.as_ref()?;
-        for f in expect::unchecked(exp, rows, nranks) {
-            println!("# expect: not checked (no such size or rank count in this run): {f}");
-        }
+        console.job_lines(expect::unchecked(exp, rows, nranks).iter().map(|f| {
+            format!("# expect: not checked (no such size or rank count in this run): {f}")
+        }));
         let short = expect::check(exp, rows, nranks);
         if short.is_empty() {
-            println!("# expect: every floor of {} met", path.display());
+            console.job(format!("# expect: every floor of {} met", path.display()));
             return None;
         }
         let hosts: Vec<String> = (0..nranks)
             .map(|r| self.host_of(r).unwrap_or_else(|| "?".into()))
             .collect();
         let lines = expect::describe(&short, &hosts);
-        for l in &lines {
-            println!("# below expected: {l}");
-        }
+        console.job_lines(lines.iter().map(|l| format!("# below expected: {l}")));
         let line = format!("BELOW EXPECTED — {}", lines.join("; "));
-        println!("{line}");
+        console.job(&line);
         self.save_end(Status::Fail, line, exit::BELOW_EXPECTED);
         Some(exit::BELOW_EXPECTED)
     }

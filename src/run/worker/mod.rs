@@ -10,6 +10,7 @@ use super::{Plan, libs};
 use crate::bench::{self, Buffers};
 use crate::bootstrap::{self, Bootstrap};
 use crate::comm::Communicator;
+use crate::console::rank::Console;
 use crate::diagnose::{causes, probe};
 use crate::error::{AtStage, Failure, Who};
 use crate::events;
@@ -89,6 +90,11 @@ pub fn worker(plan: &Plan) -> u8 {
 pub(super) const PEER_FIRST: std::time::Duration = std::time::Duration::from_millis(3000);
 
 impl Run<'_> {
+    /// What this rank prints (see [`Console`]).
+    pub(super) fn console(&self) -> Console {
+        Console::of(self.who.rank)
+    }
+
     pub(super) fn enter(&mut self, stage: Stage) {
         self.leave(true);
         self.stage = stage;
@@ -136,11 +142,8 @@ impl Run<'_> {
             })
             .collect();
         out.retain(|p| p.runs_on(nranks).is_ok());
-        if self.who.rank == Some(0) {
-            for s in &skipped {
-                println!("# skipped {s}");
-            }
-        }
+        self.console()
+            .job_lines(skipped.iter().map(|s| format!("# skipped {s}")));
         if out.is_empty() {
             return Err(Failure::new(
                 Stage::Launch,
@@ -180,19 +183,18 @@ impl Run<'_> {
                 since,
             ));
         }
-        if rank == 0 {
-            println!("# nccl-smoke {}", env!("CARGO_PKG_VERSION"));
-            table::nccl_lines(&NcclInfo::from(&nccl))
-                .iter()
-                .for_each(|l| println!("{l}"));
-            let blocking = crate::comm::makes_blocking(&nccl);
-            println!("{}", table::comm_mode_line(blocking));
-            if let Some(r) = self.results.as_mut() {
-                r.config.comm_blocking = Some(blocking);
-            }
-            println!("{}", self.plan.deadline_line());
-            println!("{}", self.plan.timing_line());
-            println!("{}", self.plan.data_line());
+        let blocking = crate::comm::makes_blocking(&nccl);
+        let console = self.console();
+        console.job(format!("# nccl-smoke {}", env!("CARGO_PKG_VERSION")));
+        console.job_lines(table::nccl_lines(&NcclInfo::from(&nccl)));
+        console.job(table::comm_mode_line(blocking));
+        console.job_lines([
+            self.plan.deadline_line(),
+            self.plan.timing_line(),
+            self.plan.data_line(),
+        ]);
+        if let Some(r) = self.results.as_mut() {
+            r.config.comm_blocking = Some(blocking);
         }
 
         self.enter(Stage::Driver);
@@ -219,9 +221,8 @@ impl Run<'_> {
             .hint("build the stand-ins (cargo build --release --workspace) or pass --sim-dir"));
         }
         self.versions.0 = Some(cuda::version_string(driver.version));
-        if rank == 0 {
-            println!("{}", table::driver_line(&DriverInfo::from(&driver)));
-        }
+        self.console()
+            .job(table::driver_line(&DriverInfo::from(&driver)));
 
         self.enter(Stage::Device);
         let device = self.open_device(&driver, boot.local_rank())?;

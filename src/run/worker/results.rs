@@ -6,6 +6,7 @@ use super::Run;
 use crate::bench::{self, Buffers, SizeResult, Timing};
 use crate::bootstrap::Bootstrap;
 use crate::comm::Communicator;
+use crate::console::rank::Console;
 use crate::error::Failure;
 use crate::events::{self, Event};
 use crate::ffi::cuda::Driver;
@@ -16,7 +17,6 @@ use crate::report::results::{ResultsDoc, Status, Verdict};
 use crate::report::writer;
 use crate::report::{repeats, table};
 use crate::stage::{Stage, exit};
-use std::io::IsTerminal;
 
 impl Run<'_> {
     /// Sends the results document, whole, to this rank's supervisor, which writes it (rank 0
@@ -41,9 +41,10 @@ impl Run<'_> {
         }
         self.stage = f.stage;
         self.leave(false);
-        println!("{}{f}", self.backing.prefix());
+        let console = self.console();
+        console.own(format!("{}{f}", self.backing.prefix()));
         for line in &f.evidence {
-            println!("#   evidence: {line}");
+            console.own(format!("#   evidence: {line}"));
         }
         let implicated = std::mem::take(&mut self.implicated);
         if let Some(r) = self.results.as_mut() {
@@ -95,10 +96,9 @@ impl Run<'_> {
             bootstrap: Some(boot.info()),
             env: fingerprint::env_snapshot(),
         };
-        for line in table::fingerprint_lines(&fp, &self.backing) {
-            println!("{line}");
-        }
-        warn_shared_gpus(&fp);
+        let console = self.console();
+        console.job_lines(table::fingerprint_lines(&fp, &self.backing));
+        warn_shared_gpus(console, &fp);
         self.hosts = fp.hosts.len();
         if let Some(r) = self.results.as_mut() {
             r.simulated = self.backing.simulated();
@@ -137,24 +137,21 @@ impl Run<'_> {
         for row in swept {
             repeats::record(&mut rows, row, repeat);
         }
-        if self.who.rank == Some(0) {
-            let nranks = comm.nranks;
-            for p in selected {
-                let mine: Vec<SizeResult> = rows
-                    .iter()
-                    .filter(|r| r.pattern == p.name())
-                    .cloned()
-                    .collect();
-                for line in repeats::header(p.name(), nranks, &self.backing, repeat) {
-                    println!("{line}");
-                }
-                for row in &mine {
-                    println!("{}", repeats::row(row));
-                }
-                for line in table::footer_lines(&mine, &self.backing) {
-                    println!("{line}");
-                }
-            }
+        let console = self.console();
+        for p in selected {
+            let mine: Vec<SizeResult> = rows
+                .iter()
+                .filter(|r| r.pattern == p.name())
+                .cloned()
+                .collect();
+            console.job_lines(repeats::header(
+                p.name(),
+                comm.nranks,
+                &self.backing,
+                repeat,
+            ));
+            console.job_lines(mine.iter().map(repeats::row));
+            console.job_lines(table::footer_lines(&mine, &self.backing));
         }
         Ok(rows)
     }
@@ -211,9 +208,7 @@ impl Run<'_> {
             selected.len(),
             sizes.len(),
         );
-        if self.who.rank == Some(0) {
-            println!("{line}");
-        }
+        self.console().job(&line);
         self.save_end(status, line, code);
         code
     }
@@ -223,23 +218,19 @@ impl Run<'_> {
 /// Rank 0 prints the sweep's table as nccl-tests does, and keeps every row in the results file.
 impl bench::sweep::Observer for Run<'_> {
     fn pattern(&mut self, p: &dyn Pattern, nranks: u32) {
-        if self.who.rank == Some(0) {
-            for line in table::table_header(p.name(), nranks, &self.backing) {
-                println!("{line}");
-            }
-        }
+        self.console()
+            .job_lines(table::table_header(p.name(), nranks, &self.backing));
     }
 
     fn size(&mut self, p: &dyn Pattern, bytes: usize, n: usize, of: usize) {
-        if self.who.rank == Some(0) && std::io::stderr().is_terminal() {
-            eprint!("\r{} {bytes} B ({n}/{of})   ", p.name());
-        }
+        self.console()
+            .progress(format!("{} {bytes} B ({n}/{of})", p.name()));
     }
 
     fn row(&mut self, row: &SizeResult) {
         let repeat = self.plan.repeat;
         if repeat <= 1 {
-            println!("{}", table::table_row(row));
+            self.console().job(table::table_row(row));
         }
         if let Some(r) = self.results.as_mut() {
             repeats::record(&mut r.results, row.clone(), repeat);
@@ -248,16 +239,19 @@ impl bench::sweep::Observer for Run<'_> {
     }
 
     fn pattern_done(&mut self, rows: &[SizeResult]) {
-        if self.who.rank == Some(0) {
-            for line in table::footer_lines(rows, &self.backing) {
-                println!("{line}");
-            }
-        }
+        self.console()
+            .job_lines(table::footer_lines(rows, &self.backing));
     }
 }
 
-pub(super) fn warn_shared_gpus(fp: &Fingerprint) {
-    for g in crate::diagnose::preflight::shared_gpus(&fp.ranks) {
-        println!("# WARNING: {g}: bind one GPU per local rank (CUDA_VISIBLE_DEVICES or --device)");
-    }
+fn warn_shared_gpus(console: Console, fp: &Fingerprint) {
+    console.job_lines(
+        crate::diagnose::preflight::shared_gpus(&fp.ranks)
+            .iter()
+            .map(|g| {
+                format!(
+                    "# WARNING: {g}: bind one GPU per local rank (CUDA_VISIBLE_DEVICES or --device)"
+                )
+            }),
+    );
 }
