@@ -103,11 +103,9 @@ pub(super) fn answer_status_port_locally(key: &str, port: u16) {
         return;
     };
     std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            if let Ok(mut s) = stream {
-                use std::io::Write;
-                let _ = writeln!(s, "{port}");
-            }
+        use std::io::Write;
+        for mut s in listener.incoming().flatten() {
+            let _ = writeln!(s, "{port}");
         }
     });
 }
