@@ -369,7 +369,17 @@ fn a_rank_that_never_starts_is_named_by_rank_0_and_its_peers() {
         assert!(l.contains("rank 3 never connected to rank 0"), "{l}");
     }
     assert!(fail_line(&outs[0]).contains("on rank 0"));
-    assert!(text(&outs[0]).contains("# job: ranks 1, 2, 3: no status line"));
+    // Ranks 1 and 2 failed on rank 0's host before the ranks met: they found rank 0's
+    // supervisor by the job's name (the rendezvous address) and reported; rank 3 never ran.
+    let t0 = text(&outs[0]);
+    assert!(t0.contains("# job: rank 3: no status line"), "{t0}");
+    for r in [1, 2] {
+        assert!(
+            t0.contains(&format!("# job: rank {r} (host "))
+                && t0.contains("(FAIL at launch, above)"),
+            "{t0}"
+        );
+    }
 }
 
 #[test]
