@@ -12,32 +12,6 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-/// Every launcher variable a test process could inherit: each rank gets only its own.
-const LAUNCHER_VARS: &[&str] = &[
-    "NCCL_SMOKE_BOOTSTRAP",
-    "NCCL_SMOKE_RANK",
-    "NCCL_SMOKE_WORLD_SIZE",
-    "NCCL_SMOKE_LOCAL_RANK",
-    "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_LOCAL_RANK",
-    "PMIX_RANK",
-    "PMI_RANK",
-    "PMI_SIZE",
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "SLURM_PROCID",
-    "SLURM_STEP_NUM_TASKS",
-    "SLURM_LOCALID",
-    "SLURM_STEP_NODELIST",
-    "SLURM_JOB_ID",
-    "SLURM_STEP_ID",
-    "JOB_COMPLETION_INDEX",
-];
-
 /// A port nobody listens on right now.
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -369,17 +343,14 @@ fn a_rank_that_never_starts_is_named_by_rank_0_and_its_peers() {
         assert!(l.contains("rank 3 never connected to rank 0"), "{l}");
     }
     assert!(fail_line(&outs[0]).contains("on rank 0"));
-    // Ranks 1 and 2 failed on rank 0's host before the ranks met: they found rank 0's
-    // supervisor by the job's name (the rendezvous address) and reported; rank 3 never ran.
+    // Ranks 1 and 2, failing on rank 0's host before the ranks met, reported there.
     let t0 = text(&outs[0]);
-    assert!(t0.contains("# job: rank 3: no status line"), "{t0}");
-    for r in [1, 2] {
-        assert!(
-            t0.contains(&format!("# job: rank {r} (host "))
-                && t0.contains("(FAIL at launch, above)"),
-            "{t0}"
-        );
-    }
+    let heard = [
+        "# job: rank 1 (host ",
+        "# job: rank 2 (host ",
+        "# job: rank 3: no status line",
+    ];
+    assert!(heard.iter().all(|l| t0.contains(l)), "{t0}");
 }
 
 #[test]

@@ -420,3 +420,29 @@ pub fn one_pass(
     args.extend_from_slice(extra);
     mpirun(np, &args, env, limit_s)
 }
+
+/// Every launcher variable a test process could inherit: each rank gets only its own.
+pub const LAUNCHER_VARS: &[&str] = &[
+    "NCCL_SMOKE_BOOTSTRAP",
+    "NCCL_SMOKE_RANK",
+    "NCCL_SMOKE_WORLD_SIZE",
+    "NCCL_SMOKE_LOCAL_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMIX_RANK",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "SLURM_PROCID",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_LOCALID",
+    "SLURM_STEP_NODELIST",
+    "SLURM_JOB_ID",
+    "SLURM_STEP_ID",
+    "JOB_COMPLETION_INDEX",
+];
