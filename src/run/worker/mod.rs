@@ -132,16 +132,13 @@ impl Run<'_> {
     /// The selected patterns that run on `nranks` ranks; each left out is said on rank 0. None
     /// left is a failure: nothing would be measured.
     fn runnable(&self, nranks: u32) -> Result<Vec<&'static dyn patterns::Pattern>, Failure> {
-        let mut out = patterns::select(&self.plan.patterns).at(Stage::Launch, &self.who)?;
-        let skipped: Vec<String> = out
-            .iter()
-            .filter_map(|p| {
-                p.runs_on(nranks)
-                    .err()
-                    .map(|why| format!("{}: {why}", p.name()))
-            })
-            .collect();
-        out.retain(|p| p.runs_on(nranks).is_ok());
+        let (mut out, mut skipped) = (Vec::new(), Vec::new());
+        for p in patterns::select(&self.plan.patterns).at(Stage::Launch, &self.who)? {
+            match p.runs_on(nranks) {
+                Ok(()) => out.push(p),
+                Err(why) => skipped.push(format!("{}: {why}", p.name())),
+            }
+        }
         self.console()
             .job_lines(skipped.iter().map(|s| format!("# skipped {s}")));
         if out.is_empty() {
