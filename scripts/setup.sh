@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian bookworm machine (as root) to build, run and test nccl-smoke.
 # Idempotent: what is already there is left alone.
-#   - build requirements: Open MPI (the `mpi` feature), libclang (bindgen, for mpi-sys);
+#   - build requirements: Open MPI (the `mpi` feature), libclang (bindgen, for mpi-sys and for
+#     the libibverbs stand-in, whose C types come from rdma-core's <infiniband/verbs.h> in
+#     libibverbs-dev);
 #     rsvg-convert (librsvg2-bin) for the test that renders compare's plot to PNG
 #   - Slurm and munge (slurm-wlm, munge) for tests/slurm.rs, which starts a single-node cluster
 #     of its own with scripts/slurm/cluster.sh (this script configures none); libpmix-dev
@@ -20,7 +22,7 @@ cd "$(dirname "$0")/.."
 # Real NCCL releases to test against: the oldest and the newest supported and two between
 # (2.23: lazy connect and its own non-blocking and abort behaviour; 2.28: native all-to-all).
 NCCL_WHEEL_VERSIONS=${NCCL_WHEEL_VERSIONS:-2.19.3 2.23.4 2.28.9 2.32.3}
-packages=(libopenmpi-dev openmpi-bin libclang-dev pkg-config librsvg2-bin slurm-wlm munge libpmix-dev)
+packages=(libopenmpi-dev openmpi-bin libclang-dev libibverbs-dev pkg-config librsvg2-bin slurm-wlm munge libpmix-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -14,6 +14,8 @@
 //! The simulation libraries and the harness share this parser, so a spec that one of them
 //! rejects is rejected everywhere, with a message naming the offending part.
 
+pub mod ib;
+
 use std::fmt;
 
 /// The largest `slow=` factor: a thousand times slower is a link that is down, which `hang`

@@ -1,0 +1,62 @@
+use super::*;
+
+#[test]
+fn hcas_parse_with_their_options_and_default() {
+    let h = parse_hcas("mlx5_0, mlx5_1:roce:down:speed=hdr").unwrap();
+    assert_eq!(h.len(), 2);
+    assert_eq!(
+        (h[0].link, h[0].up, h[0].speed),
+        (Link::Infiniband, true, Speed::Ndr)
+    );
+    assert_eq!(
+        (h[1].link, h[1].up, h[1].speed),
+        (Link::Ethernet, false, Speed::Hdr)
+    );
+    assert!(parse_hcas("").unwrap().is_empty());
+}
+
+#[test]
+fn bad_hca_specs_name_the_bad_part() {
+    for (spec, says) in [
+        ("mlx5_0:fast", "unknown option 'fast'"),
+        ("mlx5_0,mlx5_0", "named twice"),
+        ("ml x", "bad device name"),
+        ("mlx5_0:speed=qdr", "unknown option 'speed=qdr'"),
+    ] {
+        let e = parse_hcas(spec).unwrap_err().to_string();
+        assert!(e.contains(says) && e.starts_with(HCAS_ENV), "{spec}: {e}");
+    }
+}
+
+#[test]
+fn faults_parse_ranks_ranges_and_kinds() {
+    let f = parse_ib_faults("ibv_modify_qp@1#2..2:ETIMEDOUT,completion@0:12,async#3").unwrap();
+    assert_eq!(f[0].kind, IbKind::Errno(110));
+    assert!(f[0].strikes("ibv_modify_qp", Some(1), 2));
+    assert!(!f[0].strikes("ibv_modify_qp", Some(1), 3));
+    assert!(!f[0].strikes("ibv_modify_qp", Some(0), 2));
+    assert_eq!(f[1].kind, IbKind::Status(12));
+    assert_eq!(f[2].kind, IbKind::Event(AsyncEvent::QpFatal));
+    assert!(f[2].strikes("async", None, 7) && !f[2].strikes("async", None, 2));
+    let g = parse_ib_faults("completion:IBV_WC_WR_FLUSH_ERR,ibv_reg_mr:hang").unwrap();
+    assert_eq!((g[0].kind, g[1].kind), (IbKind::Status(5), IbKind::Hang));
+}
+
+#[test]
+fn bad_faults_name_the_bad_part() {
+    for (spec, says) in [
+        ("ibv_frobnicate", "unknown fault 'ibv_frobnicate'"),
+        ("ibv_modify_qp:EWHAT", "bad errno 'EWHAT'"),
+        ("completion:0", "bad completion status '0'"),
+        ("ibv_modify_qp#0", "bad call range '#0'"),
+        ("ibv_modify_qp#3..2", "bad call range"),
+        ("async:link-flap", "bad event 'link-flap'"),
+        ("ibv_reg_mr@x", "bad rank 'x'"),
+    ] {
+        let e = parse_ib_faults(spec).unwrap_err().to_string();
+        assert!(
+            e.contains(says) && e.starts_with(IB_FAULT_ENV),
+            "{spec}: {e}"
+        );
+    }
+}

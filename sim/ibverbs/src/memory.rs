@@ -1,0 +1,114 @@
+//! Protection domains and memory regions. A region's keys are only numbers: a peer's RDMA
+//! reaches the address it is given (see `post`).
+
+use crate::fabric::{set_errno, verb_fault};
+use crate::sys::*;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static KEYS: AtomicU32 = AtomicU32::new(0x100);
+
+#[repr(C)]
+pub struct Pd {
+    pd: ibv_pd,
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd {
+    if let Err(e) = verb_fault("ibv_alloc_pd") {
+        set_errno(e);
+        return std::ptr::null_mut();
+    }
+    let pd = Box::into_raw(Box::new(Pd {
+        pd: ibv_pd {
+            context: ctx,
+            handle: KEYS.fetch_add(1, Ordering::Relaxed),
+        },
+    }));
+    // SAFETY: just allocated.
+    unsafe { &raw mut (*pd).pd }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
+    if let Err(e) = verb_fault("ibv_dealloc_pd") {
+        return e;
+    }
+    // SAFETY: allocated by ibv_alloc_pd (pd is the first field).
+    drop(unsafe { Box::from_raw(pd.cast::<Pd>()) });
+    0
+}
+
+fn new_mr(pd: *mut ibv_pd, addr: *mut c_void, length: usize) -> *mut ibv_mr {
+    let key = KEYS.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: pd is ours.
+    let context = unsafe { (*pd).context };
+    Box::into_raw(Box::new(ibv_mr {
+        context,
+        pd,
+        addr,
+        length,
+        handle: key,
+        lkey: key,
+        rkey: key,
+    }))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_reg_mr(
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    _access: c_int,
+) -> *mut ibv_mr {
+    if let Err(e) = verb_fault("ibv_reg_mr") {
+        set_errno(e);
+        return std::ptr::null_mut();
+    }
+    new_mr(pd, addr, length)
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_reg_mr_iova2(
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    _iova: u64,
+    _access: u32,
+) -> *mut ibv_mr {
+    if let Err(e) = verb_fault("ibv_reg_mr_iova2") {
+        set_errno(e);
+        return std::ptr::null_mut();
+    }
+    new_mr(pd, addr, length)
+}
+
+/// DMA-BUF registration is not supported by the stand-in's HCAs: `EOPNOTSUPP`, which NCCL's
+/// probe (`ncclIbDmaBufSupport`, fd -1) reads as "no DMA-BUF" (a guess that matches hosts
+/// without it; the CUDA stand-in has no DMA-BUF export either).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
+    _pd: *mut ibv_pd,
+    _offset: u64,
+    _length: usize,
+    _iova: u64,
+    _fd: c_int,
+    _access: c_int,
+) -> *mut ibv_mr {
+    set_errno(
+        verb_fault("ibv_reg_dmabuf_mr")
+            .err()
+            .unwrap_or(libc::EOPNOTSUPP),
+    );
+    std::ptr::null_mut()
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
+    if let Err(e) = verb_fault("ibv_dereg_mr") {
+        return e;
+    }
+    // SAFETY: allocated by new_mr.
+    drop(unsafe { Box::from_raw(mr) });
+    0
+}
