@@ -172,6 +172,28 @@ fn bad_fault_spec_under_sim() {
     assert!(t.contains("bad rank 'x'"), "{t}");
 }
 
+/// The libibverbs stand-in's specs are checked before any rank starts, whatever the backend.
+#[test]
+fn bad_simulated_hca_and_ib_fault_specs() {
+    for (var, spec, says) in [
+        (
+            "NCCL_SMOKE_SIM_IB_HCAS",
+            "mlx5_0:fast",
+            "NCCL_SMOKE_SIM_IB_HCAS: unknown option 'fast' in 'mlx5_0:fast'",
+        ),
+        (
+            "NCCL_SMOKE_SIM_IB_FAULT",
+            "ibv_modify_qp:EWHAT",
+            "NCCL_SMOKE_SIM_IB_FAULT: bad errno 'EWHAT'",
+        ),
+    ] {
+        let o = run1(&["run", "--backend", "sim"], &[(var, spec)]);
+        let t = text(&o);
+        assert_eq!(code(&o), 2, "{var}: {t}");
+        assert!(t.contains(says), "{var}: {t}");
+    }
+}
+
 /// A FIFO named `fifo` in `dir`, with no writer.
 fn mkfifo(dir: &std::path::Path) -> std::path::PathBuf {
     let fifo = dir.join("fifo");

@@ -4,6 +4,7 @@
 #![allow(unsafe_code)]
 
 pub mod cuda;
+pub mod ibverbs;
 pub mod nccl;
 pub mod os;
 pub mod wheel;

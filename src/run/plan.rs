@@ -175,6 +175,7 @@ impl Settings {
         if self.libs.sim {
             nccl_smoke_fault::FaultSet::from_env().map_err(|e| e.to_string())?;
         }
+        nccl_smoke_fault::ib::check_env().map_err(|e| e.to_string())?;
         let config = RunConfig {
             patterns: self.patterns.clone(),
             minbytes: self.minbytes,

@@ -140,3 +140,20 @@ pub fn verdict(t: &str) -> &str {
         .find(|l| l.starts_with("VERDICT: "))
         .unwrap_or_else(|| panic!("no verdict:\n{t}"))
 }
+
+/// [`lib_dir`] with the stand-in libibverbs too (`libibverbs.so` and `libibverbs.so.1`, the
+/// names NCCL opens), so that NCCL's NET/IB transport finds the simulated HCAs
+/// (`NCCL_SMOKE_SIM_IB_HCAS`, sim/README.md).
+pub fn ib_lib_dir() -> PathBuf {
+    let d = lib_dir();
+    let verbs = bin().parent().unwrap().join("libsim_ibverbs.so");
+    assert!(
+        verbs.exists(),
+        "{} missing: run `cargo build --release --workspace` first",
+        verbs.display()
+    );
+    for name in ["libibverbs.so", "libibverbs.so.1"] {
+        std::os::unix::fs::symlink(&verbs, d.join(name)).unwrap();
+    }
+    d
+}

@@ -270,7 +270,7 @@ pub const WC_STATUS: &[&str] = &[
     "IBV_WC_GENERAL_ERR",
 ];
 
-/// The errno named `s` (a name of [`ERRNOS`] or a positive number).
+/// The errno named `s` (its Linux name, as `EINVAL`, or a positive number).
 pub fn errno_of(s: &str) -> Option<i32> {
     ERRNOS
         .iter()
@@ -432,6 +432,14 @@ pub fn ib_faults_from_env() -> Result<Vec<IbFault>, IbSpecError> {
             Err(fault_error("value is not valid UTF-8".into()))
         }
     }
+}
+
+/// Both specs of the environment, checked (the harness does, whatever its backend: the real
+/// libnccl loads this stand-in too): the first error.
+pub fn check_env() -> Result<(), IbSpecError> {
+    hcas_from_env()?;
+    ib_faults_from_env()?;
+    Ok(())
 }
 
 #[cfg(test)]

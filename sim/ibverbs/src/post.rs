@@ -15,7 +15,7 @@ use nccl_smoke_fault::ib::{AsyncEvent, IbKind};
 use std::ffi::{c_int, c_void};
 
 /// # Safety
-/// `qp` from [`ibv_create_qp`], `wr` a valid list.
+/// `qp` from [`crate::ibv_create_qp`], `wr` a valid list.
 pub unsafe extern "C" fn post_recv(
     qp: *mut ibv_qp,
     wr: *mut ibv_recv_wr,
@@ -188,7 +188,7 @@ fn wc_opcode(op: u32) -> u32 {
 }
 
 /// # Safety
-/// `qp` from [`ibv_create_qp`], `wr` a valid list.
+/// `qp` from [`crate::ibv_create_qp`], `wr` a valid list.
 pub unsafe extern "C" fn post_send(
     qp: *mut ibv_qp,
     wr: *mut ibv_send_wr,

@@ -219,6 +219,45 @@ fn finding(f: &mut Failure) -> Option<classify::Finding> {
     Some(found)
 }
 
+/// The cause of a completion error on this rank: the network path between it and the peer it
+/// names (rdma-core's `ibv_wc_status`; NCCL's WARN in src/transport/net_ib.cc v2.19.3-1,
+/// src/transport/net_ib/p2p.cc v2.30.7-1).
+fn path_cause(f: Failure, p: &classify::codes::PathFault) -> Failure {
+    let peer = p.peer.as_deref().unwrap_or("the peer NCCL's line names");
+    let (status, name, meaning) = (p.status, p.name, p.meaning);
+    let host = f.host.clone();
+    f.cause(format!(
+        "the network path between this rank (host {host}) and peer {peer} failed: this rank's HCA \
+         completed a work request with {name} ({status}): {meaning}; a fault on that path (a port, \
+         cable or switch, the RoCE fabric's settings) or in the peer's HCA, not this rank's \
+         process (if the peer's rank failed on its own, its line names why)"
+    ))
+    .hint(format!(
+        "check both ends of the path to {peer}: `ibstat` (port state, rate), the ports' error \
+         counters (`perfquery`, `ibqueryerrors`), the cable and the switch between them, and for \
+         RoCE the GID index, PFC and ECN settings; NCCL_IB_TIMEOUT and NCCL_IB_RETRY_CNT only \
+         hide a flaky link"
+    ))
+}
+
+/// NCCL's refusal of every call after an earlier asynchronous error (`ncclCommEnsureReady`,
+/// src/init.cc v2.19.3-1) says nothing of its own: `error` names the earlier error beside it.
+fn annotate_refusal(error: &str, first: &str) -> String {
+    const REFUSAL: &str =
+        "Attempt to use communicator before the previous operation returned ncclSuccess";
+    if !error.contains(REFUSAL) || first.contains(REFUSAL) {
+        return error.to_string();
+    }
+    error.replacen(
+        REFUSAL,
+        &format!(
+            "{REFUSAL} (NCCL's refusal after an earlier error: {})",
+            first.trim()
+        ),
+        1,
+    )
+}
+
 /// A failure caused by a peer going away first (its sockets closed; a wait that ran out while a
 /// peer closed its connections): that peer's own verdict names the cause.
 pub fn peer_first(f: &Failure) -> bool {
@@ -255,8 +294,28 @@ pub fn comm_failure(
     f.kind = Kind::read(&f.error, &f.evidence);
     // This rank's own log may show it failed first (out of file descriptors, say) while the
     // call it made returned only what its peers did next.
-    f.own_evidence = classify::classify(f.evidence.iter().map(String::as_str))
-        .is_some_and(|x| x.severity == classify::Severity::Fail && x.category.is_local());
+    let own = classify::classify(f.evidence.iter().map(String::as_str));
+    // The rank's own HCA going into error (a fatal asynchronous event) is its own failure too.
+    f.own_evidence = own.is_some_and(|x| {
+        x.severity == classify::Severity::Fail
+            && (x.category.is_local() || x.signature == "net-ib-async-fatal")
+    });
+    // A work completion that failed on the wire is this rank's own HCA reporting the path to a
+    // peer it names (NCCL's `Got completion from peer … with error 12`, then ncclRemoteError):
+    // nothing says the peer exited; the path between the two did not deliver.
+    // A flushed request (5) only follows an earlier error on its queue pair: any other first.
+    let faults: Vec<_> = std::iter::once(&f.error)
+        .chain(&f.evidence)
+        .filter_map(|l| classify::codes::path_fault(l))
+        .collect();
+    let path = faults
+        .iter()
+        .find(|p| p.status != 5)
+        .or(faults.first())
+        .cloned();
+    if path.is_some() {
+        f.own_evidence = true;
+    }
     if peer_first(&f) {
         return f
             .cause("a peer rank closed its connections: it failed or exited first, and its own verdict names why")
@@ -283,6 +342,24 @@ pub fn comm_failure(
         }
         let cause = format!("{}{}", found.cause, context_for(f.stage, node));
         f = f.cause(cause).hint(found.hint);
+        // A flushed request is only the wake of an earlier error: a fatal event on this rank's
+        // HCA, when the log has one, is that error.
+        let fatal = f.evidence.iter().find_map(|l| {
+            classify::classify(std::iter::once(l.as_str()))
+                .filter(|x| x.signature == "net-ib-async-fatal")
+        });
+        match (path, fatal) {
+            (Some(p), _) if p.status != 5 => f = path_cause(f, &p),
+            (_, Some(x)) => {
+                f.evidence.retain(|l| *l != x.evidence);
+                f.evidence.insert(0, x.evidence.clone());
+                f = f.cause(x.cause).hint(x.hint);
+            }
+            (Some(p), None) => f = path_cause(f, &p),
+            (None, None) => {}
+        }
+        let first = f.evidence.first().unwrap_or(&found.evidence).clone();
+        f.error = annotate_refusal(&f.error, &first);
     } else if let CommError::Timeout { .. } = e {
         f = f
             .cause("an operation did not complete: a peer stopped, or a link hangs")

@@ -275,3 +275,46 @@ fn an_import_failure_inside_init_is_named_buffer_import() {
     );
     assert_eq!(f.stage, Stage::Init, "{f}");
 }
+
+#[test]
+fn a_completion_error_is_the_path_to_the_named_peer_not_a_peer_that_left() {
+    // The peer's NCCL socket address in NCCL's line names the other end; a flushed request
+    // (5) is named only when no other status is there.
+    for (status, warn) in [
+        (
+            "IBV_WC_RETRY_EXC_ERR (12)",
+            "h:1:2 [1] transport/net_ib/p2p.cc:788 (ncclIbLogCompletionWithError) NCCL WARN NET/IB: Got completion from peer 10.0.0.2<47608> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_RDMA_WRITE(1) vendor_err=129 qp_num=786212  hca mlx5_0",
+        ),
+        (
+            "IBV_WC_WR_FLUSH_ERR (5)",
+            "h:1:2 [1] transport/net_ib.cc:1335 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<47608> with error 5, opcode 1, len 32, vendor err 0 (Recv)",
+        ),
+    ] {
+        let e = CommError::Timeout {
+            what: "x".into(),
+            after_s: 1.0,
+            notes: Vec::new(),
+        };
+        let log = vec![
+            warn.to_string(),
+            "h:1:2 [1] misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer h<4>".to_string(),
+        ];
+        let f = comm_failure(
+            &who(),
+            Stage::Connect,
+            &e,
+            Duration::from_secs(5),
+            log,
+            &NodeFacts::default(),
+        );
+        assert!(!peer_first(&f), "{status}: {f:?}");
+        assert_eq!(f.stage, Stage::ConnectNet);
+        let cause = f.cause.unwrap();
+        assert!(
+            cause.contains("network path between this rank")
+                && cause.contains("peer 10.0.0.2<47608>")
+                && cause.contains(status),
+            "{cause}"
+        );
+    }
+}

@@ -132,6 +132,31 @@ pub(super) const SIGNATURES: &[Signature] = &[
                and PCIe ACS/IOMMU for GPUDirect; NCCL_IB_RETRY_CNT / NCCL_IB_TIMEOUT only hide a flaky link",
     },
     Signature {
+        id: "net-ib-async-fatal",
+        category: Category::NetIb,
+        stage: Stage::ConnectNet,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "async fatal event",
+            "Got async event : local work queue catastrophic error",
+            "Got async event : local catastrophic error",
+            "Got async event : CQ error",
+            "Got async event : invalid request local work queue error",
+            "Got async event : local access violation work queue error",
+        ]),
+        source: "NVIDIA/nccl v2.19.3-1 src/transport/net_ib.cc (ncclIbAsyncThreadMain: \"NET/IB : Got async event : %s\", \
+                 the event named by rdma-core's ibv_event_type_str); v2.30.7-1 src/transport/net_ib/common.cc (\"NET/IB : \
+                 %s:%d async fatal event on QP (%p) qpn=%u … : %s\", on CQ, and for the device)",
+        releases: "2.19-2.30",
+        cause: "this rank's HCA raised a fatal asynchronous event: a queue pair, a completion queue or the whole device \
+                went into the error state (a local access or protocol error, or an HCA or firmware fault), and every \
+                transfer on it fails from then on",
+        hint: "check this host's HCA: `ibv_devinfo`, `dmesg` (mlx5_core errors, firmware health) and its firmware \
+               version; a queue pair error right after GPU buffers were registered points at GPUDirect RDMA \
+               (nvidia_peermem or DMA-BUF, PCIe ACS)",
+    },
+    Signature {
         id: "net-ib-setup",
         category: Category::NetIb,
         stage: Stage::ConnectNet,

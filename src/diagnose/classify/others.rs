@@ -244,6 +244,21 @@ pub(super) const SIGNATURES: &[Signature] = &[
     },
     // ---------------------------------------------------------------- advice (seed 002)
     // GPUDirect RDMA off, so inter-node traffic bounces through host memory.
+    // The sockets transport never has GPUDirect RDMA: its "Disabled" is no advice (a note,
+    // placed first so that it outranks the advice below).
+    Signature {
+        id: "note-socket-no-gdr",
+        category: Category::NetSocket,
+        stage: Stage::Run,
+        severity: Severity::Note,
+        scope: Scope::Info,
+        what: Match::Phrases(&["NET/Socket : GPU Direct RDMA Disabled"]),
+        source: "NVIDIA/nccl v2.19.3-1 src/graph/topo.cc (\"NET/%s : GPU Direct RDMA %s for HCA %d '%s'\", INFO, \
+                 printed for every network, sockets included); v2.30.7-1 src/graph/topo.cc",
+        releases: "2.19-2.30",
+        cause: "NCCL's sockets transport reports GPUDirect RDMA as disabled, as it always is for sockets",
+        hint: "nothing to do for sockets; InfiniBand/RoCE needs NCCL_IB_HCA to select an active HCA",
+    },
     Signature {
         id: "gdr-disabled",
         category: Category::Gdr,
@@ -251,7 +266,8 @@ pub(super) const SIGNATURES: &[Signature] = &[
         severity: Severity::Advice,
         scope: Scope::Info,
         what: Match::Phrases(&["GPU Direct RDMA Disabled"]),
-        source: "NVIDIA/nccl v2.19.3-1 src/transport/net_ib.cc (\"NET/IB : GPU Direct RDMA Disabled for HCA %d '%s' (%s)\", INFO)",
+        source: "NVIDIA/nccl v2.19.3-1 src/graph/topo.cc (\"NET/%s : GPU Direct RDMA %s for HCA %d '%s'\", INFO) and \
+                 src/graph/paths.cc (\"GPU Direct RDMA Disabled for GPU %lx / HCA %d (distance %d > %d)\", INFO)",
         releases: "2.16-2.30",
         cause: "NCCL moves network data without GPUDirect RDMA (through host memory), so inter-node bandwidth \
                 is low; NCCL before 2.23.4 only looks for the legacy peer-memory paths \
@@ -260,6 +276,20 @@ pub(super) const SIGNATURES: &[Signature] = &[
                NCCL_IB_DISABLE=0 and NCCL_IB_HCA",
     },
     // ---------------------------------------------------------------- benign notes
+    Signature {
+        id: "note-rma-socket-no-gdrcopy",
+        category: Category::NetSocket,
+        stage: Stage::Init,
+        severity: Severity::Note,
+        scope: Scope::Any,
+        what: Match::Phrases(&["rma_socket requires GDRCopy"]),
+        source: "observed in the 2.32.3 wheel's log (transport/rma_socket.cc:32, ncclRmaSocketProxyInit: \
+                 \"RMA/Socket : rma_socket requires GDRCopy; and GDR Copy is not available\"), printed by \
+                 every run on a host without GDRCopy; its tag is not in the source read, so benign is a guess",
+        releases: "2.32",
+        cause: "NCCL's RMA-over-sockets transport is off without GDRCopy; nothing else changes",
+        hint: "nothing to do unless that transport is wanted (install GDRCopy)",
+    },
     Signature {
         id: "note-no-ibverbs",
         category: Category::NetIb,

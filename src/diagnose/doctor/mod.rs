@@ -13,6 +13,7 @@
 mod container;
 #[cfg(test)]
 mod fixtures;
+pub mod gdr;
 mod known;
 mod libs;
 mod mpi;
@@ -154,8 +155,12 @@ impl Node {
         v
     }
 
+    /// Whether the node has an RDMA device: in sysfs, or (on the real node) as libibverbs
+    /// lists them, which is how NCCL finds them.
     fn has_ib(&self) -> bool {
         !self.list("/sys/class/infiniband").is_empty()
+            || (self.root == Path::new("/")
+                && crate::ffi::ibverbs::device_names().is_ok_and(|d| !d.is_empty()))
     }
 
     /// Runs every check.

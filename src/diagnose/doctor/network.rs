@@ -1,52 +1,9 @@
-//! The network NCCL and UCX will use: `gpudirect-rdma`, `infiniband`, `socket-ifname` and
-//! `ucx-net-devices`.
+//! The network NCCL and UCX will use: `infiniband`, `socket-ifname` and `ucx-net-devices`
+//! (`gpudirect-rdma` is in `gdr`).
 
 use super::{Check, Node, Status, check, list_or_none};
-use crate::ffi::nccl;
 
 impl Node {
-    pub(super) fn peermem(&self, out: &mut Vec<Check>, nccl_version: Option<i32>) {
-        let legacy = [
-            "/sys/kernel/mm/memory_peers/nv_mem/version",
-            "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
-        ];
-        let modern = "/sys/module/nvidia_peermem/version";
-        let has_legacy = legacy.iter().any(|p| self.path(p).exists());
-        let has_modern = self.path(modern).exists();
-        let has_ib = self.has_ib();
-        let evidence = format!(
-            "legacy nv_mem: {}; {modern}: {}; InfiniBand devices: {}",
-            if has_legacy { "present" } else { "absent" },
-            if has_modern { "present" } else { "absent" },
-            if has_ib { "yes" } else { "none" }
-        );
-        let c = match (has_ib, has_legacy, has_modern, nccl_version) {
-            (false, ..) => check(
-                "gpudirect-rdma",
-                Status::Skipped,
-                evidence,
-                "no InfiniBand device on this node",
-            ),
-            (true, false, true, Some(v)) if v < 22304 => check(
-                "gpudirect-rdma",
-                Status::Warn,
-                format!(
-                    "{evidence}; NCCL {} only looks for the legacy paths",
-                    nccl::version_string(v)
-                ),
-                "NCCL before 2.23.4 will log 'GPU Direct RDMA Disabled' and run slowly: use NCCL >= 2.23.4",
-            ),
-            (true, false, false, _) => check(
-                "gpudirect-rdma",
-                Status::Warn,
-                evidence,
-                "no peer-memory module: load nvidia_peermem (modprobe nvidia_peermem) for GPUDirect RDMA",
-            ),
-            _ => check("gpudirect-rdma", Status::Ok, evidence, ""),
-        };
-        out.push(c);
-    }
-
     pub(super) fn infiniband(&self, out: &mut Vec<Check>) {
         let devices = self.list("/sys/class/infiniband");
         let mut states = Vec::new();
@@ -249,31 +206,6 @@ mod tests {
     use super::*;
     use crate::diagnose::doctor::fixtures::{IB_ACTIVE, fixture, one};
     use crate::diagnose::doctor::node_for_tests;
-
-    #[test]
-    fn seed_002_peermem_present_but_old_nccl() {
-        let root = fixture(&[("sys/module/nvidia_peermem/version", "1.0"), IB_ACTIVE]);
-        let node = node_for_tests(&root, vec![]);
-        let mut out = Vec::new();
-        node.peermem(&mut out, Some(21903));
-        assert_eq!(out[0].status, Status::Warn, "{:?}", out[0]);
-        assert!(out[0].hint.contains("2.23.4"));
-        out.clear();
-        node.peermem(&mut out, Some(22304));
-        assert_eq!(out[0].status, Status::Ok);
-        out.clear();
-        node_for_tests(&fixture(&[]), vec![]).peermem(&mut out, Some(21903));
-        assert_eq!(out[0].status, Status::Skipped);
-        out.clear();
-        node_for_tests(&fixture(&[IB_ACTIVE]), vec![]).peermem(&mut out, Some(22304));
-        assert_eq!(
-            out[0].status,
-            Status::Warn,
-            "no module at all: {:?}",
-            out[0]
-        );
-        assert!(out[0].hint.contains("modprobe nvidia_peermem"));
-    }
 
     #[test]
     fn infiniband_ports_and_nccl_ib_hca() {

@@ -125,11 +125,29 @@ impl Run<'_> {
                 let mut f = Failure::new(Stage::Run, &self.who, &found.evidence)
                     .cause(found.cause)
                     .hint(found.hint);
-                f.evidence = vec![found.evidence, probe::peermem(std::path::Path::new("/"))];
+                f.evidence = vec![
+                    found.evidence.clone(),
+                    probe::peermem(std::path::Path::new("/")),
+                ];
+                // NCCL's InfiniBand transport said Disabled: why, from the files this release
+                // looks for (as `doctor` predicts it).
+                if found.signature == "gdr-disabled" && found.evidence.contains("NET/IB") {
+                    let version = self
+                        .versions
+                        .1
+                        .as_deref()
+                        .and_then(doctor::gdr::version_code);
+                    let present = doctor::gdr::present_under(std::path::Path::new("/"));
+                    let p = doctor::gdr::predict(version, &present);
+                    if !p.enabled {
+                        f = f.cause(p.said).hint(p.hint);
+                    }
+                }
                 f
             })
             .into_iter()
             .collect();
+        mine.extend(self.ib_expected());
         mine.append(&mut self.preflight_warnings);
         let all = match bootstrap::gather_json(boot, &mine) {
             Ok(Some(all)) => all,
@@ -155,6 +173,51 @@ impl Run<'_> {
             r.warnings = all.into_iter().flatten().collect();
         }
         self.send_doc();
+    }
+
+    /// `NCCL_IB_HCA` asks for InfiniBand or RoCE, yet NCCL ran its network over sockets (its
+    /// `Using network Socket`, src/init.cc v2.19.3-1 and v2.30.7-1): no HCA it selects has an
+    /// active port. A warning naming the RDMA devices this host has, as libibverbs lists them.
+    fn ib_expected(&self) -> Option<Failure> {
+        let asked = std::env::var("NCCL_IB_HCA")
+            .ok()
+            .filter(|v| !v.trim().is_empty())?;
+        if std::env::var("NCCL_IB_DISABLE").is_ok_and(|v| v.trim() == "1") {
+            return None;
+        }
+        let lines = self.nccl_log_lines(|l| {
+            l.contains("Using network Socket") || l.contains("NET/IB : No device found")
+        });
+        let socket = lines.iter().find(|l| l.contains("Using network Socket"))?;
+        let devices = match crate::ffi::ibverbs::device_names() {
+            Ok(d) if d.is_empty() => "libibverbs lists no RDMA device on this host".to_string(),
+            Ok(d) => format!("the RDMA devices on this host: {}", d.join(", ")),
+            Err(e) => format!("the RDMA devices on this host are unknown: {e}"),
+        };
+        let mut f = Failure::new(
+            Stage::Init,
+            &self.who,
+            format!(
+                "NCCL_IB_HCA={asked} asks for InfiniBand/RoCE, but NCCL runs its network over \
+                 TCP sockets"
+            ),
+        )
+        .cause(format!(
+            "no HCA that NCCL_IB_HCA selects has an active port ({devices}); inter-node traffic \
+             goes over sockets, many times slower"
+        ))
+        .hint(
+            "name devices from that list in NCCL_IB_HCA (a prefix; `=name` for an exact match, \
+             `^name` to exclude), check their ports (`ibstat`: State Active, Physical state \
+             LinkUp), or unset NCCL_IB_HCA where sockets are meant",
+        );
+        f.evidence = lines
+            .iter()
+            .filter(|l| l.contains("No device found"))
+            .chain(std::iter::once(socket))
+            .cloned()
+            .collect();
+        Some(f)
     }
 
     /// Before any buffer is allocated: a sweep that cannot fit this GPU or this node's host

@@ -364,14 +364,14 @@ impl Run<'_> {
                 }
             }
             // Tear down cleanly anyway: a data error is no reason to leave a hung peer.
-            let _ = comm.finalize(self.waiting_deadline(Stage::Finalize));
+            let _ = self.end_comm(comm);
             let f = found.remove(0);
             self.implicated = found;
             return Err(f);
         }
 
         self.enter(Stage::Finalize);
-        comm.finalize(self.waiting_deadline(Stage::Finalize))
+        self.end_comm(comm)
             .map_err(|e| self.comm_failure(Stage::Finalize, e))?;
         drop(bufs);
         drop(device);
@@ -380,6 +380,20 @@ impl Run<'_> {
             return Ok(code);
         }
         Ok(self.pass(&selected, sizes, nranks))
+    }
+
+    /// The communicator's end: `ncclCommFinalize` and `ncclCommDestroy`, or on simulated GPUs
+    /// `ncclCommAbort`, as `--backend control-plane` ends it: no kernel ran, so the work NCCL's
+    /// network proxies hold (NET/IB, NET/Socket) never drains and `ncclCommFinalize` would wait
+    /// for it for good (seen with 2.32.3 over NET/IB: both ranks in `ncclProxyProgressDestroy`).
+    fn end_comm(&self, comm: Communicator) -> Result<(), crate::comm::CommError> {
+        let deadline = self.waiting_deadline(Stage::Finalize);
+        if matches!(self.backing, Backing::SimulatedGpus { .. }) {
+            crate::events::step("in ncclCommAbort (the teardown of a run whose kernels never ran)");
+            comm.abort_now(deadline)
+        } else {
+            comm.finalize(deadline)
+        }
     }
 
     /// Rank 0's judgement of the sweep's rows (the other ranks have none), the failure it

@@ -1,0 +1,204 @@
+//! `gpudirect-rdma`: what NCCL's InfiniBand transport will decide about GPUDirect RDMA on this
+//! node, from the very files NCCL reads, by release (seed 002: "old NCCL + peermem").
+//!
+//! NCCL's check (`ncclIbGdrSupport`) only asks whether a peer-memory module's file exists; which
+//! files it asks about changed twice (NVIDIA/nccl, read in the tags):
+//! * v2.19.3-1 to v2.21.5-1 (`src/transport/net_ib.cc`): `/sys/kernel/mm/memory_peers/nv_mem/version`
+//!   or `/sys/kernel/mm/memory_peers/nvidia-peermem/version`;
+//! * v2.22.3-1: `…/nv_mem/version` or `…/nv_mem_nc/version` (the nvidia-peermem path dropped);
+//! * v2.23.4-1 on (`src/transport/net_ib/common.cc` in v2.30.7-1): those two or
+//!   `/sys/module/nvidia_peermem/version`.
+//!
+//! Observed with the real 2.19.3 and 2.32.3 over fake files in a private mount namespace
+//! (tests/real_nccl_gdr.rs): `NET/IB : GPU Direct RDMA Enabled|Disabled for HCA 0 'mlx5_0'` as
+//! predicted here, and channels `via NET/IB/0/GDRDMA` exactly when enabled (with the GPU–NIC
+//! distance allowed by `NCCL_NET_GDR_LEVEL`).
+
+use super::{Check, Node, Status, check};
+use crate::ffi::nccl;
+
+const NV_MEM: &str = "/sys/kernel/mm/memory_peers/nv_mem/version";
+const NV_MEM_NC: &str = "/sys/kernel/mm/memory_peers/nv_mem_nc/version";
+const PEERMEM_LEGACY: &str = "/sys/kernel/mm/memory_peers/nvidia-peermem/version";
+const PEERMEM_MODULE: &str = "/sys/module/nvidia_peermem/version";
+
+/// Every file any release looks at.
+const ALL: [&str; 4] = [NV_MEM, NV_MEM_NC, PEERMEM_LEGACY, PEERMEM_MODULE];
+
+/// The files NCCL `version` (`ncclGetVersion`'s code) looks for; any one enables GPUDirect RDMA.
+pub fn gdr_files(version: i32) -> &'static [&'static str] {
+    match version {
+        ..22200 => &[NV_MEM, PEERMEM_LEGACY],
+        22200..22300 => &[NV_MEM, NV_MEM_NC],
+        _ => &[NV_MEM, NV_MEM_NC, PEERMEM_MODULE],
+    }
+}
+
+/// What NCCL `version` will print on a node where `present` files exist: enabled or not.
+pub fn gdr_enabled(version: i32, present: &[&str]) -> bool {
+    gdr_files(version).iter().any(|f| present.contains(f))
+}
+
+/// The peer-memory files (any release's) that exist under `root` (`/` on the node itself).
+pub fn present_under(root: &std::path::Path) -> Vec<&'static str> {
+    ALL.iter()
+        .copied()
+        .filter(|p| root.join(p.trim_start_matches('/')).exists())
+        .collect()
+}
+
+/// `2.19.3` as `ncclGetVersion` codes it (21903).
+pub fn version_code(version: &str) -> Option<i32> {
+    let mut it = version.trim().split('.').map(|p| p.parse::<i32>().ok());
+    let (major, minor, patch) = (it.next()??, it.next()??, it.next().flatten().unwrap_or(0));
+    Some(major * 10000 + minor * 100 + patch)
+}
+
+/// What a release decides about GPUDirect RDMA on a node whose peer-memory files are
+/// `present`, in words: whether it enables it, why, and what to do when it does not.
+pub struct Prediction {
+    pub enabled: bool,
+    pub said: String,
+    pub hint: &'static str,
+}
+
+/// See [`Prediction`]; `version` `None`: the newest rules (no library to ask).
+pub fn predict(version: Option<i32>, present: &[&str]) -> Prediction {
+    let (v, which) = match version {
+        Some(v) => (v, format!("NCCL {}", nccl::version_string(v))),
+        None => (
+            i32::MAX,
+            "NCCL (2.23 or later; no libnccl was loaded)".to_string(),
+        ),
+    };
+    let looks = gdr_files(v).join(", ");
+    if gdr_enabled(v, present) {
+        let found: Vec<&str> = present
+            .iter()
+            .copied()
+            .filter(|f| gdr_files(v).contains(f))
+            .collect();
+        return Prediction {
+            enabled: true,
+            said: format!(
+                "{which} will report 'GPU Direct RDMA Enabled' for this node's HCAs: it finds {} \
+                 (channels via NET/IB/…/GDRDMA where the GPU–NIC distance is within \
+                 NCCL_NET_GDR_LEVEL)",
+                found.join(", ")
+            ),
+            hint: "",
+        };
+    }
+    if present.is_empty() {
+        return Prediction {
+            enabled: false,
+            said: format!(
+                "{which} will report 'GPU Direct RDMA Disabled': no peer-memory module's file is \
+                 on this node ({which} looks for {looks})"
+            ),
+            hint: "no peer-memory module: load nvidia_peermem (modprobe nvidia_peermem) for \
+                   GPUDirect RDMA; without it inter-node data bounces through host memory",
+        };
+    }
+    // A module is loaded, but not where this release looks (seed 002).
+    let hint = if present.contains(&PEERMEM_MODULE) {
+        "use NCCL 2.23 or later (it also looks for /sys/module/nvidia_peermem), or MLNX_OFED's \
+         peer-memory module (nv_peer_mem), whose file every release finds"
+    } else {
+        "use a release that looks for that file, or load nvidia_peermem with NCCL 2.23 or later"
+    };
+    Prediction {
+        enabled: false,
+        said: format!(
+            "{which} will run InfiniBand without GPUDirect RDMA on this node ('GPU Direct RDMA \
+             Disabled'): a peer-memory module is loaded ({}), but {which} looks only for {looks}",
+            present.join(", ")
+        ),
+        hint,
+    }
+}
+
+impl Node {
+    pub(super) fn peermem(&self, out: &mut Vec<Check>, nccl_version: Option<i32>) {
+        let present = present_under(&self.root);
+        if !self.has_ib() {
+            let listed = if present.is_empty() {
+                "no peer-memory file".to_string()
+            } else {
+                present.join(", ")
+            };
+            out.push(check(
+                "gpudirect-rdma",
+                Status::Skipped,
+                format!("{listed}; no InfiniBand device"),
+                "no InfiniBand device on this node",
+            ));
+            return;
+        }
+        let p = predict(nccl_version, &present);
+        let status = if p.enabled { Status::Ok } else { Status::Warn };
+        out.push(check("gpudirect-rdma", status, p.said, p.hint));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::doctor::fixtures::{IB_ACTIVE, fixture};
+    use crate::diagnose::doctor::node_for_tests;
+
+    /// FACTS' table, observed with the real 2.19.3 and 2.32.3 (Enabled = true).
+    #[test]
+    fn each_release_finds_the_files_it_looks_for() {
+        for (file, v219, v232) in [
+            (NV_MEM, true, true),
+            (PEERMEM_LEGACY, true, false),
+            (NV_MEM_NC, false, true),
+            (PEERMEM_MODULE, false, true),
+        ] {
+            assert_eq!(gdr_enabled(21903, &[file]), v219, "{file}");
+            assert_eq!(gdr_enabled(23203, &[file]), v232, "{file}");
+        }
+        assert!(!gdr_enabled(21903, &[]) && !gdr_enabled(23203, &[]));
+        assert_eq!(version_code("2.19.3"), Some(21903));
+        assert_eq!(version_code("2.32.3"), Some(23203));
+        assert_eq!(version_code("x"), None);
+        assert!(!gdr_enabled(22203, &[PEERMEM_LEGACY]) && gdr_enabled(22203, &[NV_MEM_NC]));
+        assert!(!gdr_enabled(22203, &[PEERMEM_MODULE]) && gdr_enabled(22304, &[PEERMEM_MODULE]));
+    }
+
+    #[test]
+    fn seed_002_peermem_present_but_old_nccl() {
+        let root = fixture(&[("sys/module/nvidia_peermem/version", "1.0"), IB_ACTIVE]);
+        let node = node_for_tests(&root, vec![]);
+        let mut out = Vec::new();
+        node.peermem(&mut out, Some(21903));
+        assert_eq!(out[0].status, Status::Warn, "{:?}", out[0]);
+        assert!(
+            out[0]
+                .evidence
+                .contains("NCCL 2.19.3 will run InfiniBand without GPUDirect RDMA")
+        );
+        assert!(out[0].hint.contains("NCCL 2.23 or later"));
+        out.clear();
+        node.peermem(&mut out, Some(22304));
+        assert_eq!(out[0].status, Status::Ok);
+        assert!(
+            out[0]
+                .evidence
+                .contains("will report 'GPU Direct RDMA Enabled'")
+        );
+        out.clear();
+        node_for_tests(&fixture(&[]), vec![]).peermem(&mut out, Some(21903));
+        assert_eq!(out[0].status, Status::Skipped);
+        out.clear();
+        node_for_tests(&fixture(&[IB_ACTIVE]), vec![]).peermem(&mut out, Some(22304));
+        assert_eq!(
+            out[0].status,
+            Status::Warn,
+            "no module at all: {:?}",
+            out[0]
+        );
+        assert!(out[0].hint.contains("modprobe nvidia_peermem"));
+    }
+}

@@ -1,0 +1,197 @@
+//! Seed 002 end to end: whether NCCL's InfiniBand transport uses GPUDirect RDMA depends only on
+//! which peer-memory files exist, and which it looks for changed between releases. Each row of
+//! that table is acted out with the real 2.19.3 and 2.32.3 over the stand-in libibverbs, the file
+//! faked in a private mount namespace (a tmpfs over /sys/kernel/mm and /sys/module); `doctor`,
+//! in the same namespace, must predict what NCCL then prints (`NET/IB : GPU Direct RDMA
+//! Enabled|Disabled for HCA 0 'mlx5_0'`), and the channels must read `/GDRDMA` exactly when it is
+//! enabled (NCCL_NET_GDR_LEVEL=SYS: the stand-in HCA has no PCI path, so no distance to the GPU).
+//! Needs root (mounts).
+
+mod common;
+mod stand_in;
+use common::*;
+use stand_in::*;
+use std::path::Path;
+
+/// The files, under /sys; `None` is a node without any.
+const ROWS: [Option<&str>; 5] = [
+    None,
+    Some("kernel/mm/memory_peers/nv_mem/version"),
+    Some("kernel/mm/memory_peers/nvidia-peermem/version"),
+    Some("kernel/mm/memory_peers/nv_mem_nc/version"),
+    Some("module/nvidia_peermem/version"),
+];
+
+/// The stand-in HCA, and every channel through it.
+const NET_ONLY: [(&str, &str); 3] = [
+    ("NCCL_P2P_DISABLE", "1"),
+    ("NCCL_SHM_DISABLE", "1"),
+    ("NCCL_IB_HCA", "mlx5_0"),
+];
+
+/// The shell that fakes `row` in the namespace it runs in.
+fn fake_sysfs(row: Option<&str>) -> String {
+    let mut s = "mount -t tmpfs none /sys/kernel/mm && mount -t tmpfs none /sys/module".to_string();
+    if let Some(f) = row {
+        let dir = Path::new(f).parent().unwrap().display().to_string();
+        s.push_str(&format!(" && mkdir -p /sys/{dir} && echo 1.0 > /sys/{f}"));
+    }
+    s
+}
+
+/// Whether NCCL printed GPUDirect RDMA as enabled for the HCA, and the transports it printed.
+fn nccl_said(dir: &Path) -> (Vec<bool>, Vec<String>) {
+    let mut gdr = Vec::new();
+    let mut via = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        for l in std::fs::read_to_string(e.path()).unwrap().lines() {
+            if l.contains("GPU Direct RDMA Enabled for HCA 0 'mlx5_0'") {
+                gdr.push(true);
+            }
+            if l.contains("GPU Direct RDMA Disabled for HCA 0 'mlx5_0'") {
+                gdr.push(false);
+            }
+            if l.contains(" NCCL INFO Channel ")
+                && let Some((_, v)) = l.split_once(" via ")
+            {
+                via.push(v.trim().to_string());
+            }
+        }
+    }
+    (gdr, via)
+}
+
+/// `doctor`'s `gpudirect-rdma` evidence for release `lib`, run in a namespace faking `row`.
+fn doctor_said(lib: &Path, libs: &Path, row: Option<&str>) -> String {
+    let script = format!("{} && exec \"$@\"", fake_sysfs(row));
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["-m", "sh", "-c", &script, "sh"])
+        .arg(bin())
+        .args([
+            "doctor",
+            "--backend",
+            "control-plane",
+            "--json",
+            "--nccl-lib",
+        ])
+        .arg(lib)
+        .env("LD_LIBRARY_PATH", libs);
+    let o = bounded(cmd, 60);
+    let t = String::from_utf8_lossy(&o.stdout).to_string();
+    let doc: serde_json::Value =
+        serde_json::from_str(&t).unwrap_or_else(|e| panic!("doctor --json: {e}\n{}", text(&o)));
+    let check = doc["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["id"] == "gpudirect-rdma"))
+        .unwrap_or_else(|| panic!("no gpudirect-rdma check:\n{t}"));
+    check["evidence"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn doctor_predicts_what_each_release_decides_about_gpudirect_rdma() {
+    let libs = ib_lib_dir();
+    for version in ["2.19.3", "2.32.3"] {
+        let lib = wheel(version);
+        for row in ROWS {
+            let name = format!("{version} with {}", row.unwrap_or("no peer-memory file"));
+            let logs = scratch("real-nccl-gdr");
+            let file = logs.join("nccl.%h.%p.log").display().to_string();
+            let mut env = NET_ONLY.to_vec();
+            env.extend([
+                ("NCCL_NET_GDR_LEVEL", "SYS"),
+                ("NCCL_DEBUG", "INFO"),
+                ("NCCL_DEBUG_SUBSYS", "INIT,NET"),
+                ("NCCL_DEBUG_FILE", &file),
+            ]);
+            let args = [
+                "run",
+                "--backend",
+                "control-plane",
+                "--nccl-lib",
+                lib.to_str().unwrap(),
+                "-b",
+                "64K",
+                "-e",
+                "64K",
+                "-n",
+                "1",
+                "-w",
+                "0",
+                "--timeout",
+                "20",
+                "--stage-timeout",
+                "finalize=3",
+            ];
+            let before = fake_sysfs(row);
+            let runner = ["unshare", "-m"];
+            let extra = Extra {
+                before: Some((&runner[..], before.as_str())),
+                ..Extra::default()
+            };
+            let o = real_run_with(2, &args, &env, &libs, 120, &extra);
+            let t = text(&o);
+            assert_eq!(code(&o), 27, "{name}:\n{t}");
+            let (gdr, via) = nccl_said(&logs);
+            assert!(
+                gdr.len() >= 2 && gdr.iter().all(|g| *g == gdr[0]),
+                "{name}: NCCL said {gdr:?}\n{t}"
+            );
+            let enabled = gdr[0];
+            assert!(
+                !via.is_empty() && via.iter().all(|v| v.contains("/GDRDMA") == enabled),
+                "{name}: enabled {enabled}, channels {via:?}"
+            );
+            let predicted = doctor_said(&lib, &libs, row);
+            let says = if enabled {
+                "will report 'GPU Direct RDMA Enabled'"
+            } else {
+                "without GPUDirect RDMA"
+            };
+            let says_disabled = "will report 'GPU Direct RDMA Disabled'";
+            assert!(
+                predicted.contains(&format!("NCCL {version}"))
+                    && (predicted.contains(says)
+                        || (!enabled && predicted.contains(says_disabled))),
+                "{name}: NCCL printed {}, doctor said: {predicted}",
+                if enabled { "Enabled" } else { "Disabled" }
+            );
+        }
+    }
+}
+
+/// Seed 002 in a run: nvidia_peermem loaded, NCCL 2.19.3. The run's warning says what `doctor`
+/// predicts, from the files that release looks for.
+#[test]
+fn a_run_names_why_nccl_said_gpudirect_rdma_disabled() {
+    let libs = ib_lib_dir();
+    let lib = wheel("2.19.3");
+    let args = [
+        "run",
+        "--nccl-lib",
+        lib.to_str().unwrap(),
+        "-e",
+        "8K",
+        "--timeout",
+        "20",
+    ];
+    let before = fake_sysfs(Some("module/nvidia_peermem/version"));
+    let runner = ["unshare", "-m"];
+    let extra = Extra {
+        before: Some((&runner[..], before.as_str())),
+        ..Extra::default()
+    };
+    let o = real_run_with(2, &args, &NET_ONLY, &libs, 120, &extra);
+    let t = text(&o);
+    let warned: Vec<&str> = t
+        .lines()
+        .filter(|l| l.contains("WARN at run on rank ") && l.contains("GPU Direct RDMA Disabled"))
+        .collect();
+    assert!(
+        warned.len() == 2
+            && warned.iter().all(|l| l
+                .contains("NCCL 2.19.3 will run InfiniBand without GPUDirect RDMA on this node")
+                && l.contains("/sys/module/nvidia_peermem/version")
+                && l.contains("use NCCL 2.23 or later")),
+        "{t}"
+    );
+}

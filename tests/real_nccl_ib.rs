@@ -1,0 +1,289 @@
+//! The real libnccl's NET/IB transport over the stand-in libibverbs (sim/ibverbs, one simulated
+//! HCA `mlx5_0`), on the stand-in CUDA driver: P2P and SHM off, so that every channel goes
+//! through the network. Init and connect over InfiniBand and RoCE on 2.19.3, 2.23.4 and 2.32.3,
+//! the transport asserted from NCCL's own INFO lines; then IB faults acted out by NCCL's own code
+//! (`NCCL_SMOKE_SIM_IB_FAULT`), each verdict naming the stage, the rank and the cause; and a
+//! run whose `NCCL_IB_HCA` selects no HCA, named with the devices that exist.
+
+mod common;
+mod stand_in;
+use common::*;
+use stand_in::*;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// Every channel over the network, on the one simulated HCA.
+const NET_ONLY: [(&str, &str); 3] = [
+    ("NCCL_P2P_DISABLE", "1"),
+    ("NCCL_SHM_DISABLE", "1"),
+    ("NCCL_IB_HCA", "mlx5_0"),
+];
+
+/// Variables a case adds.
+type Env<'a> = &'a [(&'a str, &'a str)];
+
+/// What NCCL printed, in the log files under `dir`: the `NET/IB : Using …` lines, and the
+/// transports of its connection lines (`… [send] via NET/IB/0`).
+fn nccl_printed(dir: &Path) -> (Vec<String>, BTreeSet<String>) {
+    let mut using = Vec::new();
+    let mut via = BTreeSet::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let t = std::fs::read_to_string(e.path()).unwrap();
+        for l in t.lines() {
+            if l.contains("NET/IB : Using [") {
+                using.push(l.to_string());
+            }
+            if l.contains(" NCCL INFO Channel ")
+                && let Some((_, v)) = l.split_once(" via ")
+            {
+                via.insert(v.trim().to_string());
+            }
+        }
+    }
+    (using, via)
+}
+
+#[test]
+fn every_release_connects_over_infiniband_and_roce() {
+    let libs = ib_lib_dir();
+    // RoCE's GID is chosen by NCCL_IB_GID_INDEX: NCCL's automatic choice reads the port's
+    // sysfs GID types, which a simulated HCA does not have (3: RoCE v2 of 127.0.0.1).
+    let links: [(&str, &str, Env); 2] = [
+        ("IB", "mlx5_0:ib", &[]),
+        ("RoCE", "mlx5_0:roce", &[("NCCL_IB_GID_INDEX", "3")]),
+    ];
+    for version in ["2.19.3", "2.23.4", "2.32.3"] {
+        let lib = wheel(version);
+        for (link, hcas, extra) in links {
+            let name = format!("{version} over {link}");
+            let dir = scratch("real-nccl-ib");
+            let logs = dir.join("logs");
+            std::fs::create_dir_all(&logs).unwrap();
+            let file = logs.join("nccl.%h.%p.log").display().to_string();
+            let mut env: Vec<(&str, &str)> = NET_ONLY.to_vec();
+            env.extend([
+                ("NCCL_SMOKE_SIM_IB_HCAS", hcas),
+                ("NCCL_DEBUG", "INFO"),
+                ("NCCL_DEBUG_SUBSYS", "INIT,NET"),
+                ("NCCL_DEBUG_FILE", &file),
+            ]);
+            env.extend_from_slice(extra);
+            let args = [
+                "run",
+                "--backend",
+                "control-plane",
+                "--nccl-lib",
+                lib.to_str().unwrap(),
+                "-b",
+                "64K",
+                "-e",
+                "64K",
+                "-n",
+                "1",
+                "-w",
+                "0",
+                "--timeout",
+                "20",
+                "--stage-timeout",
+                "finalize=3",
+            ];
+            let o = real_run(2, &args, &env, &libs, 120);
+            let t = text(&o);
+            let (using, via) = nccl_printed(&logs);
+            assert!(
+                using.len() == 2
+                    && using
+                        .iter()
+                        .all(|l| l.contains(&format!("[0]mlx5_0:1/{link}"))),
+                "{name}: NCCL's NET/IB lines: {using:?}\n{t}"
+            );
+            // Every channel over the HCA (2.19 adds `NET/IB/0/Shared` for send/receive), and no
+            // GPUDirect RDMA: no peer-memory module, so no /GDRDMA on any channel.
+            assert!(
+                via.contains("NET/IB/0")
+                    && via
+                        .iter()
+                        .all(|v| v.starts_with("NET/IB/0") && !v.contains("GDRDMA")),
+                "{name}: {via:?}\n{t}"
+            );
+            let label = format!("REAL NCCL {version} · SIMULATED GPUS");
+            if version == "2.23.4" {
+                // As over NET/Socket (tests/control_plane.rs): 2.23.4's ncclCommAbort waits for
+                // the network proxies' work that no kernel will do.
+                assert_eq!(code(&o), 24, "{name}:\n{t}");
+                assert!(
+                    t.contains(&format!("VERDICT: [{label}] FAIL at finalize on "))
+                        && t.contains("in ncclCommAbort"),
+                    "{name}:\n{t}"
+                );
+            } else {
+                assert_eq!(code(&o), 27, "{name}:\n{t}");
+                assert!(
+                    t.lines().any(|l| l.starts_with("CONTROL PLANE OK — ")
+                        && l.contains(&format!(
+                            "transports: {};",
+                            via.iter().cloned().collect::<Vec<_>>().join(", ")
+                        ))),
+                    "{name}:\n{t}"
+                );
+            }
+        }
+    }
+}
+
+/// One ordinary run (`nccl-smoke run --nccl-lib`) of 2 ranks over the simulated HCA.
+fn ib_run(version: &str, env: &[(&str, &str)]) -> (i32, String) {
+    let libs = ib_lib_dir();
+    let lib = wheel(version);
+    let mut all: Vec<(&str, &str)> = NET_ONLY
+        .into_iter()
+        .filter(|(k, _)| env.iter().all(|(e, _)| e != k))
+        .collect();
+    all.extend_from_slice(env);
+    let args = [
+        "run",
+        "--nccl-lib",
+        lib.to_str().unwrap(),
+        "-e",
+        "8K",
+        "--timeout",
+        "20",
+    ];
+    let o = real_run(2, &args, &all, &libs, 180);
+    let t = text(&o);
+    assert!(!t.contains("panicked"), "{version}: {t}");
+    (code(&o), t)
+}
+
+/// The verdict names rank 1 alone, never rank 0 (the victim).
+fn only_rank_1(t: &str, what: &str) {
+    let v = verdict(t);
+    assert!(v.contains(" on rank 1 (host "), "{what}: {v}");
+    assert!(
+        !v.contains("rank 0") && !v.contains(" on all "),
+        "{what}: {v}"
+    );
+}
+
+#[test]
+fn ib_faults_acted_out_by_nccl_are_named_on_the_rank_they_struck() {
+    for version in ["2.19.3", "2.32.3"] {
+        let label = format!("VERDICT: [REAL NCCL {version} · SIMULATED GPUS] FAIL at");
+
+        // A queue pair refused on its way to RTR (what a wrong GID index gives): 2.19 connects
+        // inside ncclCommInitRank, 2.32 at the first collective.
+        let what = format!("{version} ibv_modify_qp EINVAL");
+        let fault = ("NCCL_SMOKE_SIM_IB_FAULT", "ibv_modify_qp@1#2..2:EINVAL");
+        let (c, t) = ib_run(version, &[fault]);
+        let (stage, exit) = if version == "2.19.3" {
+            ("init", 16)
+        } else {
+            ("connect:net", 21)
+        };
+        assert_eq!(c, exit, "{what}: {t}");
+        assert!(
+            verdict(&t).starts_with(&format!("{label} {stage} on rank 1 (host ")),
+            "{what}: {t}"
+        );
+        only_rank_1(&t, &what);
+        assert!(
+            verdict(&t).contains("Call to ibv_modify_qp failed")
+                && verdict(&t).contains("NCCL_IB_GID_INDEX"),
+            "{what}: {t}"
+        );
+
+        // A completion with IBV_WC_RETRY_EXC_ERR (or flushed) on rank 1: the path to the peer
+        // NCCL names, not a peer that left.
+        for (status, named) in [
+            ("12", "IBV_WC_RETRY_EXC_ERR (12)"),
+            ("5", "IBV_WC_WR_FLUSH_ERR (5)"),
+        ] {
+            let what = format!("{version} completion error {status}");
+            let spec = format!("completion@1:{status}");
+            let (c, t) = ib_run(version, &[("NCCL_SMOKE_SIM_IB_FAULT", &spec)]);
+            assert_eq!(c, 21, "{what}: {t}");
+            let v = verdict(&t);
+            assert!(
+                v.starts_with(&format!("{label} connect:net on rank 1 (host ")),
+                "{what}: {v}"
+            );
+            only_rank_1(&t, &what);
+            assert!(
+                v.contains("the network path between this rank (host ")
+                    && v.contains("and peer ")
+                    && v.contains(named)
+                    && !v.contains("a peer rank closed its connections"),
+                "{what}: {v}"
+            );
+        }
+
+        // A fatal asynchronous event on one of rank 1's queue pairs.
+        let what = format!("{version} QP fatal");
+        let (c, t) = ib_run(version, &[("NCCL_SMOKE_SIM_IB_FAULT", "async@1:qp-fatal")]);
+        assert_eq!(c, 21, "{what}: {t}");
+        only_rank_1(&t, &what);
+        assert!(
+            verdict(&t).contains("this rank's HCA raised a fatal asynchronous event"),
+            "{what}: {t}"
+        );
+    }
+}
+
+#[test]
+fn a_modify_qp_timeout_is_retried_by_2_32_and_the_run_goes_on() {
+    // NCCL 2.32 retries ibv_modify_qp on ETIMEDOUT (misc/ibvwrap.cc); the run then fails
+    // only where every run on simulated GPUs does, at verify (no kernel ran).
+    let dir = scratch("real-nccl-ib-retry");
+    let file = dir.join("nccl.%h.%p.log").display().to_string();
+    let (c, t) = ib_run(
+        "2.32.3",
+        &[
+            ("NCCL_SMOKE_SIM_IB_FAULT", "ibv_modify_qp@1#2..2:ETIMEDOUT"),
+            ("NCCL_DEBUG", "INFO"),
+            ("NCCL_DEBUG_SUBSYS", "NET"),
+            ("NCCL_DEBUG_FILE", &file),
+        ],
+    );
+    let retried = std::fs::read_dir(&dir).unwrap().flatten().any(|e| {
+        std::fs::read_to_string(e.path())
+            .unwrap()
+            .contains("Call to ibv_modify_qp failed with 110 Connection timed out")
+    });
+    assert!(retried, "no retry in NCCL's log:\n{t}");
+    assert_eq!(c, 23, "{t}");
+    assert!(verdict(&t).contains("FAIL at verify on rank 0"), "{t}");
+}
+
+#[test]
+fn an_ib_hca_that_selects_nothing_is_named_with_the_devices_there_are() {
+    let warns = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| {
+                l.contains("asks for InfiniBand/RoCE, but NCCL runs its network over TCP sockets")
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    // A name that matches no device: the devices that exist are listed.
+    let (_, t) = ib_run("2.32.3", &[("NCCL_IB_HCA", "mlx5_9")]);
+    let w = warns(&t);
+    assert!(
+        !w.is_empty()
+            && w.iter().all(|l| l.contains("NCCL_IB_HCA=mlx5_9")
+                && l.contains("the RDMA devices on this host: mlx5_0")),
+        "{t}"
+    );
+    // A host without HCAs (and one whose only port is down): NCCL falls back to sockets.
+    for (hcas, says) in [
+        ("", "libibverbs lists no RDMA device on this host"),
+        ("mlx5_0:down", "the RDMA devices on this host: mlx5_0"),
+    ] {
+        let (_, t) = ib_run("2.19.3", &[("NCCL_SMOKE_SIM_IB_HCAS", hcas)]);
+        let w = warns(&t);
+        assert!(
+            !w.is_empty() && w.iter().all(|l| l.contains(says)),
+            "{hcas}: {t}"
+        );
+        assert!(t.contains("NCCL INFO Using network Socket"), "{hcas}: {t}");
+    }
+}
