@@ -10,6 +10,7 @@
 mod common;
 mod stand_in;
 use common::*;
+use stand_in::control_plane_args;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -100,33 +101,10 @@ fn control_plane(c: &Case) -> (std::process::Output, PathBuf, PathBuf) {
     if !c.blocking {
         env.push(("NCCL_COMM_BLOCKING", "0"));
     }
-    let mut args = control_plane_args(c.lib);
+    let mut args = control_plane_args(c.lib, "10");
     args.extend(["--json", json.to_str().unwrap()]);
     let o = mpirun(c.np, &args, &env, 90);
     (o, logs, json)
-}
-
-/// A control-plane run of one 64 KiB size on `lib`, bounded.
-fn control_plane_args(lib: &Path) -> Vec<&str> {
-    vec![
-        "run",
-        "--backend",
-        "control-plane",
-        "--nccl-lib",
-        lib.to_str().unwrap(),
-        "-b",
-        "64K",
-        "-e",
-        "64K",
-        "-n",
-        "1",
-        "-w",
-        "0",
-        "--timeout",
-        "10",
-        "--stage-timeout",
-        "finalize=3",
-    ]
 }
 
 fn what(c: &Case) -> String {
@@ -266,7 +244,7 @@ fn check_case(c: &Case) -> bool {
 fn every_release_connects_the_collectives_beyond_all_reduce() {
     let patterns = "all_gather,reduce_scatter,broadcast,reduce,gather,scatter";
     for (version, lib) in wheel_nccls() {
-        let mut args = control_plane_args(&lib);
+        let mut args = control_plane_args(&lib, "10");
         args.extend(["--patterns", patterns]);
         let o = mpirun(3, &args, &[], 90);
         let t = text(&o);

@@ -103,25 +103,7 @@ fn doctor_predicts_what_each_release_decides_about_gpudirect_rdma() {
                 ("NCCL_DEBUG_SUBSYS", "INIT,NET"),
                 ("NCCL_DEBUG_FILE", &file),
             ]);
-            let args = [
-                "run",
-                "--backend",
-                "control-plane",
-                "--nccl-lib",
-                lib.to_str().unwrap(),
-                "-b",
-                "64K",
-                "-e",
-                "64K",
-                "-n",
-                "1",
-                "-w",
-                "0",
-                "--timeout",
-                "20",
-                "--stage-timeout",
-                "finalize=3",
-            ];
+            let args = control_plane_args(&lib, "20");
             let before = fake_sysfs(row);
             let runner = ["unshare", "-m"];
             let extra = Extra {

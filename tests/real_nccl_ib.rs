@@ -68,25 +68,7 @@ fn every_release_connects_over_infiniband_and_roce() {
                 ("NCCL_DEBUG_FILE", &file),
             ]);
             env.extend_from_slice(extra);
-            let args = [
-                "run",
-                "--backend",
-                "control-plane",
-                "--nccl-lib",
-                lib.to_str().unwrap(),
-                "-b",
-                "64K",
-                "-e",
-                "64K",
-                "-n",
-                "1",
-                "-w",
-                "0",
-                "--timeout",
-                "20",
-                "--stage-timeout",
-                "finalize=3",
-            ];
+            let args = control_plane_args(&lib, "20");
             let o = real_run(2, &args, &env, &libs, 120);
             let t = text(&o);
             let (using, via) = nccl_printed(&logs);
@@ -186,9 +168,12 @@ fn ib_faults_acted_out_by_nccl_are_named_on_the_rank_they_struck() {
             "{what}: {t}"
         );
         only_rank_1(&t, &what);
+        // NCCL's last error is whichever WARN came last (its proxy's, at times): the verdict
+        // quotes NCCL's own line for the failed call among its evidence.
         assert!(
-            verdict(&t).contains("Call to ibv_modify_qp failed")
-                && verdict(&t).contains("NCCL_IB_GID_INDEX"),
+            verdict(&t).contains("NCCL_IB_GID_INDEX")
+                && t.lines().any(|l| l.starts_with("#   evidence: ")
+                    && l.contains("Call to ibv_modify_qp failed")),
             "{what}: {t}"
         );
 
@@ -219,11 +204,20 @@ fn ib_faults_acted_out_by_nccl_are_named_on_the_rank_they_struck() {
 
         // A fatal asynchronous event on one of rank 1's queue pairs.
         let what = format!("{version} QP fatal");
-        let (c, t) = ib_run(version, &[("NCCL_SMOKE_SIM_IB_FAULT", "async@1:qp-fatal")]);
-        assert_eq!(c, 21, "{what}: {t}");
+        // It strikes at rank 1's first transfer, the first collective's: named when NCCL
+        // reports it, at connect (21) or once the collective is under way (run, 22).
+        let (c, t) = ib_run(
+            version,
+            &[("NCCL_SMOKE_SIM_IB_FAULT", "async@1#1..1:qp-fatal")],
+        );
+        assert!(c == 21 || c == 22, "{what}: {t}");
         only_rank_1(&t, &what);
+        // 2.19 prints the event from a thread of its own: when that line is not yet in the log
+        // as the rank reports, the flushed completions it caused name the queue pair's path.
+        let v = verdict(&t);
         assert!(
-            verdict(&t).contains("this rank's HCA raised a fatal asynchronous event"),
+            v.contains("this rank's HCA raised a fatal asynchronous event")
+                || (version == "2.19.3" && v.contains("IBV_WC_WR_FLUSH_ERR (5)")),
             "{what}: {t}"
         );
     }

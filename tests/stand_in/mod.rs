@@ -157,3 +157,27 @@ pub fn ib_lib_dir() -> PathBuf {
     }
     d
 }
+
+/// A control-plane run of one 64 KiB size on `lib` (one iteration, no warm-up), every stage
+/// bounded by `timeout` seconds, the teardown by 3.
+pub fn control_plane_args<'a>(lib: &'a Path, timeout: &'a str) -> Vec<&'a str> {
+    vec![
+        "run",
+        "--backend",
+        "control-plane",
+        "--nccl-lib",
+        lib.to_str().unwrap(),
+        "-b",
+        "64K",
+        "-e",
+        "64K",
+        "-n",
+        "1",
+        "-w",
+        "0",
+        "--timeout",
+        timeout,
+        "--stage-timeout",
+        "finalize=3",
+    ]
+}

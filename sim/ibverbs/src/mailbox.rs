@@ -43,12 +43,47 @@ struct Shared {
     pid: u32,
     /// 1 while the queue pair exists and is not in the error state.
     alive: AtomicU32,
-    recv_head: AtomicU64,
-    recv_tail: AtomicU64,
-    recvs: [PostedRecv; RING],
-    comp_head: AtomicU64,
-    comp_tail: AtomicU64,
-    comps: [RemoteCompletion; RING],
+    recvs: Ring<PostedRecv>,
+    comps: Ring<RemoteCompletion>,
+}
+
+/// A ring in shared memory with one producer and one consumer, each in its own process.
+#[repr(C)]
+struct Ring<T> {
+    head: AtomicU64,
+    tail: AtomicU64,
+    slots: [T; RING],
+}
+
+impl<T: Copy> Ring<T> {
+    /// Appends `v` (the producer's side); false when the ring is full.
+    fn push(&self, v: T) -> bool {
+        let head = self.head.load(Ordering::Relaxed);
+        if head - self.tail.load(Ordering::Acquire) >= RING as u64 {
+            return false;
+        }
+        // SAFETY: the slot is the producer's until head moves past it.
+        unsafe {
+            let slot = std::ptr::addr_of!(self.slots[(head % RING as u64) as usize]) as *mut T;
+            slot.write_volatile(v);
+        }
+        self.head.store(head + 1, Ordering::Release);
+        true
+    }
+
+    /// Takes the oldest entry (the consumer's side).
+    fn pop(&self) -> Option<T> {
+        let tail = self.tail.load(Ordering::Relaxed);
+        if tail == self.head.load(Ordering::Acquire) {
+            return None;
+        }
+        // SAFETY: published by the producer before head moved.
+        let v = unsafe {
+            std::ptr::addr_of!(self.slots[(tail % RING as u64) as usize]).read_volatile()
+        };
+        self.tail.store(tail + 1, Ordering::Release);
+        Some(v)
+    }
 }
 
 /// One mapped mailbox (this process's own, or a peer's).
@@ -238,64 +273,22 @@ impl Mailbox {
 
     /// Posts a receive (the owner's side); false when the ring is full.
     pub fn post_recv(&self, r: PostedRecv) -> bool {
-        let s = self.s();
-        let head = s.recv_head.load(Ordering::Relaxed);
-        if head - s.recv_tail.load(Ordering::Acquire) >= RING as u64 {
-            return false;
-        }
-        // SAFETY: the slot is the producer's until head moves past it.
-        unsafe {
-            let slot =
-                std::ptr::addr_of!(s.recvs[(head % RING as u64) as usize]) as *mut PostedRecv;
-            slot.write_volatile(r);
-        }
-        s.recv_head.store(head + 1, Ordering::Release);
-        true
+        self.s().recvs.push(r)
     }
 
     /// Takes the oldest posted receive (the peer's side).
     pub fn take_recv(&self) -> Option<PostedRecv> {
-        let s = self.s();
-        let tail = s.recv_tail.load(Ordering::Relaxed);
-        if tail == s.recv_head.load(Ordering::Acquire) {
-            return None;
-        }
-        // SAFETY: published by the producer before head moved.
-        let r =
-            unsafe { std::ptr::addr_of!(s.recvs[(tail % RING as u64) as usize]).read_volatile() };
-        s.recv_tail.store(tail + 1, Ordering::Release);
-        Some(r)
+        self.s().recvs.pop()
     }
 
     /// Delivers a receive completion (the peer's side); false when the ring is full.
     pub fn complete(&self, c: RemoteCompletion) -> bool {
-        let s = self.s();
-        let head = s.comp_head.load(Ordering::Relaxed);
-        if head - s.comp_tail.load(Ordering::Acquire) >= RING as u64 {
-            return false;
-        }
-        // SAFETY: as in post_recv.
-        unsafe {
-            let slot =
-                std::ptr::addr_of!(s.comps[(head % RING as u64) as usize]) as *mut RemoteCompletion;
-            slot.write_volatile(c);
-        }
-        s.comp_head.store(head + 1, Ordering::Release);
-        true
+        self.s().comps.push(c)
     }
 
     /// Takes the oldest receive completion (the owner's side).
     pub fn take_completion(&self) -> Option<RemoteCompletion> {
-        let s = self.s();
-        let tail = s.comp_tail.load(Ordering::Relaxed);
-        if tail == s.comp_head.load(Ordering::Acquire) {
-            return None;
-        }
-        // SAFETY: as in take_recv.
-        let c =
-            unsafe { std::ptr::addr_of!(s.comps[(tail % RING as u64) as usize]).read_volatile() };
-        s.comp_tail.store(tail + 1, Ordering::Release);
-        Some(c)
+        self.s().comps.pop()
     }
 }
 

@@ -348,18 +348,26 @@ pub fn comm_failure(
             classify::classify(std::iter::once(l.as_str()))
                 .filter(|x| x.signature == "net-ib-async-fatal")
         });
-        match (path, fatal) {
-            (Some(p), _) if p.status != 5 => f = path_cause(f, &p),
+        let named = match (path, fatal) {
+            (Some(p), _) if p.status != 5 => {
+                let line = p.line.clone();
+                f = path_cause(f, &p);
+                line
+            }
             (_, Some(x)) => {
                 f.evidence.retain(|l| *l != x.evidence);
                 f.evidence.insert(0, x.evidence.clone());
                 f = f.cause(x.cause).hint(x.hint);
+                x.evidence
             }
-            (Some(p), None) => f = path_cause(f, &p),
-            (None, None) => {}
-        }
-        let first = f.evidence.first().unwrap_or(&found.evidence).clone();
-        f.error = annotate_refusal(&f.error, &first);
+            (Some(p), None) => {
+                let line = p.line.clone();
+                f = path_cause(f, &p);
+                line
+            }
+            (None, None) => found.evidence.clone(),
+        };
+        f.error = annotate_refusal(&f.error, &named);
     } else if let CommError::Timeout { .. } = e {
         f = f
             .cause("an operation did not complete: a peer stopped, or a link hangs")

@@ -288,6 +288,7 @@ pub fn path_fault(line: &str) -> Option<PathFault> {
         name,
         meaning,
         peer,
+        line: line.to_string(),
     })
 }
 
@@ -298,6 +299,8 @@ pub struct PathFault {
     pub name: &'static str,
     pub meaning: &'static str,
     pub peer: Option<String>,
+    /// The line it was read from.
+    pub line: String,
 }
 
 /// `enum ibv_wc_status` (rdma-core libibverbs/verbs.h), with what each means between two

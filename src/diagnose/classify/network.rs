@@ -69,29 +69,11 @@ pub(super) const SIGNATURES: &[Signature] = &[
         hint: "look for the first error of this process before this line; do not fork after NCCL init; with several \
                communicators, do not destroy one while another thread initialises",
     },
-    // ---------------------------------------------------------------- proxy (seed 003)
-    Signature {
-        id: "proxy-service-accept",
-        category: Category::Proxy,
-        stage: Stage::ConnectProxy,
-        severity: Severity::Fail,
-        scope: Scope::Any,
-        what: Match::Phrases(&[
-            "Accept failed Resource temporarily unavailable",
-            "Could not receive type from localRank",
-            "Too many connections",
-            "Failed to create CUDA context on device",
-            "Failed to set CUDA device",
-        ]),
-        source: "NVIDIA/nccl v2.21.5-1 src/proxy.cc (\"[Service thread] Accept failed %s\", \"[Service thread] Could not \
-                 receive type from localRank %d, res=%u, closed=%d\")",
-        releases: "2.16-2.30",
-        cause: "NCCL's proxy service could not accept or serve a local rank's connection: typically ranks not bound \
-                to their own GPU before init, or sends and receives that do not pair up",
-        hint: "set each rank's device before communicator init (one GPU per local rank); make every send match a \
-               receive on the peer; check NCCL_* settings and open-file limits (ulimit -n)",
-    },
     // ---------------------------------------------------------------- InfiniBand / RoCE
+    // Ahead of the proxy: an InfiniBand connection is an operation the proxy runs for its rank,
+    // and what the proxy says after it failed ("Could not receive type from localRank", "Failed
+    // to execute operation Connect") only reports that (observed with the real 2.19.3 over the
+    // libibverbs stand-in, tests/fixtures/stand-in-logs).
     Signature {
         id: "dmabuf-unsupported",
         category: Category::Gdr,
@@ -183,6 +165,28 @@ pub(super) const SIGNATURES: &[Signature] = &[
                 the peers do not share, or a locked-memory limit too low to register buffers",
         hint: "check ibstat/ibv_devinfo on both ends, NCCL_IB_HCA, NCCL_IB_GID_INDEX (RoCE) and `ulimit -l` (unlimited); \
                NCCL_IB_DISABLE=1 falls back to sockets to confirm",
+    },
+    // ---------------------------------------------------------------- proxy (seed 003)
+    Signature {
+        id: "proxy-service-accept",
+        category: Category::Proxy,
+        stage: Stage::ConnectProxy,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "Accept failed Resource temporarily unavailable",
+            "Could not receive type from localRank",
+            "Too many connections",
+            "Failed to create CUDA context on device",
+            "Failed to set CUDA device",
+        ]),
+        source: "NVIDIA/nccl v2.21.5-1 src/proxy.cc (\"[Service thread] Accept failed %s\", \"[Service thread] Could not \
+                 receive type from localRank %d, res=%u, closed=%d\")",
+        releases: "2.16-2.30",
+        cause: "NCCL's proxy service could not accept or serve a local rank's connection: typically ranks not bound \
+                to their own GPU before init, or sends and receives that do not pair up",
+        hint: "set each rank's device before communicator init (one GPU per local rank); make every send match a \
+               receive on the peer; check NCCL_* settings and open-file limits (ulimit -n)",
     },
     // ---------------------------------------------------------------- sockets
     Signature {
