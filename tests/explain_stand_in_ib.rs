@@ -1,7 +1,8 @@
 //! `explain` on the logs the real libnccl printed over the stand-in libibverbs while IB faults
 //! were acted out on rank 1 (tests/fixtures/stand-in-logs/SOURCES.md, "Over the stand-in
 //! libibverbs"): from the logs alone, rank 1 and NCCL's InfiniBand transport, with NCCL's own
-//! WARN line as evidence, never rank 0 (which only saw its connections close) and never PASS.
+//! WARN line as evidence, never rank 0 (which only saw its connections close) and never PASS;
+//! and no failure where NCCL had none (a retried `ibv_modify_qp`, a host without HCAs).
 
 mod common;
 use common::*;
@@ -30,6 +31,16 @@ fn each_ib_fault_is_named_on_rank_1_from_the_logs() {
     // (case, NCCL's words on rank 1 for 2.19.3 and for 2.32.3)
     let cases = [
         (
+            "ib-dmabuf-reg",
+            "Call to ibv_reg_dmabuf_mr failed with error Operation not supported",
+            "Call to ibv_reg_dmabuf_mr failed with error Operation not supported",
+        ),
+        (
+            "ib-dmabuf-export",
+            "transport/net.cc:766 NCCL WARN Cuda failure 801",
+            "(recvProxyConnect) NCCL WARN Cuda failure 801",
+        ),
+        (
             "ib-modify-qp",
             "Call to ibv_modify_qp failed with error Invalid argument errno 22",
             "Call to ibv_modify_qp failed with 22 Invalid argument",
@@ -52,8 +63,14 @@ fn each_ib_fault_is_named_on_rank_1_from_the_logs() {
             assert_eq!(c, 21, "{what}: {t}");
             let at = t.find("VERDICT ").unwrap_or_else(|| panic!("{what}: {t}"));
             let block = &t[at..];
+            // GPU memory given to the NIC through DMA-BUF is GPUDirect RDMA's.
+            let category = if case.starts_with("ib-dmabuf") {
+                "gdr"
+            } else {
+                "net-ib"
+            };
             assert!(
-                block.starts_with("VERDICT FAIL at connect:net [net-ib]"),
+                block.starts_with(&format!("VERDICT FAIL at connect:net [{category}]")),
                 "{what}: {block}"
             );
             let mut lines = block.lines().skip(1);
@@ -64,6 +81,33 @@ fn each_ib_fault_is_named_on_rank_1_from_the_logs() {
             );
             let evidence = lines.next().unwrap_or_default();
             assert!(evidence.contains(words), "{what}: {block}");
+        }
+    }
+}
+
+#[test]
+fn what_is_not_a_failure_is_not_called_one() {
+    // 2.32 retried an ibv_modify_qp that timed out, and connected.
+    // (Its log has advice, GPU Direct RDMA Disabled: explain exits with that finding's code.)
+    let (c, t) = explain("ib-modify-qp-timeout", "2.32.3");
+    assert_ne!(c, 21, "{t}");
+    assert!(
+        t.contains("VERDICT NO FAILURE FOUND") && !t.contains("connect:net on rank 1"),
+        "{t}"
+    );
+    // No HCA: NCCL ran over sockets, which its log alone cannot call wrong (a run knows
+    // whether NCCL_IB_HCA asked for InfiniBand: tests/real_nccl_ib.rs).
+    for version in ["2.19.3", "2.32.3"] {
+        let (c, t) = explain("ib-no-hca", version);
+        assert_ne!(c, 21, "{version}: {t}");
+        assert!(t.contains("VERDICT NO FAILURE FOUND"), "{version}: {t}");
+        for rank in ["rank 0", "rank 1"] {
+            assert!(
+                t.lines()
+                    .any(|l| l.starts_with(&format!("NOTE connect:net on {rank},"))
+                        && l.ends_with("[net-ib]")),
+                "{version} {rank}: {t}"
+            );
         }
     }
 }

@@ -5,6 +5,9 @@
 //! in the same namespace, must predict what NCCL then prints (`NET/IB : GPU Direct RDMA
 //! Enabled|Disabled for HCA 0 'mlx5_0'`), and the channels must read `/GDRDMA` exactly when it is
 //! enabled (NCCL_NET_GDR_LEVEL=SYS: the stand-in HCA has no PCI path, so no distance to the GPU).
+//! DMA-BUF, the other way to GPUDirect RDMA, is varied too: an HCA whose kernel registers it
+//! (`mlx5_0:dmabuf`), a driver that does not export it (`NCCL_SMOKE_SIM_DMA_BUF=0`), and
+//! `NCCL_DMABUF_ENABLE=0`.
 //! Needs root (mounts).
 
 mod common;
@@ -61,8 +64,9 @@ fn nccl_said(dir: &Path) -> (Vec<bool>, Vec<String>) {
     (gdr, via)
 }
 
-/// `doctor`'s `gpudirect-rdma` evidence for release `lib`, run in a namespace faking `row`.
-fn doctor_said(lib: &Path, libs: &Path, row: Option<&str>) -> String {
+/// `doctor`'s `gpudirect-rdma` evidence for release `lib`, run in a namespace faking `row`,
+/// with the variables `env`.
+fn doctor_said(lib: &Path, libs: &Path, row: Option<&str>, env: &[(&str, &str)]) -> String {
     let script = format!("{} && exec \"$@\"", fake_sysfs(row));
     let mut cmd = std::process::Command::new("unshare");
     cmd.args(["-m", "sh", "-c", &script, "sh"])
@@ -75,7 +79,8 @@ fn doctor_said(lib: &Path, libs: &Path, row: Option<&str>) -> String {
             "--nccl-lib",
         ])
         .arg(lib)
-        .env("LD_LIBRARY_PATH", libs);
+        .env("LD_LIBRARY_PATH", libs)
+        .envs(env.iter().copied());
     let o = bounded(cmd, 60);
     let t = String::from_utf8_lossy(&o.stdout).to_string();
     let doc: serde_json::Value =
@@ -87,13 +92,33 @@ fn doctor_said(lib: &Path, libs: &Path, row: Option<&str>) -> String {
     check["evidence"].as_str().unwrap().to_string()
 }
 
+/// The DMA-BUF cases: (peer-memory file, variables). An HCA whose kernel registers DMA-BUF gives
+/// GPUDirect RDMA with no module, unless the driver does not export it or NCCL is told not to.
+const DMA_BUF_ROWS: [(Option<&str>, Env); 4] = [
+    (None, &[]),
+    (None, &[("NCCL_SMOKE_SIM_DMA_BUF", "0")]),
+    (None, &[("NCCL_DMABUF_ENABLE", "0")]),
+    (Some("module/nvidia_peermem/version"), &[]),
+];
+
+type Env = &'static [(&'static str, &'static str)];
+
 #[test]
 fn doctor_predicts_what_each_release_decides_about_gpudirect_rdma() {
     let libs = ib_lib_dir();
+    let no_dmabuf: Env = &[];
+    let cases = ROWS.iter().map(|&row| (row, "mlx5_0", no_dmabuf)).chain(
+        DMA_BUF_ROWS
+            .iter()
+            .map(|&(row, env)| (row, "mlx5_0:dmabuf", env)),
+    );
     for version in ["2.19.3", "2.32.3"] {
         let lib = wheel(version);
-        for row in ROWS {
-            let name = format!("{version} with {}", row.unwrap_or("no peer-memory file"));
+        for (row, hcas, vars) in cases.clone() {
+            let name = format!(
+                "{version} with {}, HCAs {hcas} {vars:?}",
+                row.unwrap_or("no peer-memory file")
+            );
             let logs = scratch("real-nccl-gdr");
             let file = logs.join("nccl.%h.%p.log").display().to_string();
             let mut env = NET_ONLY.to_vec();
@@ -102,7 +127,9 @@ fn doctor_predicts_what_each_release_decides_about_gpudirect_rdma() {
                 ("NCCL_DEBUG", "INFO"),
                 ("NCCL_DEBUG_SUBSYS", "INIT,NET"),
                 ("NCCL_DEBUG_FILE", &file),
+                ("NCCL_SMOKE_SIM_IB_HCAS", hcas),
             ]);
+            env.extend_from_slice(vars);
             let args = control_plane_args(&lib, "20");
             let before = fake_sysfs(row);
             let runner = ["unshare", "-m"];
@@ -123,7 +150,9 @@ fn doctor_predicts_what_each_release_decides_about_gpudirect_rdma() {
                 !via.is_empty() && via.iter().all(|v| v.contains("/GDRDMA") == enabled),
                 "{name}: enabled {enabled}, channels {via:?}"
             );
-            let predicted = doctor_said(&lib, &libs, row);
+            let mut doctor_env = vec![("NCCL_SMOKE_SIM_IB_HCAS", hcas)];
+            doctor_env.extend_from_slice(vars);
+            let predicted = doctor_said(&lib, &libs, row, &doctor_env);
             let says = if enabled {
                 "will report 'GPU Direct RDMA Enabled'"
             } else {
@@ -137,6 +166,17 @@ fn doctor_predicts_what_each_release_decides_about_gpudirect_rdma() {
                 "{name}: NCCL printed {}, doctor said: {predicted}",
                 if enabled { "Enabled" } else { "Disabled" }
             );
+            // Where DMA-BUF decides, doctor says so.
+            if hcas.ends_with(":dmabuf") && row.is_none() {
+                let why = if enabled {
+                    "through DMA-BUF"
+                } else if vars.iter().any(|(k, _)| *k == "NCCL_DMABUF_ENABLE") {
+                    "NCCL_DMABUF_ENABLE=0"
+                } else {
+                    "CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED"
+                };
+                assert!(predicted.contains(why), "{name}: doctor said: {predicted}");
+            }
         }
     }
 }

@@ -3,7 +3,8 @@
 //! through the network. Init and connect over InfiniBand and RoCE on 2.19.3, 2.23.4 and 2.32.3,
 //! the transport asserted from NCCL's own INFO lines; then IB faults acted out by NCCL's own code
 //! (`NCCL_SMOKE_SIM_IB_FAULT`), each verdict naming the stage, the rank and the cause; and a
-//! run whose `NCCL_IB_HCA` selects no HCA, named with the devices that exist.
+//! run whose `NCCL_IB_HCA` selects no HCA, named with the devices that exist; and GPUDirect
+//! RDMA through DMA-BUF, with its two failures.
 
 mod common;
 mod stand_in;
@@ -43,9 +44,33 @@ fn nccl_printed(dir: &Path) -> (Vec<String>, BTreeSet<String>) {
     (using, via)
 }
 
+/// A control-plane run of 2 ranks over the HCAs `hcas`, NCCL's INFO log kept: the exit code,
+/// the output, and what NCCL printed ([`nccl_printed`]).
+fn control_plane(
+    version: &str,
+    hcas: &str,
+    extra: Env,
+) -> (i32, String, Vec<String>, BTreeSet<String>) {
+    let lib = wheel(version);
+    let dir = scratch("real-nccl-ib");
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let file = logs.join("nccl.%h.%p.log").display().to_string();
+    let mut env: Vec<(&str, &str)> = NET_ONLY.to_vec();
+    env.extend([
+        ("NCCL_SMOKE_SIM_IB_HCAS", hcas),
+        ("NCCL_DEBUG", "INFO"),
+        ("NCCL_DEBUG_SUBSYS", "INIT,NET"),
+        ("NCCL_DEBUG_FILE", &file),
+    ]);
+    env.extend_from_slice(extra);
+    let o = real_run(2, &control_plane_args(&lib, "20"), &env, &ib_lib_dir(), 120);
+    let (using, via) = nccl_printed(&logs);
+    (code(&o), text(&o), using, via)
+}
+
 #[test]
 fn every_release_connects_over_infiniband_and_roce() {
-    let libs = ib_lib_dir();
     // RoCE's GID is chosen by NCCL_IB_GID_INDEX: NCCL's automatic choice reads the port's
     // sysfs GID types, which a simulated HCA does not have (3: RoCE v2 of 127.0.0.1).
     let links: [(&str, &str, Env); 2] = [
@@ -53,25 +78,9 @@ fn every_release_connects_over_infiniband_and_roce() {
         ("RoCE", "mlx5_0:roce", &[("NCCL_IB_GID_INDEX", "3")]),
     ];
     for version in ["2.19.3", "2.23.4", "2.32.3"] {
-        let lib = wheel(version);
         for (link, hcas, extra) in links {
             let name = format!("{version} over {link}");
-            let dir = scratch("real-nccl-ib");
-            let logs = dir.join("logs");
-            std::fs::create_dir_all(&logs).unwrap();
-            let file = logs.join("nccl.%h.%p.log").display().to_string();
-            let mut env: Vec<(&str, &str)> = NET_ONLY.to_vec();
-            env.extend([
-                ("NCCL_SMOKE_SIM_IB_HCAS", hcas),
-                ("NCCL_DEBUG", "INFO"),
-                ("NCCL_DEBUG_SUBSYS", "INIT,NET"),
-                ("NCCL_DEBUG_FILE", &file),
-            ]);
-            env.extend_from_slice(extra);
-            let args = control_plane_args(&lib, "20");
-            let o = real_run(2, &args, &env, &libs, 120);
-            let t = text(&o);
-            let (using, via) = nccl_printed(&logs);
+            let (c, t, using, via) = control_plane(version, hcas, extra);
             assert!(
                 using.len() == 2
                     && using
@@ -92,14 +101,14 @@ fn every_release_connects_over_infiniband_and_roce() {
             if version == "2.23.4" {
                 // As over NET/Socket (tests/control_plane.rs): 2.23.4's ncclCommAbort waits for
                 // the network proxies' work that no kernel will do.
-                assert_eq!(code(&o), 24, "{name}:\n{t}");
+                assert_eq!(c, 24, "{name}:\n{t}");
                 assert!(
                     t.contains(&format!("VERDICT: [{label}] FAIL at finalize on "))
                         && t.contains("in ncclCommAbort"),
                     "{name}:\n{t}"
                 );
             } else {
-                assert_eq!(code(&o), 27, "{name}:\n{t}");
+                assert_eq!(c, 27, "{name}:\n{t}");
                 assert!(
                     t.lines().any(|l| l.starts_with("CONTROL PLANE OK — ")
                         && l.contains(&format!(
@@ -279,5 +288,70 @@ fn an_ib_hca_that_selects_nothing_is_named_with_the_devices_there_are() {
             "{hcas}: {t}"
         );
         assert!(t.contains("NCCL INFO Using network Socket"), "{hcas}: {t}");
+    }
+}
+
+#[test]
+fn dma_buf_gives_gpudirect_rdma_and_its_failures_are_named_with_the_fix_that_works() {
+    // An HCA whose kernel registers DMA-BUF, and no peer-memory module: NCCL uses GPUDirect RDMA
+    // through DMA-BUF (NCCL_NET_GDR_LEVEL=SYS: the stand-in HCA has no PCI path, so no distance
+    // to the GPU).
+    let hcas = ("NCCL_SMOKE_SIM_IB_HCAS", "mlx5_0:dmabuf");
+    let gdr_level = ("NCCL_NET_GDR_LEVEL", "SYS");
+    for version in ["2.19.3", "2.32.3"] {
+        let (c, t, _, via) = control_plane(version, hcas.1, &[gdr_level]);
+        assert_eq!(c, 27, "{version}: {t}");
+        assert!(
+            !via.is_empty() && via.iter().all(|v| v.starts_with("NET/IB/0/GDRDMA")),
+            "{version}: {via:?}\n{t}"
+        );
+
+        // The NIC refuses the DMA-BUF registration (the probe passed: the call after it), or
+        // the GPU driver will not export the buffer: each named on rank 1, where 2.19 connects
+        // (inside init) and 2.32 does (at the first collective).
+        let (stage, exit) = if version == "2.19.3" {
+            ("init", 16)
+        } else {
+            ("connect:net", 21)
+        };
+        for (fault, cause) in [
+            (
+                (
+                    "NCCL_SMOKE_SIM_IB_FAULT",
+                    "ibv_reg_dmabuf_mr@1#2:EOPNOTSUPP",
+                ),
+                "registering GPU memory with the NIC through dmabuf failed",
+            ),
+            (
+                (
+                    "NCCL_SMOKE_SIM_CUDA_FAULT",
+                    "cuMemGetHandleForAddressRange@1:CUDA_ERROR_NOT_SUPPORTED",
+                ),
+                "would not export this rank's network buffer as a DMA-BUF",
+            ),
+        ] {
+            let what = format!("{version} {}", fault.1);
+            let (c, t) = ib_run(version, &[hcas, gdr_level, fault]);
+            assert_eq!(c, exit, "{what}: {t}");
+            let v = verdict(&t);
+            assert!(
+                v.contains(&format!("FAIL at {stage} on rank 1 (host "))
+                    && v.contains(cause)
+                    && v.contains("NCCL_DMABUF_ENABLE=0"),
+                "{what}: {v}"
+            );
+            only_rank_1(&t, &what);
+        }
+
+        // The hint, taken: NCCL_DMABUF_ENABLE=0 connects without DMA-BUF (and, with no
+        // peer-memory module, without GPUDirect RDMA), the refusing NIC never asked.
+        let fault = ("NCCL_SMOKE_SIM_IB_FAULT", "ibv_reg_dmabuf_mr#2:EOPNOTSUPP");
+        let off = ("NCCL_DMABUF_ENABLE", "0");
+        let (c, t, _, via) = control_plane(version, hcas.1, &[gdr_level, fault, off]);
+        assert_eq!(c, 27, "{version} NCCL_DMABUF_ENABLE=0: {t}");
+        assert!(
+            via.contains("NET/IB/0") && via.iter().all(|v| !v.contains("GDRDMA")),
+            "{version} NCCL_DMABUF_ENABLE=0: {via:?}\n{t}"
+        );
     }
 }

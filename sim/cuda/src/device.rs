@@ -282,45 +282,52 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -
 
 /// The value of a `CUdevice_attribute` (numbers as in cuda.h 12.8) for an H100-like device;
 /// attributes not listed are 0.
+/// `NCCL_SMOKE_SIM_DMA_BUF`: whether the devices export memory as DMA-BUF
+/// (`CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`); `0` acts out a driver that does not (default 1).
+fn dma_buf() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("NCCL_SMOKE_SIM_DMA_BUF").map_or(true, |v| v.trim() != "0"))
+}
+
 pub fn attribute(attrib: c_uint, gpu: &Gpu, ordinal: CUdevice, cc: (i32, i32)) -> c_int {
     let (domain, bus, dev) = config::pci_location(gpu.physical);
     match attrib {
-        1 => 1024,             // MAX_THREADS_PER_BLOCK
-        2 | 3 => 1024,         // MAX_BLOCK_DIM_X/Y
-        4 => 64,               // MAX_BLOCK_DIM_Z
-        5 => i32::MAX,         // MAX_GRID_DIM_X
-        6 | 7 => 65535,        // MAX_GRID_DIM_Y/Z
-        8 => 49152,            // MAX_SHARED_MEMORY_PER_BLOCK
-        9 => 65536,            // TOTAL_CONSTANT_MEMORY
-        10 => 32,              // WARP_SIZE
-        11 => i32::MAX,        // MAX_PITCH
-        12 => 65536,           // MAX_REGISTERS_PER_BLOCK
-        13 => 1_980_000,       // CLOCK_RATE (kHz)
-        14 => 512,             // TEXTURE_ALIGNMENT
-        15 => 1,               // GPU_OVERLAP
-        16 => 132,             // MULTIPROCESSOR_COUNT
-        19 => 1,               // CAN_MAP_HOST_MEMORY
-        30 => 512,             // SURFACE_ALIGNMENT
-        31 => 1,               // CONCURRENT_KERNELS
-        32 => 1,               // ECC_ENABLED
-        33 => bus as c_int,    // PCI_BUS_ID
-        34 => dev as c_int,    // PCI_DEVICE_ID
-        36 => 2_619_000,       // MEMORY_CLOCK_RATE (kHz)
-        37 => 5120,            // GLOBAL_MEMORY_BUS_WIDTH
-        38 => 50 << 20,        // L2_CACHE_SIZE
-        39 => 2048,            // MAX_THREADS_PER_MULTIPROCESSOR
-        40 => 3,               // ASYNC_ENGINE_COUNT
-        41 => 1,               // UNIFIED_ADDRESSING
-        50 => domain as c_int, // PCI_DOMAIN_ID
-        51 => 32,              // TEXTURE_PITCH_ALIGNMENT
-        75 => cc.0,            // COMPUTE_CAPABILITY_MAJOR
-        76 => cc.1,            // COMPUTE_CAPABILITY_MINOR
-        78..=80 => 1,          // STREAM_PRIORITIES / GLOBAL_L1 / LOCAL_L1 supported
-        81 => 233_472,         // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
-        82 => 65536,           // MAX_REGISTERS_PER_MULTIPROCESSOR
-        83 => 1,               // MANAGED_MEMORY
-        85 => ordinal,         // MULTI_GPU_BOARD_GROUP_ID
-        87 => 2,               // SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO
+        1 => 1024,                 // MAX_THREADS_PER_BLOCK
+        2 | 3 => 1024,             // MAX_BLOCK_DIM_X/Y
+        4 => 64,                   // MAX_BLOCK_DIM_Z
+        5 => i32::MAX,             // MAX_GRID_DIM_X
+        6 | 7 => 65535,            // MAX_GRID_DIM_Y/Z
+        8 => 49152,                // MAX_SHARED_MEMORY_PER_BLOCK
+        9 => 65536,                // TOTAL_CONSTANT_MEMORY
+        10 => 32,                  // WARP_SIZE
+        11 => i32::MAX,            // MAX_PITCH
+        12 => 65536,               // MAX_REGISTERS_PER_BLOCK
+        13 => 1_980_000,           // CLOCK_RATE (kHz)
+        14 => 512,                 // TEXTURE_ALIGNMENT
+        15 => 1,                   // GPU_OVERLAP
+        16 => 132,                 // MULTIPROCESSOR_COUNT
+        19 => 1,                   // CAN_MAP_HOST_MEMORY
+        30 => 512,                 // SURFACE_ALIGNMENT
+        31 => 1,                   // CONCURRENT_KERNELS
+        32 => 1,                   // ECC_ENABLED
+        33 => bus as c_int,        // PCI_BUS_ID
+        34 => dev as c_int,        // PCI_DEVICE_ID
+        36 => 2_619_000,           // MEMORY_CLOCK_RATE (kHz)
+        37 => 5120,                // GLOBAL_MEMORY_BUS_WIDTH
+        38 => 50 << 20,            // L2_CACHE_SIZE
+        39 => 2048,                // MAX_THREADS_PER_MULTIPROCESSOR
+        40 => 3,                   // ASYNC_ENGINE_COUNT
+        41 => 1,                   // UNIFIED_ADDRESSING
+        50 => domain as c_int,     // PCI_DOMAIN_ID
+        51 => 32,                  // TEXTURE_PITCH_ALIGNMENT
+        75 => cc.0,                // COMPUTE_CAPABILITY_MAJOR
+        76 => cc.1,                // COMPUTE_CAPABILITY_MINOR
+        78..=80 => 1,              // STREAM_PRIORITIES / GLOBAL_L1 / LOCAL_L1 supported
+        81 => 233_472,             // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
+        82 => 65536,               // MAX_REGISTERS_PER_MULTIPROCESSOR
+        83 => 1,                   // MANAGED_MEMORY
+        85 => ordinal,             // MULTI_GPU_BOARD_GROUP_ID
+        87 => 2,                   // SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO
         89..=91 => 1, // CONCURRENT_MANAGED_ACCESS, COMPUTE_PREEMPTION, HOST_POINTER_FOR_REGISTERED_MEM
         95 | 96 => 1, // COOPERATIVE_LAUNCH, COOPERATIVE_MULTI_DEVICE_LAUNCH
         97 => 232_448, // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
@@ -335,6 +342,7 @@ pub fn attribute(attrib: c_uint, gpu: &Gpu, ordinal: CUdevice, cc: (i32, i32)) -
         117 => 1,     // GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS (host)
         118 => 0,     // GPU_DIRECT_RDMA_WRITES_ORDERING (none)
         119 => 1,     // MEMPOOL_SUPPORTED_HANDLE_TYPES (posix fd)
+        124 => dma_buf() as c_int, // DMA_BUF_SUPPORTED
         120..=125 => 1, // cluster launch ... IPC events
         126 => 4,     // MEM_SYNC_DOMAIN_COUNT
         127 => 1,     // TENSOR_MAP_ACCESS_SUPPORTED

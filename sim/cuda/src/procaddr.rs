@@ -164,6 +164,7 @@ static ENTRIES: LazyLock<HashMap<&'static str, usize>> = LazyLock::new(|| {
         vmm::cuMemGetAccess,
         ranges::cuMemGetAddressRange_v2,
         vmm::cuMemGetAllocationGranularity,
+        ranges::cuMemGetHandleForAddressRange,
         vmm::cuMemGetAllocationPropertiesFromHandle,
         memory::cuMemGetInfo_v2,
         memory::cuMemHostAlloc,

@@ -5,7 +5,10 @@
 //! * `name` — the device name NCCL prints and `NCCL_IB_HCA` selects (`mlx5_0`);
 //! * `ib` (default) or `roce` — the port's link layer;
 //! * `down` — the port is DOWN (NCCL skips it);
-//! * `speed=<edr|hdr|ndr|xdr>` — the port's rate at width 4x (default `ndr`, 400 Gb/s).
+//! * `speed=<edr|hdr|ndr|xdr>` — the port's rate at width 4x (default `ndr`, 400 Gb/s);
+//! * `dmabuf` — the kernel and rdma-core register GPU memory through DMA-BUF
+//!   (`ibv_reg_dmabuf_mr`); without it the verb fails with `EOPNOTSUPP`, as on a kernel
+//!   before 5.12, and NCCL's probe finds no DMA-BUF.
 //!
 //! Unset means one InfiniBand HCA, `mlx5_0`; empty means a host without HCAs.
 //!
@@ -76,6 +79,8 @@ pub struct Hca {
     pub link: Link,
     pub up: bool,
     pub speed: Speed,
+    /// Whether `ibv_reg_dmabuf_mr` is supported.
+    pub dmabuf: bool,
 }
 
 fn hca_error(msg: String) -> IbSpecError {
@@ -108,6 +113,7 @@ pub fn parse_hcas(spec: &str) -> Result<Vec<Hca>, IbSpecError> {
             link: Link::Infiniband,
             up: true,
             speed: Speed::Ndr,
+            dmabuf: false,
         };
         for f in fields {
             match f {
@@ -118,10 +124,11 @@ pub fn parse_hcas(spec: &str) -> Result<Vec<Hca>, IbSpecError> {
                 "speed=hdr" => hca.speed = Speed::Hdr,
                 "speed=ndr" => hca.speed = Speed::Ndr,
                 "speed=xdr" => hca.speed = Speed::Xdr,
+                "dmabuf" => hca.dmabuf = true,
                 other => {
                     return Err(hca_error(format!(
-                        "unknown option '{}' in '{}': expected ib, roce, down, or \
-                         speed=edr|hdr|ndr|xdr",
+                        "unknown option '{}' in '{}': expected ib, roce, down, dmabuf, \
+                         or speed=edr|hdr|ndr|xdr",
                         shown(other),
                         shown(part)
                     )));

@@ -1,6 +1,7 @@
 //! Protection domains and memory regions. A region's keys are only numbers: a peer's RDMA
 //! reaches the address it is given (see `post`).
 
+use crate::device::context_of;
 use crate::fabric::{set_errno, verb_fault};
 use crate::sys::*;
 use std::ffi::{c_int, c_void};
@@ -83,24 +84,41 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     new_mr(pd, addr, length)
 }
 
-/// DMA-BUF registration is not supported by the stand-in's HCAs: `EOPNOTSUPP`, which NCCL's
-/// probe (`ncclIbDmaBufSupport`, fd -1) reads as "no DMA-BUF" (a guess that matches hosts
-/// without it; the CUDA stand-in has no DMA-BUF export either).
+/// DMA-BUF registration, on an HCA whose spec says `dmabuf`: the region is the GPU range the
+/// descriptor exports, at `iova` (NCCL passes the buffer's address there: NVIDIA/nccl v2.19.3-1
+/// `src/transport/net_ib.cc`, `ncclIbRegMrDmaBuf`), so a peer's RDMA reaches it as any other
+/// region. Without `dmabuf` it fails with `EOPNOTSUPP` (rdma-core's answer when the kernel
+/// lacks the command), which NCCL's probe (`ncclIbDmaBufSupport`, fd -1) reads as "no
+/// DMA-BUF"; a descriptor that is not open is `EBADF`, which the probe reads as "supported".
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
-    _pd: *mut ibv_pd,
+    pd: *mut ibv_pd,
     _offset: u64,
-    _length: usize,
-    _iova: u64,
-    _fd: c_int,
+    length: usize,
+    iova: u64,
+    fd: c_int,
     _access: c_int,
 ) -> *mut ibv_mr {
-    set_errno(
-        verb_fault("ibv_reg_dmabuf_mr")
-            .err()
-            .unwrap_or(libc::EOPNOTSUPP),
-    );
-    std::ptr::null_mut()
+    let refused = match verb_fault("ibv_reg_dmabuf_mr") {
+        Err(e) => Some(e),
+        // SAFETY: pd comes from ibv_alloc_pd on a context of ibv_open_device.
+        Ok(())
+            if pd.is_null()
+                || !crate::device::hca(unsafe { context_of((*pd).context) }.device).dmabuf =>
+        {
+            Some(libc::EOPNOTSUPP)
+        }
+        // SAFETY: F_GETFD only asks whether the descriptor is open.
+        Ok(()) if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 => Some(libc::EBADF),
+        Ok(()) => None,
+    };
+    match refused {
+        Some(e) => {
+            set_errno(e);
+            std::ptr::null_mut()
+        }
+        None => new_mr(pd, iova as usize as *mut c_void, length),
+    }
 }
 
 #[unsafe(no_mangle)]

@@ -240,12 +240,21 @@ fn queue_pairs_move_bytes_and_complete_as_rc_queue_pairs_do() {
 }
 
 #[test]
-fn dma_buf_registration_is_refused_as_unsupported() {
-    // SAFETY: a NULL pd is never read on this path.
-    let mr = unsafe { ibv_reg_dmabuf_mr(std::ptr::null_mut(), 0, 4096, 0, -1, 0) };
-    assert!(mr.is_null());
-    assert_eq!(
-        std::io::Error::last_os_error().raw_os_error(),
-        Some(libc::EOPNOTSUPP)
-    );
+fn dma_buf_registration_is_refused_without_the_dmabuf_option() {
+    // SAFETY: the device and pd are opened and closed here.
+    unsafe {
+        let ctx = open();
+        let pd = ibv_alloc_pd(ctx);
+        // NCCL's probe (fd -1) and a real descriptor alike: EOPNOTSUPP, "no DMA-BUF".
+        for fd in [-1, 0] {
+            let mr = ibv_reg_dmabuf_mr(pd, 0, 4096, 0, fd, 0);
+            assert!(mr.is_null());
+            assert_eq!(
+                std::io::Error::last_os_error().raw_os_error(),
+                Some(libc::EOPNOTSUPP)
+            );
+        }
+        assert_eq!(ibv_dealloc_pd(pd), 0);
+        assert_eq!(ibv_close_device(ctx), 0);
+    }
 }

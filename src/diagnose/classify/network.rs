@@ -86,8 +86,47 @@ pub(super) const SIGNATURES: &[Signature] = &[
         releases: "2.16-2.30",
         cause: "registering GPU memory with the NIC through dmabuf failed (Operation not supported: the kernel, the \
                 NIC driver or the GPU driver lacks dmabuf support for this path)",
-        hint: "NCCL_DMABUF_ENABLE=0 falls back to nvidia_peermem; or use a kernel (5.12+), OFED/rdma-core and GPU \
-               driver with dmabuf support, or a newer NCCL that checks support before using it",
+        hint: "NCCL_DMABUF_ENABLE=0 registers through nvidia_peermem instead when it is loaded (else the network \
+               goes through host memory, slower); or use a kernel (5.12+), rdma-core/OFED and GPU driver that \
+               register dmabuf memory",
+    },
+    // CUCHECK's "Cuda failure %d '%s'" in transport/net.cc comes only from
+    // cuMemGetHandleForAddressRange (v2.19.3-1 lines 766 and 909, v2.30.7-1 sendProxyConnect,
+    // recvProxyConnect and the buffer registrations); its CUDACHECK lines print "Cuda failure
+    // '%s'" without a number, hence the digits.
+    Signature {
+        id: "dmabuf-export-failed",
+        category: Category::Gdr,
+        stage: Stage::ConnectNet,
+        severity: Severity::Fail,
+        scope: Scope::Warn,
+        what: Match::PhrasesIn {
+            files: &["transport/net.cc"],
+            phrases: &[
+                "Cuda failure 1",
+                "Cuda failure 2",
+                "Cuda failure 3",
+                "Cuda failure 4",
+                "Cuda failure 5",
+                "Cuda failure 6",
+                "Cuda failure 7",
+                "Cuda failure 8",
+                "Cuda failure 9",
+            ],
+        },
+        source: "NVIDIA/nccl v2.19.3-1 src/transport/net.cc:766,909 (CUCHECK(cuMemGetHandleForAddressRange(…, \
+                 CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0)) before regMrDmaBuf, when init found DMA-BUF: \
+                 \"DMA-BUF is available on GPU device %d\", src/init.cc dmaBufSupported); v2.30.7-1 the same; \
+                 the driver-side causes are a guess from NVIDIA's GPU Operator documentation (DMA-BUF with the \
+                 open GPU kernel module)",
+        releases: "2.16-2.30",
+        cause: "the GPU driver would not export this rank's network buffer as a DMA-BUF for the NIC \
+                (cuMemGetHandleForAddressRange failed), although NCCL had found DMA-BUF support (driver attribute, \
+                kernel and rdma-core): a driver or kernel module without DMA-BUF export for this memory (e.g. the \
+                proprietary kernel module where the open one is needed)",
+        hint: "NCCL_DMABUF_ENABLE=0 registers through nvidia_peermem instead when it is loaded (else the network \
+               goes through host memory, slower); or install the open GPU kernel module of a driver that exports \
+               DMA-BUF (nvidia-smi -q | grep -i 'kernel module')",
     },
     Signature {
         id: "net-ib-completion-error",

@@ -267,13 +267,17 @@ pub(super) const SIGNATURES: &[Signature] = &[
         scope: Scope::Info,
         what: Match::Phrases(&["GPU Direct RDMA Disabled"]),
         source: "NVIDIA/nccl v2.19.3-1 src/graph/topo.cc (\"NET/%s : GPU Direct RDMA %s for HCA %d '%s'\", INFO) and \
-                 src/graph/paths.cc (\"GPU Direct RDMA Disabled for GPU %lx / HCA %d (distance %d > %d)\", INFO)",
+                 src/graph/paths.cc (\"GPU Direct RDMA Disabled for GPU %lx / HCA %d (distance %d > %d)\", INFO); \
+                 gdrSupport is the peer-memory check or DMA-BUF (topo.cc)",
         releases: "2.16-2.30",
         cause: "NCCL moves network data without GPUDirect RDMA (through host memory), so inter-node bandwidth \
-                is low; NCCL before 2.23.4 only looks for the legacy peer-memory paths \
-                (/sys/kernel/mm/memory_peers/nv_mem*/version) and misses the nvidia_peermem module",
-        hint: "load nvidia_peermem (modprobe nvidia_peermem) and use NCCL >= 2.23.4; check NCCL_NET_GDR_LEVEL, \
-               NCCL_IB_DISABLE=0 and NCCL_IB_HCA",
+                is low: NCCL found neither a peer-memory module where it looks (before 2.23.4 only the \
+                /sys/kernel/mm/memory_peers/ paths, missing a loaded nvidia_peermem) nor DMA-BUF (driver, kernel \
+                and rdma-core support, NCCL_DMABUF_ENABLE not 0), or the GPU and HCA are further apart than \
+                NCCL_NET_GDR_LEVEL allows",
+        hint: "`nccl-smoke doctor` on the node says which, for this NCCL; load nvidia_peermem with NCCL >= 2.23.4, \
+               or use DMA-BUF (kernel 5.12+, rdma-core 34+, the open GPU kernel module); check NCCL_NET_GDR_LEVEL \
+               and NCCL_IB_HCA",
     },
     // ---------------------------------------------------------------- benign notes
     Signature {

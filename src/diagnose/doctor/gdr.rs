@@ -9,6 +9,13 @@
 //! * v2.23.4-1 on (`src/transport/net_ib/common.cc` in v2.30.7-1): those two or
 //!   `/sys/module/nvidia_peermem/version`.
 //!
+//! A peer-memory module is one way; DMA-BUF is the other (NVIDIA's recommended one): NCCL enables
+//! GPUDirect RDMA for an HCA also when `NCCL_DMABUF_ENABLE` is not 0, the driver reports
+//! `CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED` and the kernel registers DMA-BUF memory on the HCA
+//! (v2.19.3-1 src/graph/topo.cc: `gdrSupport = (ptrSupport & NCCL_PTR_CUDA) ||
+//! (comm->dmaBufSupport && (ptrSupport & NCCL_PTR_DMABUF))`; src/init.cc `dmaBufSupported`;
+//! `ncclIbDmaBufSupport`'s probe, asked here by `ffi::ibverbs::dma_buf_support`).
+//!
 //! Observed with the real 2.19.3 and 2.32.3 over fake files in a private mount namespace
 //! (tests/real_nccl_gdr.rs): `NET/IB : GPU Direct RDMA Enabled|Disabled for HCA 0 'mlx5_0'` as
 //! predicted here, and channels `via NET/IB/0/GDRDMA` exactly when enabled (with the GPU–NIC
@@ -54,16 +61,86 @@ pub fn version_code(version: &str) -> Option<i32> {
     Some(major * 10000 + minor * 100 + patch)
 }
 
+/// What NCCL's DMA-BUF check would find on this node; `None`: not asked (no driver, no
+/// libibverbs, or a node read from a directory).
+#[derive(Debug, Clone, Default)]
+pub struct DmaBuf {
+    /// `NCCL_DMABUF_ENABLE=0`.
+    pub disabled: bool,
+    /// Every GPU's driver reports DMA-BUF export.
+    pub gpu: Option<bool>,
+    /// The kernel registers DMA-BUF memory on every HCA (their names where it does not).
+    pub nic: Option<Result<(), Vec<String>>>,
+}
+
+impl DmaBuf {
+    /// Asks the driver (for the devices `gpus`) and libibverbs, and reads `NCCL_DMABUF_ENABLE`
+    /// through `env`.
+    pub fn probe(gpus: &[i32], env: impl Fn(&str) -> Option<String>) -> DmaBuf {
+        use crate::ffi::{cuda::DeviceInfo, ibverbs};
+        let disabled = env("NCCL_DMABUF_ENABLE").is_some_and(|v| v.trim() == "0");
+        let gpu = (!gpus.is_empty()).then(|| {
+            gpus.iter()
+                .all(|&g| DeviceInfo::dma_buf_supported(g).unwrap_or(false))
+        });
+        let nic = ibverbs::dma_buf_support()
+            .ok()
+            .filter(|d| !d.is_empty())
+            .map(|d| {
+                let not: Vec<String> = d
+                    .into_iter()
+                    .filter(|(_, ok)| *ok != Some(true))
+                    .map(|(n, _)| n)
+                    .collect();
+                if not.is_empty() { Ok(()) } else { Err(not) }
+            });
+        DmaBuf { disabled, gpu, nic }
+    }
+
+    fn usable(&self) -> bool {
+        !self.disabled && self.gpu == Some(true) && matches!(self.nic, Some(Ok(())))
+    }
+
+    /// Why NCCL will not use DMA-BUF, in words; empty where it was not asked.
+    fn why_not(&self) -> String {
+        if self.disabled {
+            return "DMA-BUF is off (NCCL_DMABUF_ENABLE=0)".into();
+        }
+        let mut why = Vec::new();
+        if self.gpu == Some(false) {
+            why.push(
+                "the GPU driver does not report DMA-BUF export (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED)"
+                    .to_string(),
+            );
+        }
+        if let Some(Err(not)) = &self.nic {
+            why.push(format!(
+                "the kernel does not register DMA-BUF memory on {} (ibv_reg_dmabuf_mr: not supported)",
+                not.join(", ")
+            ));
+        }
+        if why.is_empty() {
+            String::new()
+        } else {
+            format!("no DMA-BUF either: {}", why.join("; "))
+        }
+    }
+}
+
+const DMA_BUF_HINT: &str = "or DMA-BUF, which needs no module: a kernel 5.12+ with rdma-core 34+ and a \
+                            driver that exports it (the open GPU kernel module)";
+
 /// What a release decides about GPUDirect RDMA on a node whose peer-memory files are
-/// `present`, in words: whether it enables it, why, and what to do when it does not.
+/// `present` and whose DMA-BUF support is `dmabuf`, in words: whether it enables it, why, and
+/// what to do when it does not.
 pub struct Prediction {
     pub enabled: bool,
     pub said: String,
-    pub hint: &'static str,
+    pub hint: String,
 }
 
 /// See [`Prediction`]; `version` `None`: the newest rules (no library to ask).
-pub fn predict(version: Option<i32>, present: &[&str]) -> Prediction {
+pub fn predict(version: Option<i32>, present: &[&str], dmabuf: &DmaBuf) -> Prediction {
     let (v, which) = match version {
         Some(v) => (v, format!("NCCL {}", nccl::version_string(v))),
         None => (
@@ -86,18 +163,44 @@ pub fn predict(version: Option<i32>, present: &[&str]) -> Prediction {
                  NCCL_NET_GDR_LEVEL)",
                 found.join(", ")
             ),
-            hint: "",
+            hint: String::new(),
         };
     }
+    if dmabuf.usable() {
+        let unseen = if present.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (the peer-memory module's {} is not one this release looks for)",
+                present.join(", ")
+            )
+        };
+        return Prediction {
+            enabled: true,
+            said: format!(
+                "{which} will report 'GPU Direct RDMA Enabled' for this node's HCAs through \
+                 DMA-BUF: the driver exports it and the kernel registers it on every HCA, no \
+                 peer-memory module needed{unseen}"
+            ),
+            hint: String::new(),
+        };
+    }
+    let no_dmabuf = match dmabuf.why_not() {
+        w if w.is_empty() => String::new(),
+        w => format!("; {w}"),
+    };
     if present.is_empty() {
         return Prediction {
             enabled: false,
             said: format!(
                 "{which} will report 'GPU Direct RDMA Disabled': no peer-memory module's file is \
-                 on this node ({which} looks for {looks})"
+                 on this node ({which} looks for {looks}){no_dmabuf}"
             ),
-            hint: "no peer-memory module: load nvidia_peermem (modprobe nvidia_peermem) for \
-                   GPUDirect RDMA; without it inter-node data bounces through host memory",
+            hint: format!(
+                "no peer-memory module: load nvidia_peermem (modprobe nvidia_peermem) for \
+                 GPUDirect RDMA, {DMA_BUF_HINT}; without either, inter-node data bounces \
+                 through host memory"
+            ),
         };
     }
     // A module is loaded, but not where this release looks (seed 002).
@@ -111,15 +214,16 @@ pub fn predict(version: Option<i32>, present: &[&str]) -> Prediction {
         enabled: false,
         said: format!(
             "{which} will run InfiniBand without GPUDirect RDMA on this node ('GPU Direct RDMA \
-             Disabled'): a peer-memory module is loaded ({}), but {which} looks only for {looks}",
+             Disabled'): a peer-memory module is loaded ({}), but {which} looks only for \
+             {looks}{no_dmabuf}",
             present.join(", ")
         ),
-        hint,
+        hint: format!("{hint}; {DMA_BUF_HINT}"),
     }
 }
 
 impl Node {
-    pub(super) fn peermem(&self, out: &mut Vec<Check>, nccl_version: Option<i32>) {
+    pub(super) fn peermem(&self, out: &mut Vec<Check>, nccl_version: Option<i32>, gpus: &[i32]) {
         let present = present_under(&self.root);
         if !self.has_ib() {
             let listed = if present.is_empty() {
@@ -135,7 +239,13 @@ impl Node {
             ));
             return;
         }
-        let p = predict(nccl_version, &present);
+        // Only the node itself can be asked (a directory read as a node has no driver).
+        let dmabuf = if self.root == std::path::Path::new("/") {
+            DmaBuf::probe(gpus, |k: &str| (self.env)(k))
+        } else {
+            DmaBuf::default()
+        };
+        let p = predict(nccl_version, &present, &dmabuf);
         let status = if p.enabled { Status::Ok } else { Status::Warn };
         out.push(check("gpudirect-rdma", status, p.said, p.hint));
     }
@@ -172,7 +282,7 @@ mod tests {
         let root = fixture(&[("sys/module/nvidia_peermem/version", "1.0"), IB_ACTIVE]);
         let node = node_for_tests(&root, vec![]);
         let mut out = Vec::new();
-        node.peermem(&mut out, Some(21903));
+        node.peermem(&mut out, Some(21903), &[]);
         assert_eq!(out[0].status, Status::Warn, "{:?}", out[0]);
         assert!(
             out[0]
@@ -181,7 +291,7 @@ mod tests {
         );
         assert!(out[0].hint.contains("NCCL 2.23 or later"));
         out.clear();
-        node.peermem(&mut out, Some(22304));
+        node.peermem(&mut out, Some(22304), &[]);
         assert_eq!(out[0].status, Status::Ok);
         assert!(
             out[0]
@@ -189,10 +299,10 @@ mod tests {
                 .contains("will report 'GPU Direct RDMA Enabled'")
         );
         out.clear();
-        node_for_tests(&fixture(&[]), vec![]).peermem(&mut out, Some(21903));
+        node_for_tests(&fixture(&[]), vec![]).peermem(&mut out, Some(21903), &[]);
         assert_eq!(out[0].status, Status::Skipped);
         out.clear();
-        node_for_tests(&fixture(&[IB_ACTIVE]), vec![]).peermem(&mut out, Some(22304));
+        node_for_tests(&fixture(&[IB_ACTIVE]), vec![]).peermem(&mut out, Some(22304), &[]);
         assert_eq!(
             out[0].status,
             Status::Warn,
@@ -200,5 +310,61 @@ mod tests {
             out[0]
         );
         assert!(out[0].hint.contains("modprobe nvidia_peermem"));
+    }
+
+    #[test]
+    fn dma_buf_enables_it_without_a_module_unless_something_refuses() {
+        let usable = DmaBuf {
+            disabled: false,
+            gpu: Some(true),
+            nic: Some(Ok(())),
+        };
+        let p = predict(Some(21903), &[], &usable);
+        assert!(
+            p.enabled && p.said.contains("through DMA-BUF"),
+            "{}",
+            p.said
+        );
+        // Seed 002 with DMA-BUF: enabled all the same, the unseen module named.
+        let p = predict(Some(21903), &[PEERMEM_MODULE], &usable);
+        assert!(
+            p.enabled && p.said.contains("not one this release looks for"),
+            "{}",
+            p.said
+        );
+        for (dmabuf, says) in [
+            (
+                DmaBuf {
+                    disabled: true,
+                    ..usable.clone()
+                },
+                "NCCL_DMABUF_ENABLE=0",
+            ),
+            (
+                DmaBuf {
+                    gpu: Some(false),
+                    ..usable.clone()
+                },
+                "CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED",
+            ),
+            (
+                DmaBuf {
+                    nic: Some(Err(vec!["mlx5_1".into()])),
+                    ..usable.clone()
+                },
+                "on mlx5_1 (ibv_reg_dmabuf_mr",
+            ),
+        ] {
+            let p = predict(Some(23203), &[], &dmabuf);
+            assert!(!p.enabled && p.said.contains(says), "{}", p.said);
+            assert!(
+                p.hint.contains("DMA-BUF, which needs no module"),
+                "{}",
+                p.hint
+            );
+        }
+        // Not asked (a directory read as a node): the files alone, as before.
+        let p = predict(Some(23203), &[], &DmaBuf::default());
+        assert!(!p.enabled && !p.said.contains("DMA-BUF"), "{}", p.said);
     }
 }

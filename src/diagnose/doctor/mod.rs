@@ -175,7 +175,8 @@ impl Node {
         self.nccl_copies(&mut out, nccl.as_ref().map(|n| n.path.as_str()));
         let (driver, gpus) = self.driver(&mut out);
         let nccl_version = nccl.as_ref().map(|n| n.version_code);
-        self.peermem(&mut out, nccl_version);
+        let ordinals: Vec<i32> = gpus.iter().map(|g| g.ordinal).collect();
+        self.peermem(&mut out, nccl_version, &ordinals);
         self.infiniband(&mut out);
         self.socket_ifname(&mut out);
         self.dev_shm(&mut out);

@@ -5,9 +5,20 @@ use super::{Check, Node, Status, check, list_or_none};
 
 impl Node {
     pub(super) fn infiniband(&self, out: &mut Vec<Check>) {
-        let devices = self.list("/sys/class/infiniband");
+        let mut devices = self.list("/sys/class/infiniband");
         let mut states = Vec::new();
-        let mut any_active = false;
+        // The node itself: a device libibverbs lists without a sysfs entry (a stand-in library)
+        // is still one NCCL uses.
+        if devices.is_empty() && self.root == std::path::Path::new("/") {
+            devices = crate::ffi::ibverbs::device_names().unwrap_or_default();
+            states.extend(
+                devices
+                    .iter()
+                    .map(|d| format!("{d} (listed by libibverbs, not in sysfs)")),
+            );
+        }
+        // Port states unknown for those: no warning about them.
+        let mut any_active = !states.is_empty();
         for d in &devices {
             for port in self.list(&format!("/sys/class/infiniband/{d}/ports")) {
                 let state = self

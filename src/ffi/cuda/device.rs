@@ -75,6 +75,19 @@ impl DeviceInfo {
     }
 }
 
+impl DeviceInfo {
+    /// Whether the driver says device `ordinal` exports memory as DMA-BUF
+    /// (`CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`, CUDA 11.7+), as NCCL asks before it registers
+    /// GPU memory with a NIC through DMA-BUF (NVIDIA/nccl v2.19.3-1 src/init.cc,
+    /// `dmaBufSupported`). A driver too old to know the attribute refuses it: `false`.
+    pub fn dma_buf_supported(ordinal: i32) -> Result<bool> {
+        let cu = result::device::get(ordinal).map_err(|e| CudaError::call("cuDeviceGet", e))?;
+        use sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED as ATTR;
+        // SAFETY: `cu` came from cuDeviceGet.
+        Ok(unsafe { result::device::get_attribute(cu, ATTR) }.is_ok_and(|v| v != 0))
+    }
+}
+
 impl Device {
     /// Device `ordinal` with its primary context retained and current on this thread.
     pub fn open(ordinal: i32) -> Result<Device> {

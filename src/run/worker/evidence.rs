@@ -117,8 +117,8 @@ impl Run<'_> {
     }
 
     /// Every rank reads its NCCL log for findings that explain a slow run; rank 0 prints and
-    /// keeps them.
-    pub(in crate::run) fn advisories(&mut self, boot: &dyn bootstrap::Bootstrap) {
+    /// keeps them. `ordinal`: this rank's GPU.
+    pub(in crate::run) fn advisories(&mut self, boot: &dyn bootstrap::Bootstrap, ordinal: i32) {
         let lines = self.nccl_log_lines(|l| classify::advise([l]).is_some());
         let mut mine: Vec<Failure> = classify::advise(lines.iter().map(String::as_str))
             .map(|found| {
@@ -130,7 +130,7 @@ impl Run<'_> {
                     probe::peermem(std::path::Path::new("/")),
                 ];
                 // NCCL's InfiniBand transport said Disabled: why, from the files this release
-                // looks for (as `doctor` predicts it).
+                // looks for and what its DMA-BUF check finds (as `doctor` predicts it).
                 if found.signature == "gdr-disabled" && found.evidence.contains("NET/IB") {
                     let version = self
                         .versions
@@ -138,7 +138,8 @@ impl Run<'_> {
                         .as_deref()
                         .and_then(doctor::gdr::version_code);
                     let present = doctor::gdr::present_under(std::path::Path::new("/"));
-                    let p = doctor::gdr::predict(version, &present);
+                    let dmabuf = doctor::gdr::DmaBuf::probe(&[ordinal], |k| std::env::var(k).ok());
+                    let p = doctor::gdr::predict(version, &present, &dmabuf);
                     if !p.enabled {
                         f = f.cause(p.said).hint(p.hint);
                     }

@@ -348,7 +348,7 @@ impl Run<'_> {
         self.enter(Stage::Run);
         let rows = self.sweep(&mut comm, boot, &selected, sizes, &mut bufs, &timing)?;
 
-        self.advisories(boot);
+        self.advisories(boot, device.info.ordinal);
 
         self.enter(Stage::Verify);
         let mut found = self.judge_rows(&rows, &selected, sizes, &timing, nranks);

@@ -112,3 +112,36 @@ fn host_memory_is_not_device_memory() {
         assert_eq!(cuMemFreeHost(q), CUDA_ERROR_INVALID_VALUE);
     }
 }
+
+#[test]
+fn dma_buf_export_of_a_device_range() {
+    use crate::ranges::cuMemGetHandleForAddressRange;
+    use_device(1);
+    let d = alloc(1 << 16);
+    let mut fd: std::ffi::c_int = -1;
+    let out = (&raw mut fd).cast::<c_void>();
+    // SAFETY: valid out-pointer (an int) throughout.
+    unsafe {
+        assert_eq!(
+            cuMemGetHandleForAddressRange(out, d, 1 << 16, 1, 0),
+            CUDA_SUCCESS
+        );
+        assert!(fd >= 0 && libc::fcntl(fd, libc::F_GETFD) >= 0);
+        libc::close(fd);
+        // Past the block's end, a host range, a type other than DMA_BUF_FD: refused.
+        for (ptr, size, kind) in [(d, (1 << 16) + 1, 1), (d, 64, 0), (d + 64, 1 << 16, 1)] {
+            assert_eq!(
+                cuMemGetHandleForAddressRange(out, ptr, size, kind, 0),
+                CUDA_ERROR_INVALID_VALUE
+            );
+        }
+        let mut h: *mut c_void = null_mut();
+        assert_eq!(cuMemAllocHost_v2(&mut h, 4096), CUDA_SUCCESS);
+        assert_eq!(
+            cuMemGetHandleForAddressRange(out, h as CUdeviceptr, 4096, 1, 0),
+            CUDA_ERROR_INVALID_VALUE
+        );
+        assert_eq!(cuMemFreeHost(h), CUDA_SUCCESS);
+        assert_eq!(cuMemFree_v2(d), CUDA_SUCCESS);
+    }
+}

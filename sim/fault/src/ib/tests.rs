@@ -2,15 +2,15 @@ use super::*;
 
 #[test]
 fn hcas_parse_with_their_options_and_default() {
-    let h = parse_hcas("mlx5_0, mlx5_1:roce:down:speed=hdr").unwrap();
+    let h = parse_hcas("mlx5_0, mlx5_1:roce:down:speed=hdr:dmabuf").unwrap();
     assert_eq!(h.len(), 2);
     assert_eq!(
-        (h[0].link, h[0].up, h[0].speed),
-        (Link::Infiniband, true, Speed::Ndr)
+        (h[0].link, h[0].up, h[0].speed, h[0].dmabuf),
+        (Link::Infiniband, true, Speed::Ndr, false)
     );
     assert_eq!(
-        (h[1].link, h[1].up, h[1].speed),
-        (Link::Ethernet, false, Speed::Hdr)
+        (h[1].link, h[1].up, h[1].speed, h[1].dmabuf),
+        (Link::Ethernet, false, Speed::Hdr, true)
     );
     assert!(parse_hcas("").unwrap().is_empty());
 }
