@@ -186,6 +186,11 @@ fn bad_simulated_hca_and_ib_fault_specs() {
             "ibv_modify_qp:EWHAT",
             "NCCL_SMOKE_SIM_IB_FAULT: bad errno 'EWHAT'",
         ),
+        (
+            "NCCL_SMOKE_SIM_IB_FAULT",
+            "async/mlx5_3@1:port-error",
+            "names HCA 'mlx5_3', which NCCL_SMOKE_SIM_IB_HCAS does not have (mlx5_0)",
+        ),
     ] {
         let o = run1(&["run", "--backend", "sim"], &[(var, spec)]);
         let t = text(&o);

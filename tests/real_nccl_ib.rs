@@ -355,3 +355,28 @@ fn dma_buf_gives_gpudirect_rdma_and_its_failures_are_named_with_the_fix_that_wor
         );
     }
 }
+
+#[test]
+fn a_fault_aimed_at_one_hca_strikes_that_hca_alone() {
+    // Two HCAs, NCCL told to use mlx5_1: a fault aimed at mlx5_0 never strikes (the run gets to
+    // verify, where every run on simulated GPUs stops: no kernel ran); aimed at mlx5_1, it is
+    // the one NCCL reports, on that device.
+    let hcas = ("NCCL_SMOKE_SIM_IB_HCAS", "mlx5_0,mlx5_1");
+    let select = ("NCCL_IB_HCA", "mlx5_1");
+    let elsewhere = ("NCCL_SMOKE_SIM_IB_FAULT", "ibv_modify_qp/mlx5_0@1:EINVAL");
+    let (c, t) = ib_run("2.32.3", &[hcas, select, elsewhere]);
+    assert_eq!(c, 23, "{t}");
+    assert!(verdict(&t).contains("FAIL at verify on rank 0"), "{t}");
+    let here = (
+        "NCCL_SMOKE_SIM_IB_FAULT",
+        "ibv_modify_qp/mlx5_1@1#2..2:EINVAL",
+    );
+    let (c, t) = ib_run("2.32.3", &[hcas, select, here]);
+    assert_eq!(c, 21, "{t}");
+    let v = verdict(&t);
+    assert!(
+        v.contains("FAIL at connect:net on rank 1 (host ") && v.contains("on dev mlx5_1:1"),
+        "{v}"
+    );
+    only_rank_1(&t, "ibv_modify_qp on mlx5_1");
+}

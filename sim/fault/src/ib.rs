@@ -12,17 +12,20 @@
 //!
 //! Unset means one InfiniBand HCA, `mlx5_0`; empty means a host without HCAs.
 //!
-//! `NCCL_SMOKE_SIM_IB_FAULT=<what>[@<rank>][#<n>[..<m>]][:<how>][,…]`:
+//! `NCCL_SMOKE_SIM_IB_FAULT=<what>[/<hca>][@<rank>][#<n>[..<m>]][:<how>][,…]`:
 //! * `what` — a verb (`ibv_modify_qp`, `ibv_reg_mr`, `ibv_create_qp`, …) that fails with an
 //!   errno (`how`: a name such as `EINVAL`, or a number; default `EIO`), or `hang`s, or
 //!   `crash`es the process; `completion`: a work request completes with an `ibv_wc_status`
 //!   (`how`: a number or name, default 12, `IBV_WC_RETRY_EXC_ERR`) and moves no byte; `async`:
 //!   an asynchronous event (`how`: `qp-fatal`, `port-error`, `device-fatal`; default
 //!   `qp-fatal`) raised at a work request.
+//! * `hca` — the HCA (a name of `NCCL_SMOKE_SIM_IB_HCAS`) whose calls it strikes: those on its
+//!   context, protection domains, queues and regions (every HCA when omitted; a verb on no HCA,
+//!   `ibv_get_device_list`, only then).
 //! * `rank` — the process whose `NCCL_SMOKE_SIM_RANK` it is (every process when omitted).
 //! * `n`, `m` — the calls of that verb (or the work requests posted, for `completion` and
-//!   `async`) in the process that it strikes, 1-based: from the `n`-th on, or the `n`-th to the
-//!   `m`-th (default: from the first on).
+//!   `async`) in the process that it strikes, on its HCA when it names one, 1-based: from the
+//!   `n`-th on, or the `n`-th to the `m`-th (default: from the first on).
 
 use crate::shown;
 use std::fmt;
@@ -87,18 +90,22 @@ fn hca_error(msg: String) -> IbSpecError {
     IbSpecError(format!("{HCAS_ENV}: {msg}"))
 }
 
+/// A device name as the specs take it.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() < 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
 /// Parses an HCA list; empty means none.
 pub fn parse_hcas(spec: &str) -> Result<Vec<Hca>, IbSpecError> {
     let mut out: Vec<Hca> = Vec::new();
     for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let mut fields = part.split(':');
         let name = fields.next().unwrap_or_default();
-        let name_ok = !name.is_empty()
-            && name.len() < 64
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if !name_ok {
+        if !valid_name(name) {
             return Err(hca_error(format!(
                 "bad device name '{}' in '{}': letters, digits, '_' and '-', under 64 of them",
                 shown(name),
@@ -189,6 +196,8 @@ impl AsyncEvent {
 pub struct IbFault {
     /// A verb's name, `completion` or `async`.
     pub what: String,
+    /// The HCA it is aimed at; every one when `None`.
+    pub hca: Option<String>,
     pub rank: Option<u32>,
     /// The calls (1-based, inclusive) it strikes.
     pub from: u64,
@@ -197,10 +206,13 @@ pub struct IbFault {
 }
 
 impl IbFault {
-    /// Whether the `call`-th call (1-based) of `what` on `rank` is struck.
-    pub fn strikes(&self, what: &str, rank: Option<u32>, call: u64) -> bool {
+    /// Whether the `call`-th call (1-based) of `what` on `rank`, on the HCA named `hca` (`None`:
+    /// a call on no HCA), is struck; `call` counts the calls on that HCA when the fault names
+    /// one, else all of them.
+    pub fn strikes(&self, what: &str, rank: Option<u32>, hca: Option<&str>, call: u64) -> bool {
         self.what == what
             && (self.rank.is_none() || self.rank == rank)
+            && (self.hca.is_none() || self.hca.as_deref() == hca)
             && (self.from..=self.to).contains(&call)
     }
 }
@@ -314,6 +326,17 @@ fn parse_fault(part: &str) -> Result<IbFault, IbSpecError> {
         }
         None => (head, None),
     };
+    let (what, hca) = match what.split_once('/') {
+        Some((w, h)) if valid_name(h) => (w, Some(h.to_string())),
+        Some((_, h)) => {
+            return Err(fault_error(format!(
+                "bad HCA '{}' in '{}': letters, digits, '_' and '-', under 64 of them",
+                shown(h),
+                shown(part)
+            )));
+        }
+        None => (what, None),
+    };
     let (from, to) = match range {
         None => (1, u64::MAX),
         Some(r) => {
@@ -399,6 +422,7 @@ fn parse_fault(part: &str) -> Result<IbFault, IbSpecError> {
     };
     Ok(IbFault {
         what: what.to_string(),
+        hca,
         rank,
         from,
         to,
@@ -444,8 +468,28 @@ pub fn ib_faults_from_env() -> Result<Vec<IbFault>, IbSpecError> {
 /// Both specs of the environment, checked (the harness does, whatever its backend: the real
 /// libnccl loads this stand-in too): the first error.
 pub fn check_env() -> Result<(), IbSpecError> {
-    hcas_from_env()?;
-    ib_faults_from_env()?;
+    check(&hcas_from_env()?, &ib_faults_from_env()?)
+}
+
+/// A fault aimed at an HCA the host does not have never strikes: said as an error.
+pub fn check(hcas: &[Hca], faults: &[IbFault]) -> Result<(), IbSpecError> {
+    for f in faults {
+        if let Some(h) = &f.hca
+            && !hcas.iter().any(|x| &x.name == h)
+        {
+            let have: Vec<&str> = hcas.iter().map(|x| x.name.as_str()).collect();
+            return Err(fault_error(format!(
+                "the fault on '{}' names HCA '{}', which {HCAS_ENV} does not have ({})",
+                f.what,
+                shown(h),
+                if have.is_empty() {
+                    "it has none".to_string()
+                } else {
+                    have.join(", ")
+                }
+            )));
+        }
+    }
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! Completion queues: the completions of this process's own requests, and the receive
 //! completions peers left in the mailboxes of the queue pairs that use the queue.
 
-use crate::fabric::{set_errno, verb_fault};
+use crate::fabric::{cq_dev, dev_of, set_errno, verb_fault};
 use crate::mailbox::Mailbox;
 use crate::sys::*;
 use std::collections::VecDeque;
@@ -67,7 +67,8 @@ pub unsafe extern "C" fn ibv_create_cq(
     channel: *mut ibv_comp_channel,
     _vector: c_int,
 ) -> *mut ibv_cq {
-    if let Err(e) = verb_fault("ibv_create_cq") {
+    // SAFETY: the handle is the caller's, made by this library (the verb's contract).
+    if let Err(e) = verb_fault("ibv_create_cq", unsafe { dev_of(ctx) }) {
         set_errno(e);
         return std::ptr::null_mut();
     }
@@ -88,7 +89,8 @@ pub unsafe extern "C" fn ibv_create_cq(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
-    if let Err(e) = verb_fault("ibv_destroy_cq") {
+    // SAFETY: the handle is the caller's, made by this library (the verb's contract).
+    if let Err(e) = verb_fault("ibv_destroy_cq", unsafe { cq_dev(cq) }) {
         return e;
     }
     // SAFETY: allocated by ibv_create_cq.
@@ -103,7 +105,8 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// # Safety
 /// `cq` from [`ibv_create_cq`], `wc` room for `n` entries.
 pub unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
-    if let Err(e) = verb_fault("ibv_poll_cq") {
+    // SAFETY: the handle is the caller's, made by this library (the verb's contract).
+    if let Err(e) = verb_fault("ibv_poll_cq", unsafe { cq_dev(cq) }) {
         return -e;
     }
     // SAFETY: as the caller promises.

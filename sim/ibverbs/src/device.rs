@@ -2,7 +2,7 @@
 //! `struct verbs_context`, whose `ibv_context` NCCL holds), the device, port and GID queries, and
 //! asynchronous events (a pipe behind `async_fd`, as rdma-core's is a file NCCL can poll).
 
-use crate::fabric::{fabric, set_errno, verb_fault};
+use crate::fabric::{dev_of, fabric, set_errno, verb_fault};
 use crate::sys::*;
 use nccl_smoke_fault::ib::{AsyncEvent, Hca, Link};
 use std::collections::VecDeque;
@@ -127,7 +127,7 @@ impl Context {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_device_list(num: *mut c_int) -> *mut *mut ibv_device {
-    if let Err(e) = verb_fault("ibv_get_device_list") {
+    if let Err(e) = verb_fault("ibv_get_device_list", None) {
         set_errno(e);
         return std::ptr::null_mut();
     }
@@ -193,7 +193,10 @@ unsafe extern "C" fn context_query_port(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
-    if let Err(e) = verb_fault("ibv_open_device") {
+    if let Err(e) = verb_fault(
+        "ibv_open_device",
+        unsafe { dev.cast::<Device>().as_ref() }.map(|d| d.index),
+    ) {
         set_errno(e);
         return std::ptr::null_mut();
     }
@@ -231,8 +234,9 @@ pub unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_conte
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_close_device(_ctx: *mut ibv_context) -> c_int {
-    match verb_fault("ibv_close_device") {
+pub unsafe extern "C" fn ibv_close_device(ctx: *mut ibv_context) -> c_int {
+    // SAFETY: the handle is the caller's, made by this library (the verb's contract).
+    match verb_fault("ibv_close_device", unsafe { dev_of(ctx) }) {
         Ok(()) => 0,
         Err(e) => {
             set_errno(e);
@@ -283,7 +287,8 @@ pub unsafe extern "C" fn ibv_query_device(
     ctx: *mut ibv_context,
     attr: *mut ibv_device_attr,
 ) -> c_int {
-    if let Err(e) = verb_fault("ibv_query_device") {
+    // SAFETY: the handle is the caller's, made by this library (the verb's contract).
+    if let Err(e) = verb_fault("ibv_query_device", unsafe { dev_of(ctx) }) {
         return e;
     }
     // SAFETY: ctx is ours, attr the caller's.
@@ -327,7 +332,8 @@ pub unsafe extern "C" fn ibv_query_device(
 /// # Safety
 /// `ctx` from [`ibv_open_device`], `attr` writable.
 unsafe fn query_port(ctx: *mut ibv_context, port: u8, attr: *mut ibv_port_attr) -> c_int {
-    if let Err(e) = verb_fault("ibv_query_port") {
+    // SAFETY: the handle is the caller's, made by this library (the verb's contract).
+    if let Err(e) = verb_fault("ibv_query_port", unsafe { dev_of(ctx) }) {
         return e;
     }
     // SAFETY: as the caller promises.
@@ -421,7 +427,8 @@ pub unsafe extern "C" fn ibv_query_gid(
     index: c_int,
     out: *mut ibv_gid,
 ) -> c_int {
-    if let Err(e) = verb_fault("ibv_query_gid") {
+    // SAFETY: the handle is the caller's, made by this library (the verb's contract).
+    if let Err(e) = verb_fault("ibv_query_gid", unsafe { dev_of(ctx) }) {
         set_errno(e);
         return -1;
     }

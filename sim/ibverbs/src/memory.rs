@@ -2,7 +2,7 @@
 //! reaches the address it is given (see `post`).
 
 use crate::device::context_of;
-use crate::fabric::{set_errno, verb_fault};
+use crate::fabric::{dev_of, pd_dev, set_errno, verb_fault};
 use crate::sys::*;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -16,7 +16,8 @@ pub struct Pd {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd {
-    if let Err(e) = verb_fault("ibv_alloc_pd") {
+    // SAFETY: the handle is the caller's, made by this library (the verb's contract).
+    if let Err(e) = verb_fault("ibv_alloc_pd", unsafe { dev_of(ctx) }) {
         set_errno(e);
         return std::ptr::null_mut();
     }
@@ -32,7 +33,8 @@ pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
-    if let Err(e) = verb_fault("ibv_dealloc_pd") {
+    // SAFETY: the handle is the caller's, made by this library (the verb's contract).
+    if let Err(e) = verb_fault("ibv_dealloc_pd", unsafe { pd_dev(pd) }) {
         return e;
     }
     // SAFETY: allocated by ibv_alloc_pd (pd is the first field).
@@ -62,7 +64,8 @@ pub unsafe extern "C" fn ibv_reg_mr(
     length: usize,
     _access: c_int,
 ) -> *mut ibv_mr {
-    if let Err(e) = verb_fault("ibv_reg_mr") {
+    // SAFETY: the handle is the caller's, made by this library (the verb's contract).
+    if let Err(e) = verb_fault("ibv_reg_mr", unsafe { pd_dev(pd) }) {
         set_errno(e);
         return std::ptr::null_mut();
     }
@@ -77,7 +80,8 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     _iova: u64,
     _access: u32,
 ) -> *mut ibv_mr {
-    if let Err(e) = verb_fault("ibv_reg_mr_iova2") {
+    // SAFETY: the handle is the caller's, made by this library (the verb's contract).
+    if let Err(e) = verb_fault("ibv_reg_mr_iova2", unsafe { pd_dev(pd) }) {
         set_errno(e);
         return std::ptr::null_mut();
     }
@@ -99,7 +103,8 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
     fd: c_int,
     _access: c_int,
 ) -> *mut ibv_mr {
-    let refused = match verb_fault("ibv_reg_dmabuf_mr") {
+    // SAFETY: the handle is the caller's, made by this library (the verb's contract).
+    let refused = match verb_fault("ibv_reg_dmabuf_mr", unsafe { pd_dev(pd) }) {
         Err(e) => Some(e),
         // SAFETY: pd comes from ibv_alloc_pd on a context of ibv_open_device.
         Ok(())
@@ -123,7 +128,10 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
-    if let Err(e) = verb_fault("ibv_dereg_mr") {
+    if let Err(e) = verb_fault(
+        "ibv_dereg_mr",
+        unsafe { mr.as_ref() }.and_then(|m| unsafe { dev_of(m.context) }),
+    ) {
         return e;
     }
     // SAFETY: allocated by new_mr.

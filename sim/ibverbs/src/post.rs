@@ -7,7 +7,7 @@
 
 use crate::cq::*;
 use crate::device::context_of;
-use crate::fabric::{fabric, verb_fault};
+use crate::fabric::{dev_of, fabric, verb_fault};
 use crate::mailbox::{Mailbox, PostedRecv, RemoteCompletion};
 use crate::qp::Qp;
 use crate::sys::*;
@@ -30,7 +30,8 @@ pub unsafe extern "C" fn post_recv(
         }
         e
     };
-    if let Err(e) = verb_fault("ibv_post_recv") {
+    // SAFETY: the handle is the caller's, made by this library (the verb's contract).
+    if let Err(e) = verb_fault("ibv_post_recv", unsafe { dev_of(q.qp.context) }) {
         return fail(e, wr);
     }
     if q.qp.state == ibv_qp_state::IBV_QPS_RESET {
@@ -203,7 +204,8 @@ pub unsafe extern "C" fn post_send(
         }
         e
     };
-    if let Err(e) = verb_fault("ibv_post_send") {
+    // SAFETY: the handle is the caller's, made by this library (the verb's contract).
+    if let Err(e) = verb_fault("ibv_post_send", unsafe { dev_of(q.qp.context) }) {
         return fail(e);
     }
     use ibv_qp_state::*;
@@ -220,8 +222,8 @@ pub unsafe extern "C" fn post_send(
     while !w.is_null() {
         // SAFETY: a valid list.
         let r = unsafe { &*w };
-        let struck = fabric().and_then(|f| f.strike("completion"));
-        let event = fabric().and_then(|f| f.strike("async"));
+        let struck = fabric().and_then(|f| f.strike("completion", Some(ctx.device)));
+        let event = fabric().and_then(|f| f.strike("async", Some(ctx.device)));
         let status = if q.qp.state == IBV_QPS_ERR {
             WC_WR_FLUSH_ERR
         } else if let Some(IbKind::Status(s)) = struck {

@@ -3,7 +3,7 @@
 
 use crate::cq::lock;
 use crate::device::{GID_TABLE, context_of, gid, hca};
-use crate::fabric::{fabric, set_errno, verb_fault};
+use crate::fabric::{fabric, pd_dev, qp_dev, set_errno, verb_fault};
 use crate::mailbox::Mailbox;
 use crate::sys::*;
 use nccl_smoke_fault::ib::Link;
@@ -33,7 +33,8 @@ pub unsafe extern "C" fn ibv_create_qp(
     pd: *mut ibv_pd,
     init: *mut ibv_qp_init_attr,
 ) -> *mut ibv_qp {
-    if let Err(e) = verb_fault("ibv_create_qp") {
+    // SAFETY: the handle is the caller's, made by this library (the verb's contract).
+    if let Err(e) = verb_fault("ibv_create_qp", unsafe { pd_dev(pd) }) {
         set_errno(e);
         return std::ptr::null_mut();
     }
@@ -86,7 +87,8 @@ pub unsafe extern "C" fn ibv_create_qp(
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
-    if let Err(e) = verb_fault("ibv_destroy_qp") {
+    // SAFETY: the handle is the caller's, made by this library (the verb's contract).
+    if let Err(e) = verb_fault("ibv_destroy_qp", unsafe { qp_dev(qp) }) {
         return e;
     }
     // SAFETY: allocated by ibv_create_qp; unregistered before it is freed.
@@ -126,7 +128,8 @@ pub unsafe extern "C" fn ibv_modify_qp(
     attr: *mut ibv_qp_attr,
     mask: c_int,
 ) -> c_int {
-    if let Err(e) = verb_fault("ibv_modify_qp") {
+    // SAFETY: the handle is the caller's, made by this library (the verb's contract).
+    if let Err(e) = verb_fault("ibv_modify_qp", unsafe { qp_dev(qp) }) {
         return e;
     }
     // SAFETY: qp is ours, attr the caller's.
@@ -204,7 +207,8 @@ pub unsafe extern "C" fn ibv_query_qp(
     _mask: c_int,
     init: *mut ibv_qp_init_attr,
 ) -> c_int {
-    if let Err(e) = verb_fault("ibv_query_qp") {
+    // SAFETY: the handle is the caller's, made by this library (the verb's contract).
+    if let Err(e) = verb_fault("ibv_query_qp", unsafe { qp_dev(qp) }) {
         return e;
     }
     // SAFETY: qp is ours, attr and init the caller's.
