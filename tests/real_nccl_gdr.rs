@@ -25,13 +25,6 @@ const ROWS: [Option<&str>; 5] = [
     Some("module/nvidia_peermem/version"),
 ];
 
-/// The stand-in HCA, and every channel through it.
-const NET_ONLY: [(&str, &str); 3] = [
-    ("NCCL_P2P_DISABLE", "1"),
-    ("NCCL_SHM_DISABLE", "1"),
-    ("NCCL_IB_HCA", "mlx5_0"),
-];
-
 /// The shell that fakes `row` in the namespace it runs in.
 fn fake_sysfs(row: Option<&str>) -> String {
     let mut s = "mount -t tmpfs none /sys/kernel/mm && mount -t tmpfs none /sys/module".to_string();
@@ -187,15 +180,7 @@ fn doctor_predicts_what_each_release_decides_about_gpudirect_rdma() {
 fn a_run_names_why_nccl_said_gpudirect_rdma_disabled() {
     let libs = ib_lib_dir();
     let lib = wheel("2.19.3");
-    let args = [
-        "run",
-        "--nccl-lib",
-        lib.to_str().unwrap(),
-        "-e",
-        "8K",
-        "--timeout",
-        "20",
-    ];
+    let args = ordinary_args(&lib);
     let before = fake_sysfs(Some("module/nvidia_peermem/version"));
     let runner = ["unshare", "-m"];
     let extra = Extra {

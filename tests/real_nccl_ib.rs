@@ -13,13 +13,6 @@ use stand_in::*;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-/// Every channel over the network, on the one simulated HCA.
-const NET_ONLY: [(&str, &str); 3] = [
-    ("NCCL_P2P_DISABLE", "1"),
-    ("NCCL_SHM_DISABLE", "1"),
-    ("NCCL_IB_HCA", "mlx5_0"),
-];
-
 /// Variables a case adds.
 type Env<'a> = &'a [(&'a str, &'a str)];
 
@@ -131,15 +124,7 @@ fn ib_run(version: &str, env: &[(&str, &str)]) -> (i32, String) {
         .filter(|(k, _)| env.iter().all(|(e, _)| e != k))
         .collect();
     all.extend_from_slice(env);
-    let args = [
-        "run",
-        "--nccl-lib",
-        lib.to_str().unwrap(),
-        "-e",
-        "8K",
-        "--timeout",
-        "20",
-    ];
+    let args = ordinary_args(&lib);
     let o = real_run(2, &args, &all, &libs, 180);
     let t = text(&o);
     assert!(!t.contains("panicked"), "{version}: {t}");

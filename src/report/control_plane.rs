@@ -101,8 +101,9 @@ impl ControlPlane {
         if self.ranks <= 1 {
             "none (1 rank: no peer to connect to)".into()
         } else if self.transports.is_empty() {
-            "unknown (NCCL printed no connection line: its INFO log is needed, which nccl-smoke \
-             sets up unless NCCL_DEBUG is set; set NCCL_DEBUG=INFO)"
+            "unknown (nccl-smoke read no connection line of NCCL's: it reads NCCL's INFO log, \
+             which it sets up itself unless NCCL_DEBUG is set; with NCCL_DEBUG set, NCCL_DEBUG=INFO \
+             and NCCL_DEBUG_FILE=nccl.%h.%p.log let it read yours)"
                 .into()
         } else {
             self.transports.join(", ")
@@ -139,7 +140,8 @@ impl ControlPlane {
         if !self.silent_ranks.is_empty() && self.ranks > 1 {
             let r: Vec<String> = self.silent_ranks.iter().map(u32::to_string).collect();
             out.push(format!(
-                "# transport: rank(s) {} printed no connection line (NCCL_DEBUG=INFO shows them)",
+                "# transport: rank(s) {} printed no connection line nccl-smoke could read \
+                 (NCCL_DEBUG=INFO, into NCCL_DEBUG_FILE when NCCL_DEBUG is set, shows them)",
                 r.join(", ")
             ));
         }

@@ -181,3 +181,24 @@ pub fn control_plane_args<'a>(lib: &'a Path, timeout: &'a str) -> Vec<&'a str> {
         "finalize=3",
     ]
 }
+
+/// Every channel through the network, on the simulated HCA `mlx5_0`: P2P and SHM off.
+pub const NET_ONLY: [(&str, &str); 3] = [
+    ("NCCL_P2P_DISABLE", "1"),
+    ("NCCL_SHM_DISABLE", "1"),
+    ("NCCL_IB_HCA", "mlx5_0"),
+];
+
+/// An ordinary run (`nccl-smoke run --nccl-lib`) on `lib` up to 8 KiB, every stage bounded by
+/// 20 seconds: on simulated GPUs it fails at verify unless something fails first.
+pub fn ordinary_args(lib: &Path) -> Vec<&str> {
+    vec![
+        "run",
+        "--nccl-lib",
+        lib.to_str().unwrap(),
+        "-e",
+        "8K",
+        "--timeout",
+        "20",
+    ]
+}

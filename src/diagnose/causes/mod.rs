@@ -343,29 +343,27 @@ pub fn comm_failure(
         let cause = format!("{}{}", found.cause, context_for(f.stage, node));
         f = f.cause(cause).hint(found.hint);
         // A flushed request is only the wake of an earlier error: a fatal event on this rank's
-        // HCA, when the log has one, is that error.
-        let fatal = f.evidence.iter().find_map(|l| {
-            classify::classify(std::iter::once(l.as_str()))
-                .filter(|x| x.signature == "net-ib-async-fatal")
-        });
-        let named = match (path, fatal) {
-            (Some(p), _) if p.status != 5 => {
-                let line = p.line.clone();
-                f = path_cause(f, &p);
-                line
-            }
-            (_, Some(x)) => {
-                f.evidence.retain(|l| *l != x.evidence);
-                f.evidence.insert(0, x.evidence.clone());
-                f = f.cause(x.cause).hint(x.hint);
-                x.evidence
-            }
-            (Some(p), None) => {
-                let line = p.line.clone();
-                f = path_cause(f, &p);
-                line
-            }
-            (None, None) => found.evidence.clone(),
+        // HCA, when the log has one, is that error; any other completion error names its path.
+        let fatal = path
+            .as_ref()
+            .is_none_or(|p| p.status == 5)
+            .then(|| {
+                f.evidence.iter().find_map(|l| {
+                    classify::classify(std::iter::once(l.as_str()))
+                        .filter(|x| x.signature == "net-ib-async-fatal")
+                })
+            })
+            .flatten();
+        let named = if let Some(x) = fatal {
+            f.evidence.retain(|l| *l != x.evidence);
+            f.evidence.insert(0, x.evidence.clone());
+            f = f.cause(x.cause).hint(x.hint);
+            x.evidence
+        } else if let Some(p) = path {
+            f = path_cause(f, &p);
+            p.line
+        } else {
+            found.evidence.clone()
         };
         f.error = annotate_refusal(&f.error, &named);
     } else if let CommError::Timeout { .. } = e {

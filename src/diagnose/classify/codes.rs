@@ -225,10 +225,7 @@ pub(super) const SIGNATURES: &[Signature] = &[
 /// line has no code we know.
 pub fn decode(line: &str) -> Option<String> {
     if let Some(n) = completion_status(line) {
-        let (name, meaning) = IBV_WC_STATUS
-            .iter()
-            .find(|(code, ..)| *code == n)
-            .map(|(_, name, m)| (*name, *m))?;
+        let (name, meaning) = wc_status(n)?;
         return Some(format!(
             "ibv_wc_status {n} {name}: {meaning} (rdma-core libibverbs/verbs.h)"
         ));
@@ -278,11 +275,8 @@ pub fn path_fault(line: &str) -> Option<PathFault> {
         .split_once("from peer ")
         .and_then(|(_, rest)| rest.split_whitespace().next())
         .map(str::to_string);
-    let (name, meaning) = IBV_WC_STATUS
-        .iter()
-        .find(|(code, ..)| *code == status)
-        .map(|(_, name, m)| (*name, *m))
-        .unwrap_or(("", "a failed work request"));
+    // A status rdma-core's table here lacks is still a failed work request, by its number.
+    let (name, meaning) = wc_status(status).unwrap_or(("ibv_wc_status", "a failed work request"));
     Some(PathFault {
         status,
         name,
@@ -301,6 +295,14 @@ pub struct PathFault {
     pub peer: Option<String>,
     /// The line it was read from.
     pub line: String,
+}
+
+/// The name and meaning of `ibv_wc_status` `n` ([`IBV_WC_STATUS`]).
+fn wc_status(n: u32) -> Option<(&'static str, &'static str)> {
+    IBV_WC_STATUS
+        .iter()
+        .find(|(code, ..)| *code == n)
+        .map(|(_, name, m)| (*name, *m))
 }
 
 /// `enum ibv_wc_status` (rdma-core libibverbs/verbs.h), with what each means between two
