@@ -95,6 +95,18 @@ fn what_is_not_a_failure_is_not_called_one() {
         t.contains("VERDICT NO FAILURE FOUND") && !t.contains("connect:net on rank 1"),
         "{t}"
     );
+    // 2.32.3 could not read the RoCE GID types and ran over sockets: advice, on every rank.
+    let (_, t) = explain("ib-roce-gid-types", "2.32.3");
+    assert!(t.contains("VERDICT NO FAILURE FOUND, with advice"), "{t}");
+    for rank in ["rank 0", "rank 1"] {
+        assert!(
+            t.lines().any(
+                |l| l.starts_with(&format!("FINDING connect:net on {rank},"))
+                    && l.ends_with("[net-ib]")
+            ),
+            "{rank}: {t}"
+        );
+    }
     // No HCA: NCCL ran over sockets, which its log alone cannot call wrong (a run knows
     // whether NCCL_IB_HCA asked for InfiniBand: tests/real_nccl_ib.rs).
     for version in ["2.19.3", "2.32.3"] {
@@ -110,4 +122,20 @@ fn what_is_not_a_failure_is_not_called_one() {
             );
         }
     }
+}
+
+#[test]
+fn roce_gid_types_unreadable_fail_2_23_on_every_rank() {
+    let (c, t) = explain("ib-roce-gid-types", "2.23.4");
+    assert_eq!(c, 21, "{t}");
+    let at = t.find("VERDICT ").unwrap_or_else(|| panic!("{t}"));
+    let block = &t[at..];
+    assert!(
+        block.starts_with("VERDICT FAIL at connect:net [net-ib]")
+            && block.contains("root cause on: rank 0 (host vm, ")
+            && block.contains("rank 1 (host vm, ")
+            && block.contains("failed in ncclIbRoceGetVersionNum")
+            && block.contains("NCCL_IB_GID_INDEX"),
+        "{block}"
+    );
 }

@@ -2,9 +2,11 @@
 //! HCA `mlx5_0`), on the stand-in CUDA driver: P2P and SHM off, so that every channel goes
 //! through the network. Init and connect over InfiniBand and RoCE on 2.19.3, 2.23.4 and 2.32.3,
 //! the transport asserted from NCCL's own INFO lines; then IB faults acted out by NCCL's own code
-//! (`NCCL_SMOKE_SIM_IB_FAULT`), each verdict naming the stage, the rank and the cause; and a
-//! run whose `NCCL_IB_HCA` selects no HCA, named with the devices that exist; and GPUDirect
-//! RDMA through DMA-BUF, with its two failures.
+//! (`NCCL_SMOKE_SIM_IB_FAULT`), each verdict naming the stage, the rank and the cause; RoCE's
+//! GID chosen from the GID types in sysfs, and named when they cannot be read; a run whose
+//! `NCCL_IB_HCA` selects no HCA, named with the devices that exist; GPUDirect RDMA through
+//! DMA-BUF, with its two failures; and faults aimed at one HCA. The RoCE cases mount an overlay
+//! on /sys/class in a private namespace: root.
 
 mod common;
 mod stand_in;
@@ -16,34 +18,58 @@ use std::path::Path;
 /// Variables a case adds.
 type Env<'a> = &'a [(&'a str, &'a str)];
 
-/// What NCCL printed, in the log files under `dir`: the `NET/IB : Using …` lines, and the
-/// transports of its connection lines (`… [send] via NET/IB/0`).
-fn nccl_printed(dir: &Path) -> (Vec<String>, BTreeSet<String>) {
-    let mut using = Vec::new();
-    let mut via = BTreeSet::new();
+/// What NCCL printed in its log files.
+#[derive(Default)]
+struct Printed {
+    /// The `NET/IB : Using …` lines.
+    using: Vec<String>,
+    /// The transports of its connection lines (`… [send] via NET/IB/0`).
+    via: BTreeSet<String>,
+    /// The GID indexes its queue pairs were given (`… GID 3 (…)`).
+    gids: BTreeSet<u32>,
+}
+
+fn nccl_printed(dir: &Path) -> Printed {
+    let mut p = Printed::default();
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         let t = std::fs::read_to_string(e.path()).unwrap();
         for l in t.lines() {
             if l.contains("NET/IB : Using [") {
-                using.push(l.to_string());
+                p.using.push(l.to_string());
             }
             if l.contains(" NCCL INFO Channel ")
                 && let Some((_, v)) = l.split_once(" via ")
             {
-                via.insert(v.trim().to_string());
+                p.via.insert(v.trim().to_string());
+            }
+            if l.contains(" NCCL INFO NET/IB: ")
+                && let Some((_, rest)) = l.split_once(" GID ")
+                && let Some(n) = rest.split(' ').next().and_then(|n| n.parse().ok())
+            {
+                p.gids.insert(n);
             }
         }
     }
-    (using, via)
+    p
+}
+
+/// The shell that gives the simulated RoCE port `mlx5_0:1` the GID types a ConnectX port
+/// has in sysfs (0 and 2 RoCE v1, 1 and 3 RoCE v2; the stand-in's GIDs 2 and 3 are IPv4), in
+/// the private mount namespace it runs in: an overlay on /sys/class over `dir`.
+fn gid_types(dir: &Path) -> String {
+    let d = dir.display();
+    let types = "/sys/class/infiniband/mlx5_0/ports/1/gid_attrs/types";
+    format!(
+        "mkdir -p {d}/up {d}/work && mount -t overlay overlay -o \
+         lowerdir=/sys/class,upperdir={d}/up,workdir={d}/work /sys/class && mkdir -p {types} && \
+         echo 'IB/RoCE v1' > {types}/0 && echo 'RoCE v2' > {types}/1 && \
+         echo 'IB/RoCE v1' > {types}/2 && echo 'RoCE v2' > {types}/3"
+    )
 }
 
 /// A control-plane run of 2 ranks over the HCAs `hcas`, NCCL's INFO log kept: the exit code,
-/// the output, and what NCCL printed ([`nccl_printed`]).
-fn control_plane(
-    version: &str,
-    hcas: &str,
-    extra: Env,
-) -> (i32, String, Vec<String>, BTreeSet<String>) {
+/// the output, and what NCCL printed. `sysfs`: with [`gid_types`] (needs root).
+fn control_plane(version: &str, hcas: &str, extra: Env, sysfs: bool) -> (i32, String, Printed) {
     let lib = wheel(version);
     let dir = scratch("real-nccl-ib");
     let logs = dir.join("logs");
@@ -57,30 +83,40 @@ fn control_plane(
         ("NCCL_DEBUG_FILE", &file),
     ]);
     env.extend_from_slice(extra);
-    let o = real_run(2, &control_plane_args(&lib, "20"), &env, &ib_lib_dir(), 120);
-    let (using, via) = nccl_printed(&logs);
-    (code(&o), text(&o), using, via)
+    let before = gid_types(&dir.join("sysfs"));
+    let runner = ["unshare", "-m"];
+    let around = Extra {
+        before: sysfs.then_some((&runner[..], before.as_str())),
+        ..Extra::default()
+    };
+    let args = control_plane_args(&lib, "20");
+    let o = real_run_with(2, &args, &env, &ib_lib_dir(), 120, &around);
+    (code(&o), text(&o), nccl_printed(&logs))
 }
 
 #[test]
 fn every_release_connects_over_infiniband_and_roce() {
-    // RoCE's GID is chosen by NCCL_IB_GID_INDEX: NCCL's automatic choice reads the port's
-    // sysfs GID types, which a simulated HCA does not have (3: RoCE v2 of 127.0.0.1).
-    let links: [(&str, &str, Env); 2] = [
-        ("IB", "mlx5_0:ib", &[]),
-        ("RoCE", "mlx5_0:roce", &[("NCCL_IB_GID_INDEX", "3")]),
-    ];
+    // RoCE as on a host: the port's GID types in sysfs, NCCL_IB_GID_INDEX unset. From 2.21 NCCL
+    // picks the RoCE v2 GID of an IPv4 address itself (3); 2.19.3 takes GID 0 unless told.
+    let links: [(&str, &str, bool); 2] =
+        [("IB", "mlx5_0:ib", false), ("RoCE", "mlx5_0:roce", true)];
     for version in ["2.19.3", "2.23.4", "2.32.3"] {
-        for (link, hcas, extra) in links {
+        for (link, hcas, sysfs) in links {
             let name = format!("{version} over {link}");
-            let (c, t, using, via) = control_plane(version, hcas, extra);
+            let (c, t, p) = control_plane(version, hcas, &[], sysfs);
             assert!(
-                using.len() == 2
-                    && using
+                p.using.len() == 2
+                    && p.using
                         .iter()
                         .all(|l| l.contains(&format!("[0]mlx5_0:1/{link}"))),
-                "{name}: NCCL's NET/IB lines: {using:?}\n{t}"
+                "{name}: NCCL's NET/IB lines: {:?}\n{t}",
+                p.using
             );
+            if link == "RoCE" {
+                let gid = if version == "2.19.3" { 0 } else { 3 };
+                assert_eq!(p.gids, BTreeSet::from([gid]), "{name}:\n{t}");
+            }
+            let via = p.via;
             // Every channel over the HCA (2.19 adds `NET/IB/0/Shared` for send/receive), and no
             // GPUDirect RDMA: no peer-memory module, so no /GDRDMA on any channel.
             assert!(
@@ -284,7 +320,8 @@ fn dma_buf_gives_gpudirect_rdma_and_its_failures_are_named_with_the_fix_that_wor
     let hcas = ("NCCL_SMOKE_SIM_IB_HCAS", "mlx5_0:dmabuf");
     let gdr_level = ("NCCL_NET_GDR_LEVEL", "SYS");
     for version in ["2.19.3", "2.32.3"] {
-        let (c, t, _, via) = control_plane(version, hcas.1, &[gdr_level]);
+        let (c, t, p) = control_plane(version, hcas.1, &[gdr_level], false);
+        let via = p.via;
         assert_eq!(c, 27, "{version}: {t}");
         assert!(
             !via.is_empty() && via.iter().all(|v| v.starts_with("NET/IB/0/GDRDMA")),
@@ -332,7 +369,8 @@ fn dma_buf_gives_gpudirect_rdma_and_its_failures_are_named_with_the_fix_that_wor
         // peer-memory module, without GPUDirect RDMA), the refusing NIC never asked.
         let fault = ("NCCL_SMOKE_SIM_IB_FAULT", "ibv_reg_dmabuf_mr#2:EOPNOTSUPP");
         let off = ("NCCL_DMABUF_ENABLE", "0");
-        let (c, t, _, via) = control_plane(version, hcas.1, &[gdr_level, fault, off]);
+        let (c, t, p) = control_plane(version, hcas.1, &[gdr_level, fault, off], false);
+        let via = p.via;
         assert_eq!(c, 27, "{version} NCCL_DMABUF_ENABLE=0: {t}");
         assert!(
             via.contains("NET/IB/0") && via.iter().all(|v| !v.contains("GDRDMA")),
@@ -364,4 +402,34 @@ fn a_fault_aimed_at_one_hca_strikes_that_hca_alone() {
         "{v}"
     );
     only_rank_1(&t, "ibv_modify_qp on mlx5_1");
+}
+
+#[test]
+fn roce_gid_types_nccl_cannot_read_are_named() {
+    // No GID types in sysfs (a container without the host's /sys/class/infiniband), no
+    // NCCL_IB_GID_INDEX: 2.23.4 fails every rank's connection; 2.32.3 leaves the HCA out and runs
+    // over sockets, which the run says twice (the WARN's advice, and NCCL_IB_HCA not honoured).
+    let roce = ("NCCL_SMOKE_SIM_IB_HCAS", "mlx5_0:roce");
+    let (c, t) = ib_run("2.23.4", &[roce]);
+    assert_eq!(c, 21, "{t}");
+    let v = verdict(&t);
+    // Every rank fails on its own; the verdict names every rank, or the first one to report.
+    assert!(
+        v.contains("FAIL at connect:net on ")
+            && v.contains("could not read the GID types")
+            && v.contains("NCCL_IB_GID_INDEX"),
+        "{v}"
+    );
+    let (c, t) = ib_run("2.32.3", &[roce]);
+    assert_eq!(c, 23, "{t}");
+    for says in [
+        "left the HCA out: its network goes over sockets",
+        "could not read the RoCE GID types from sysfs to choose a GID index",
+    ] {
+        let warned = t
+            .lines()
+            .filter(|l| l.contains(" WARN at ") && l.contains(says))
+            .count();
+        assert_eq!(warned, 2, "{says}:\n{t}");
+    }
 }

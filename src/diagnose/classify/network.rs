@@ -74,6 +74,53 @@ pub(super) const SIGNATURES: &[Signature] = &[
     // and what the proxy says after it failed ("Could not receive type from localRank", "Failed
     // to execute operation Connect") only reports that (observed with the real 2.19.3 over the
     // libibverbs stand-in, tests/fixtures/stand-in-logs).
+    // NCCL picks a RoCE GID index itself when NCCL_IB_GID_INDEX is unset (2.21 on), from the
+    // GID types in sysfs. Where it cannot read them, 2.21 to 2.28 fail the connection (the file
+    // is `transport/net_ib.cc`); 2.32.3, from `transport/net_ib/connect.cc`, leaves the HCA out
+    // and runs over sockets (observed over the libibverbs stand-in, which has no sysfs: 2.23.4
+    // and 2.28.9 fail at connect, 2.32.3 connects via NET/Socket).
+    Signature {
+        id: "net-ib-roce-gid-type",
+        category: Category::NetIb,
+        stage: Stage::ConnectNet,
+        severity: Severity::Fail,
+        scope: Scope::Warn,
+        what: Match::PhrasesIn {
+            files: &["transport/net_ib.cc"],
+            phrases: &["failed in ncclIbRoceGetVersionNum"],
+        },
+        source: "NVIDIA/nccl v2.21.5-1 … v2.28.9-1 src/transport/net_ib.cc ncclIbRoceGetVersionNum (\"NET/IB: open \
+                 failed in ncclIbRoceGetVersionNum: %s\", \"read failed …\"; it reads \
+                 /sys/class/infiniband/%s/ports/%d/gid_attrs/types/%d), NCCLCHECK'd by ncclIbGetGidIndex in \
+                 ncclIbConnect/ncclIbAccept; observed with the real 2.23.4 and 2.28.9",
+        releases: "2.21-2.28",
+        cause: "NCCL chooses the RoCE GID index itself (NCCL_IB_GID_INDEX unset) and could not read the GID \
+                types from sysfs (/sys/class/infiniband/<hca>/ports/<port>/gid_attrs/types/), so the connection \
+                failed: typically a container that does not see the host's /sys/class/infiniband entries",
+        hint: "set NCCL_IB_GID_INDEX to the RoCE v2 GID of the interface the job uses (show_gids, or the host's \
+               /sys/class/infiniband/<hca>/ports/1/gid_attrs/types/*; often 3), or give the container the \
+               host's /sys/class/infiniband",
+    },
+    Signature {
+        id: "net-ib-roce-gid-type-unread",
+        category: Category::NetIb,
+        stage: Stage::ConnectNet,
+        severity: Severity::Advice,
+        scope: Scope::Warn,
+        what: Match::PhrasesIn {
+            files: &["net_ib/connect.cc"],
+            phrases: &["failed in ncclIbRoceGetVersionNum"],
+        },
+        source: "NVIDIA/nccl v2.30.7-1 src/transport/net_ib/connect.cc:237 ncclIbRoceGetVersionNum (same text); \
+                 observed with the real 2.32.3: it warns, leaves the RoCE HCA out and connects via NET/Socket",
+        releases: "2.30-2.32",
+        cause: "NCCL could not read the RoCE GID types from sysfs \
+                (/sys/class/infiniband/<hca>/ports/<port>/gid_attrs/types/) to choose a GID index itself \
+                (NCCL_IB_GID_INDEX unset), and left the HCA out: its network goes over sockets, many times \
+                slower (typically a container that does not see the host's /sys/class/infiniband)",
+        hint: "set NCCL_IB_GID_INDEX to the RoCE v2 GID of the interface the job uses (show_gids; often 3), or \
+               give the container the host's /sys/class/infiniband",
+    },
     Signature {
         id: "dmabuf-unsupported",
         category: Category::Gdr,

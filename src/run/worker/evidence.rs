@@ -186,10 +186,21 @@ impl Run<'_> {
         if std::env::var("NCCL_IB_DISABLE").is_ok_and(|v| v.trim() == "1") {
             return None;
         }
+        const GID_TYPES: &str = "failed in ncclIbRoceGetVersionNum";
         let lines = self.nccl_log_lines(|l| {
-            l.contains("Using network Socket") || l.contains("NET/IB : No device found")
+            l.contains("Using network Socket")
+                || l.contains("NET/IB : No device found")
+                || l.contains(GID_TYPES)
         });
         let socket = lines.iter().find(|l| l.contains("Using network Socket"))?;
+        // A RoCE HCA whose GID types NCCL could not read is left out (2.32.3, observed): that,
+        // not the port, is why.
+        let why = if lines.iter().any(|l| l.contains(GID_TYPES)) {
+            "NCCL could not read the RoCE GID types from sysfs to choose a GID index \
+             (NCCL_IB_GID_INDEX unset) and left the HCA out"
+        } else {
+            "no HCA that NCCL_IB_HCA selects has an active port"
+        };
         let devices = match crate::ffi::ibverbs::device_names() {
             Ok(d) if d.is_empty() => "libibverbs lists no RDMA device on this host".to_string(),
             Ok(d) => format!("the RDMA devices on this host: {}", d.join(", ")),
@@ -204,17 +215,17 @@ impl Run<'_> {
             ),
         )
         .cause(format!(
-            "no HCA that NCCL_IB_HCA selects has an active port ({devices}); inter-node traffic \
-             goes over sockets, many times slower"
+            "{why} ({devices}); inter-node traffic goes over sockets, many times slower"
         ))
         .hint(
             "name devices from that list in NCCL_IB_HCA (a prefix; `=name` for an exact match, \
              `^name` to exclude), check their ports (`ibstat`: State Active, Physical state \
-             LinkUp), or unset NCCL_IB_HCA where sockets are meant",
+             LinkUp), for RoCE set NCCL_IB_GID_INDEX (show_gids) or give the container the \
+             host's /sys/class/infiniband; or unset NCCL_IB_HCA where sockets are meant",
         );
         f.evidence = lines
             .iter()
-            .filter(|l| l.contains("No device found"))
+            .filter(|l| l.contains("No device found") || l.contains(GID_TYPES))
             .chain(std::iter::once(socket))
             .cloned()
             .collect();
