@@ -41,6 +41,11 @@ fn each_ib_fault_is_named_on_rank_1_from_the_logs() {
             "(recvProxyConnect) NCCL WARN Cuda failure 801",
         ),
         (
+            "ib-modify-qp-timeout",
+            "Call to ibv_modify_qp failed with error Connection timed out errno 110",
+            "",
+        ),
+        (
             "ib-modify-qp",
             "Call to ibv_modify_qp failed with error Invalid argument errno 22",
             "Call to ibv_modify_qp failed with 22 Invalid argument",
@@ -57,7 +62,11 @@ fn each_ib_fault_is_named_on_rank_1_from_the_logs() {
         ),
     ];
     for (case, old, new) in cases {
+        // (2.32.3 retries the timeout and connects: `what_is_not_a_failure_is_not_called_one`.)
         for (version, words) in [("2.19.3", old), ("2.32.3", new)] {
+            if words.is_empty() {
+                continue;
+            }
             let (c, t) = explain(case, version);
             let what = format!("{case} {version}");
             assert_eq!(c, 21, "{what}: {t}");
@@ -81,6 +90,8 @@ fn each_ib_fault_is_named_on_rank_1_from_the_logs() {
             );
             let evidence = lines.next().unwrap_or_default();
             assert!(evidence.contains(words), "{what}: {block}");
+            // Both ranks' logs are here: the address rank 0 names is theirs (NCCL's "Using" lines).
+            assert!(!block.contains("its log is not here"), "{what}: {block}");
         }
     }
 }

@@ -254,7 +254,7 @@ fn ib_faults_acted_out_by_nccl_are_named_on_the_rank_they_struck() {
 }
 
 #[test]
-fn a_modify_qp_timeout_is_retried_by_2_32_and_the_run_goes_on() {
+fn a_modify_qp_timeout_is_retried_by_2_32_and_named_by_2_19() {
     // NCCL 2.32 retries ibv_modify_qp on ETIMEDOUT (misc/ibvwrap.cc); the run then fails
     // only where every run on simulated GPUs does, at verify (no kernel ran).
     let dir = scratch("real-nccl-ib-retry");
@@ -276,6 +276,20 @@ fn a_modify_qp_timeout_is_retried_by_2_32_and_the_run_goes_on() {
     assert!(retried, "no retry in NCCL's log:\n{t}");
     assert_eq!(c, 23, "{t}");
     assert!(verdict(&t).contains("FAIL at verify on rank 0"), "{t}");
+    // 2.19.3 does not retry: init fails on rank 1, in NCCL's own words about a timeout.
+    let (c, t) = ib_run(
+        "2.19.3",
+        &[("NCCL_SMOKE_SIM_IB_FAULT", "ibv_modify_qp@1#2..2:ETIMEDOUT")],
+    );
+    assert_eq!(c, 16, "{t}");
+    let v = verdict(&t);
+    assert!(
+        v.contains("FAIL at init on rank 1 (host ")
+            && v.contains("timed out (ETIMEDOUT)")
+            && v.contains("NCCL_CROSS_NIC=0"),
+        "{v}"
+    );
+    only_rank_1(&t, "2.19.3 ibv_modify_qp ETIMEDOUT");
 }
 
 #[test]

@@ -224,6 +224,50 @@ pub(super) const SIGNATURES: &[Signature] = &[
                version; a queue pair error right after GPU buffers were registered points at GPUDirect RDMA \
                (nvidia_peermem or DMA-BUF, PCIe ACS)",
     },
+    // What ibv_modify_qp's errno means, in NCCL's own words (v2.30.7-1 src/misc/ibvwrap.cc,
+    // printIbModifyQpHint, INFO "HINT:" lines).
+    Signature {
+        id: "net-ib-modify-qp-timeout",
+        category: Category::NetIb,
+        stage: Stage::ConnectNet,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "Call to ibv_modify_qp failed with error Connection timed out",
+            "Call to ibv_modify_qp failed with 110 Connection timed out",
+        ]),
+        source: "NVIDIA/nccl v2.19.3-1 src/misc/ibvwrap.cc (\"Call to ibv_modify_qp failed with error %s errno %d\"); \
+                 v2.30.7-1 src/misc/ibvwrap.cc (\"Call to ibv_modify_qp failed with %d %s, on dev …\", retried on \
+                 ETIMEDOUT from v2.24.3-1, IBV_MQP_RETRY_ERRNO; printIbModifyQpHint: \"In many cases this error \
+                 occurs when NICs are not cross-rail connected\"); observed with the real 2.19.3 (fails init) and \
+                 2.32.3 (retries, connects) over the libibverbs stand-in",
+        releases: "2.16-2.30 (retried from 2.24)",
+        cause: "moving a queue pair to the peer timed out (ETIMEDOUT): the HCA found no path to the peer's port, \
+                most often NICs on different rails that are not cross-connected (NCCL 2.24 and later retry it \
+                before giving up)",
+        hint: "NCCL_CROSS_NIC=0 keeps each ring on one rail (NCCL's own hint); check the rail wiring and the \
+               switches between the two ports (ibtracert, ibdiagnet)",
+    },
+    Signature {
+        id: "net-ib-modify-qp-einval",
+        category: Category::NetIb,
+        stage: Stage::ConnectNet,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "Call to ibv_modify_qp failed with error Invalid argument",
+            "Call to ibv_modify_qp failed with 22 Invalid argument",
+        ]),
+        source: "NVIDIA/nccl v2.19.3-1 src/misc/ibvwrap.cc (\"Call to ibv_modify_qp failed with error %s errno %d\"); \
+                 v2.30.7-1 src/misc/ibvwrap.cc (\"… failed with %d %s, on dev %s:%d, curr state %s, next state %s, \
+                 local GID index %d …\"; printIbModifyQpHint: \"In many cases this error occurs when the incorrect \
+                 GID index is forced by NCCL_IB_GID_INDEX\"); observed with the real 2.19.3 and 2.32.3",
+        releases: "2.16-2.30",
+        cause: "the HCA refused the queue pair's address (EINVAL), most often a GID index forced by \
+                NCCL_IB_GID_INDEX that this port does not have or that the peer does not share",
+        hint: "unset NCCL_IB_GID_INDEX (or -1 from 2.21) for NCCL's own choice, or set it to the RoCE v2 GID both \
+               ends have (show_gids); check the port's MTU and the peer's link layer (ibv_devinfo)",
+    },
     Signature {
         id: "net-ib-setup",
         category: Category::NetIb,

@@ -99,6 +99,25 @@ fn benign(line: &str, at: usize) -> bool {
     head.ends_with(" no") || head.ends_with(" 0") || head.ends_with("without") || head == "no"
 }
 
+/// The addresses a process says it uses (`Bootstrap : Using eth0:10.0.0.2<0>`, `NET/Socket :
+/// Using [0]eth0:10.0.0.2<0>`, `… OOB eth0:10.0.0.2<0>`: NVIDIA/nccl v2.19.3-1 src/bootstrap.cc,
+/// src/transport/net_socket.cc, src/transport/net_ib.cc): a peer named by one of them has its
+/// log here.
+pub fn own_addresses(line: &str) -> Vec<String> {
+    if !(line.contains(" : Using ") || line.contains(" OOB ")) {
+        return Vec::new();
+    }
+    line.match_indices('<')
+        .filter_map(|(at, _)| {
+            let head = &line[..at];
+            // `<interface>:<address>`, the address IPv4 or IPv6.
+            let token = &head[head.rfind([' ', ']'])? + 1..];
+            let (_, ip) = token.split_once(':')?;
+            ip.parse::<std::net::IpAddr>().ok().map(|_| ip.to_string())
+        })
+        .collect()
+}
+
 /// A line that shows the run finished healthy: nccl-tests' footer with no wrong value
 /// (nccl-tests src/util.cu, `"# %-20s : %d %s", "Out of bounds values", …, "OK"`), NCCL's
 /// own teardown (NVIDIA/nccl v2.12–v2.30 src/init.cc, `"… - Destroy COMPLETE"`), or this tool's
@@ -146,6 +165,30 @@ pub fn sweep_row(line: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn own_addresses_from_nccl_using_lines() {
+        for (line, want) in [
+            (
+                "h:1:2 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>",
+                vec!["10.0.0.2"],
+            ),
+            (
+                "h:1:2 [0] NCCL INFO NET/Socket : Using [0]eth0:192.0.2.2<0> [1]ib0:10.1.0.2<0>",
+                vec!["192.0.2.2", "10.1.0.2"],
+            ),
+            (
+                "h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB eth0:fd00::2<0>",
+                vec!["fd00::2"],
+            ),
+            (
+                "h:1:2 [0] NCCL WARN Call to recv from 10.0.0.9<4> failed",
+                vec![],
+            ),
+        ] {
+            assert_eq!(own_addresses(line), want, "{line}");
+        }
+    }
 
     #[test]
     fn errors_read_as_errors() {

@@ -288,6 +288,7 @@ impl State {
         if self.summary.completed.is_none() && evidence::completion(line) {
             self.summary.completed = Some(quote(self));
         }
+        self.summary.addresses.extend(evidence::own_addresses(line));
         if kind != LineKind::Info {
             let start = evidence::nccl_tests_start(line);
             if start || evidence::sweep_header(line) {

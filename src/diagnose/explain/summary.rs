@@ -145,6 +145,9 @@ pub struct LogSummary {
     pub nranks: Option<u32>,
     /// Every process the log shows, with its last operation where one was seen.
     pub processes: Vec<LastOp>,
+    /// The addresses its processes said they use (bootstrap, sockets, IB's out-of-band).
+    #[serde(skip_serializing_if = "BTreeSet::is_empty")]
+    pub addresses: BTreeSet<String>,
     /// Why reading stopped early (size or time cap), if it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,

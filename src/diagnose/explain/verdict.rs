@@ -148,6 +148,7 @@ pub fn job_verdict(summaries: &[LogSummary]) -> JobVerdict {
         .iter()
         .flat_map(|s| s.processes.iter().filter_map(|p| p.who.host.clone()))
         .chain(all.iter().filter_map(|f| f.host.clone()))
+        .chain(summaries.iter().flat_map(|s| s.addresses.iter().cloned()))
         .collect();
     let shown_ranks: BTreeSet<u32> = summaries
         .iter()
