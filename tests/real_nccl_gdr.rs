@@ -7,7 +7,8 @@
 //! enabled (NCCL_NET_GDR_LEVEL=SYS: the stand-in HCA has no PCI path, so no distance to the GPU).
 //! DMA-BUF, the other way to GPUDirect RDMA, is varied too: an HCA whose kernel registers it
 //! (`mlx5_0:dmabuf`), a driver that does not export it (`NCCL_SMOKE_SIM_DMA_BUF=0`), and
-//! `NCCL_DMABUF_ENABLE=0`.
+//! `NCCL_DMABUF_ENABLE=0`; and a GPU whose driver reports no GPUDirect RDMA
+//! (`NCCL_SMOKE_SIM_GPU_DIRECT_RDMA=0`): the HCA line Enabled, no channel using it.
 //! Needs root (mounts).
 
 mod common;
@@ -94,17 +95,28 @@ const DMA_BUF_ROWS: [(Option<&str>, Env); 4] = [
     (Some("module/nvidia_peermem/version"), &[]),
 ];
 
+/// A GPU whose driver reports no GPUDirect RDMA support, with a module every release finds: the
+/// HCA line reads Enabled, and no channel uses it.
+const GPU_ROWS: [(Option<&str>, Env); 1] = [(
+    Some("kernel/mm/memory_peers/nv_mem/version"),
+    &[("NCCL_SMOKE_SIM_GPU_DIRECT_RDMA", "0")],
+)];
+
 type Env = &'static [(&'static str, &'static str)];
 
 #[test]
 fn doctor_predicts_what_each_release_decides_about_gpudirect_rdma() {
     let libs = ib_lib_dir();
     let no_dmabuf: Env = &[];
-    let cases = ROWS.iter().map(|&row| (row, "mlx5_0", no_dmabuf)).chain(
-        DMA_BUF_ROWS
-            .iter()
-            .map(|&(row, env)| (row, "mlx5_0:dmabuf", env)),
-    );
+    let cases = ROWS
+        .iter()
+        .map(|&row| (row, "mlx5_0", no_dmabuf))
+        .chain(
+            DMA_BUF_ROWS
+                .iter()
+                .map(|&(row, env)| (row, "mlx5_0:dmabuf", env)),
+        )
+        .chain(GPU_ROWS.iter().map(|&(row, env)| (row, "mlx5_0", env)));
     for version in ["2.19.3", "2.32.3"] {
         let lib = wheel(version);
         for (row, hcas, vars) in cases.clone() {
@@ -138,9 +150,14 @@ fn doctor_predicts_what_each_release_decides_about_gpudirect_rdma() {
                 gdr.len() >= 2 && gdr.iter().all(|g| *g == gdr[0]),
                 "{name}: NCCL said {gdr:?}\n{t}"
             );
+            // NCCL's line for the HCA, and its channels: all with /GDRDMA or none, and none
+            // where the HCA line says Disabled.
             let enabled = gdr[0];
+            let channels = via.iter().all(|v| v.contains("/GDRDMA"));
             assert!(
-                !via.is_empty() && via.iter().all(|v| v.contains("/GDRDMA") == enabled),
+                !via.is_empty()
+                    && via.iter().all(|v| v.contains("/GDRDMA") == channels)
+                    && (enabled || !channels),
                 "{name}: enabled {enabled}, channels {via:?}"
             );
             let mut doctor_env = vec![("NCCL_SMOKE_SIM_IB_HCAS", hcas)];
@@ -158,6 +175,12 @@ fn doctor_predicts_what_each_release_decides_about_gpudirect_rdma() {
                         || (!enabled && predicted.contains(says_disabled))),
                 "{name}: NCCL printed {}, doctor said: {predicted}",
                 if enabled { "Enabled" } else { "Disabled" }
+            );
+            // Doctor says whether the channels use it, not only what the HCA line reads.
+            assert_eq!(
+                predicted.contains("no channel will use it"),
+                enabled && !channels,
+                "{name}: channels {via:?}, doctor said: {predicted}"
             );
             // Where DMA-BUF decides, doctor says so.
             if hcas.ends_with(":dmabuf") && row.is_none() {

@@ -280,54 +280,68 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -
     })
 }
 
-/// The value of a `CUdevice_attribute` (numbers as in cuda.h 12.8) for an H100-like device;
-/// attributes not listed are 0.
+/// A capability the devices have unless `var` is `0` (read once).
+fn capability(var: &str, cell: &'static std::sync::OnceLock<bool>) -> bool {
+    *cell.get_or_init(|| std::env::var(var).map_or(true, |v| v.trim() != "0"))
+}
+
 /// `NCCL_SMOKE_SIM_DMA_BUF`: whether the devices export memory as DMA-BUF
 /// (`CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`); `0` acts out a driver that does not (default 1).
 fn dma_buf() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("NCCL_SMOKE_SIM_DMA_BUF").map_or(true, |v| v.trim() != "0"))
+    capability("NCCL_SMOKE_SIM_DMA_BUF", &ON)
 }
 
+/// `NCCL_SMOKE_SIM_GPU_DIRECT_RDMA`: whether the devices support GPUDirect RDMA
+/// (`CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED`, which NCCL reads as the GPU's own "gdr":
+/// NVIDIA/nccl v2.19.3-1 src/net.cc `ncclGpuGdrSupport`); `0` acts out a GPU or platform
+/// without it (default 1).
+fn gpu_direct_rdma() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    capability("NCCL_SMOKE_SIM_GPU_DIRECT_RDMA", &ON)
+}
+
+/// The value of a `CUdevice_attribute` (numbers as in cuda.h 12.8) for an H100-like device;
+/// attributes not listed are 0.
 pub fn attribute(attrib: c_uint, gpu: &Gpu, ordinal: CUdevice, cc: (i32, i32)) -> c_int {
     let (domain, bus, dev) = config::pci_location(gpu.physical);
     match attrib {
-        1 => 1024,                 // MAX_THREADS_PER_BLOCK
-        2 | 3 => 1024,             // MAX_BLOCK_DIM_X/Y
-        4 => 64,                   // MAX_BLOCK_DIM_Z
-        5 => i32::MAX,             // MAX_GRID_DIM_X
-        6 | 7 => 65535,            // MAX_GRID_DIM_Y/Z
-        8 => 49152,                // MAX_SHARED_MEMORY_PER_BLOCK
-        9 => 65536,                // TOTAL_CONSTANT_MEMORY
-        10 => 32,                  // WARP_SIZE
-        11 => i32::MAX,            // MAX_PITCH
-        12 => 65536,               // MAX_REGISTERS_PER_BLOCK
-        13 => 1_980_000,           // CLOCK_RATE (kHz)
-        14 => 512,                 // TEXTURE_ALIGNMENT
-        15 => 1,                   // GPU_OVERLAP
-        16 => 132,                 // MULTIPROCESSOR_COUNT
-        19 => 1,                   // CAN_MAP_HOST_MEMORY
-        30 => 512,                 // SURFACE_ALIGNMENT
-        31 => 1,                   // CONCURRENT_KERNELS
-        32 => 1,                   // ECC_ENABLED
-        33 => bus as c_int,        // PCI_BUS_ID
-        34 => dev as c_int,        // PCI_DEVICE_ID
-        36 => 2_619_000,           // MEMORY_CLOCK_RATE (kHz)
-        37 => 5120,                // GLOBAL_MEMORY_BUS_WIDTH
-        38 => 50 << 20,            // L2_CACHE_SIZE
-        39 => 2048,                // MAX_THREADS_PER_MULTIPROCESSOR
-        40 => 3,                   // ASYNC_ENGINE_COUNT
-        41 => 1,                   // UNIFIED_ADDRESSING
-        50 => domain as c_int,     // PCI_DOMAIN_ID
-        51 => 32,                  // TEXTURE_PITCH_ALIGNMENT
-        75 => cc.0,                // COMPUTE_CAPABILITY_MAJOR
-        76 => cc.1,                // COMPUTE_CAPABILITY_MINOR
-        78..=80 => 1,              // STREAM_PRIORITIES / GLOBAL_L1 / LOCAL_L1 supported
-        81 => 233_472,             // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
-        82 => 65536,               // MAX_REGISTERS_PER_MULTIPROCESSOR
-        83 => 1,                   // MANAGED_MEMORY
-        85 => ordinal,             // MULTI_GPU_BOARD_GROUP_ID
-        87 => 2,                   // SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO
+        1 => 1024,                         // MAX_THREADS_PER_BLOCK
+        2 | 3 => 1024,                     // MAX_BLOCK_DIM_X/Y
+        4 => 64,                           // MAX_BLOCK_DIM_Z
+        5 => i32::MAX,                     // MAX_GRID_DIM_X
+        6 | 7 => 65535,                    // MAX_GRID_DIM_Y/Z
+        8 => 49152,                        // MAX_SHARED_MEMORY_PER_BLOCK
+        9 => 65536,                        // TOTAL_CONSTANT_MEMORY
+        10 => 32,                          // WARP_SIZE
+        11 => i32::MAX,                    // MAX_PITCH
+        12 => 65536,                       // MAX_REGISTERS_PER_BLOCK
+        13 => 1_980_000,                   // CLOCK_RATE (kHz)
+        14 => 512,                         // TEXTURE_ALIGNMENT
+        15 => 1,                           // GPU_OVERLAP
+        16 => 132,                         // MULTIPROCESSOR_COUNT
+        19 => 1,                           // CAN_MAP_HOST_MEMORY
+        30 => 512,                         // SURFACE_ALIGNMENT
+        31 => 1,                           // CONCURRENT_KERNELS
+        32 => 1,                           // ECC_ENABLED
+        33 => bus as c_int,                // PCI_BUS_ID
+        34 => dev as c_int,                // PCI_DEVICE_ID
+        36 => 2_619_000,                   // MEMORY_CLOCK_RATE (kHz)
+        37 => 5120,                        // GLOBAL_MEMORY_BUS_WIDTH
+        38 => 50 << 20,                    // L2_CACHE_SIZE
+        39 => 2048,                        // MAX_THREADS_PER_MULTIPROCESSOR
+        40 => 3,                           // ASYNC_ENGINE_COUNT
+        41 => 1,                           // UNIFIED_ADDRESSING
+        50 => domain as c_int,             // PCI_DOMAIN_ID
+        51 => 32,                          // TEXTURE_PITCH_ALIGNMENT
+        75 => cc.0,                        // COMPUTE_CAPABILITY_MAJOR
+        76 => cc.1,                        // COMPUTE_CAPABILITY_MINOR
+        78..=80 => 1,                      // STREAM_PRIORITIES / GLOBAL_L1 / LOCAL_L1 supported
+        81 => 233_472,                     // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
+        82 => 65536,                       // MAX_REGISTERS_PER_MULTIPROCESSOR
+        83 => 1,                           // MANAGED_MEMORY
+        85 => ordinal,                     // MULTI_GPU_BOARD_GROUP_ID
+        87 => 2,                           // SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO
         89..=91 => 1, // CONCURRENT_MANAGED_ACCESS, COMPUTE_PREEMPTION, HOST_POINTER_FOR_REGISTERED_MEM
         95 | 96 => 1, // COOPERATIVE_LAUNCH, COOPERATIVE_MULTI_DEVICE_LAUNCH
         97 => 232_448, // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
@@ -338,7 +352,8 @@ pub fn attribute(attrib: c_uint, gpu: &Gpu, ordinal: CUdevice, cc: (i32, i32)) -
         109 => 128 << 20, // MAX_ACCESS_POLICY_WINDOW_SIZE
         110 => 1,     // GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED
         111 => 1024,  // RESERVED_SHARED_MEMORY_PER_BLOCK
-        112..=116 => 1, // sparse arrays ... memory pools, GPU_DIRECT_RDMA_SUPPORTED
+        116 => gpu_direct_rdma() as c_int, // GPU_DIRECT_RDMA_SUPPORTED
+        112..=115 => 1, // sparse arrays ... memory pools
         117 => 1,     // GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS (host)
         118 => 0,     // GPU_DIRECT_RDMA_WRITES_ORDERING (none)
         119 => 1,     // MEMPOOL_SUPPORTED_HANDLE_TYPES (posix fd)
@@ -371,116 +386,4 @@ pub unsafe extern "C" fn cuDeviceGetAttribute(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::ffi::CStr;
-
-    #[test]
-    fn init_and_device_queries() {
-        init_for_tests();
-        let mut v = 0;
-        // SAFETY: valid out-pointers and buffers throughout.
-        unsafe {
-            assert_eq!(cuInit(0), CUDA_SUCCESS);
-            assert_eq!(cuInit(1), CUDA_ERROR_INVALID_VALUE);
-            assert_eq!(cuDriverGetVersion(&mut v), CUDA_SUCCESS);
-            assert!(v > 0);
-            let mut n = 0;
-            assert_eq!(cuDeviceGetCount(&mut n), CUDA_SUCCESS);
-            assert_eq!(n, 8);
-            let mut d = -1;
-            assert_eq!(cuDeviceGet(&mut d, 3), CUDA_SUCCESS);
-            assert_eq!(d, 3);
-            assert_eq!(cuDeviceGet(&mut d, 8), CUDA_ERROR_INVALID_DEVICE);
-            assert_eq!(cuDeviceGet(&mut d, -1), CUDA_ERROR_INVALID_DEVICE);
-            assert_eq!(
-                cuDeviceGet(std::ptr::null_mut(), 0),
-                CUDA_ERROR_INVALID_VALUE
-            );
-
-            let mut name = [0 as c_char; 128];
-            assert_eq!(cuDeviceGetName(name.as_mut_ptr(), 128, 0), CUDA_SUCCESS);
-            assert_eq!(CStr::from_ptr(name.as_ptr()).to_str().unwrap(), DEVICE_NAME);
-            assert_eq!(cuDeviceGetName(name.as_mut_ptr(), 7, 0), CUDA_SUCCESS);
-            assert_eq!(CStr::from_ptr(name.as_ptr()).to_str().unwrap(), "NVIDIA");
-
-            let mut bus = [0 as c_char; 64];
-            assert_eq!(cuDeviceGetPCIBusId(bus.as_mut_ptr(), 64, 1), CUDA_SUCCESS);
-            assert_eq!(
-                CStr::from_ptr(bus.as_ptr()).to_str().unwrap(),
-                "0000:2A:00.0"
-            );
-            let mut pi = 0;
-            assert_eq!(cuDeviceGetAttribute(&mut pi, 33, 1), CUDA_SUCCESS);
-            assert_eq!(pi, 0x2a);
-            assert_eq!(cuDeviceGetAttribute(&mut pi, 75, 1), CUDA_SUCCESS);
-            assert_eq!(pi, 9);
-            assert_eq!(cuDeviceGetAttribute(&mut pi, 16, 1), CUDA_SUCCESS);
-            assert_eq!(pi, 132);
-            assert_eq!(cuDeviceGetAttribute(&mut pi, 100_000, 1), CUDA_SUCCESS);
-            assert_eq!(pi, 0);
-            assert_eq!(
-                cuDeviceGetAttribute(&mut pi, 16, 99),
-                CUDA_ERROR_INVALID_DEVICE
-            );
-
-            let mut a = CUuuid { bytes: [0; 16] };
-            let mut b = CUuuid { bytes: [0; 16] };
-            assert_eq!(cuDeviceGetUuid(&mut a, 0), CUDA_SUCCESS);
-            assert_eq!(cuDeviceGetUuid_v2(&mut b, 1), CUDA_SUCCESS);
-            assert_ne!(a.bytes, b.bytes);
-
-            let mut total = 0usize;
-            assert_eq!(cuDeviceTotalMem_v2(&mut total, 0), CUDA_SUCCESS);
-            assert_eq!(total, 80 << 30);
-        }
-    }
-
-    #[test]
-    fn build_refuses_bad_or_empty_setups() {
-        let cfg = |gpus, visible: Option<&str>| Config {
-            gpus,
-            mem_bytes: Ok(1 << 30),
-            visible: visible.map(str::to_owned),
-            hostname: "h".into(),
-            compute_cap: Ok((9, 0)),
-        };
-        assert_eq!(
-            Platform::build(&cfg(Err("bad".into()), None)).unwrap_err(),
-            CUDA_ERROR_NO_DEVICE
-        );
-        assert_eq!(
-            Platform::build(&cfg(Ok(0), None)).unwrap_err(),
-            CUDA_ERROR_NO_DEVICE
-        );
-        assert_eq!(
-            Platform::build(&cfg(Ok(4), Some(""))).unwrap_err(),
-            CUDA_ERROR_NO_DEVICE
-        );
-        let p = Platform::build(&cfg(Ok(4), Some("3,1"))).unwrap();
-        assert_eq!(
-            p.gpus.iter().map(|g| g.physical).collect::<Vec<_>>(),
-            vec![3, 1]
-        );
-    }
-
-    #[test]
-    fn accounting_refuses_what_does_not_fit() {
-        let p = Platform::build(&Config {
-            gpus: Ok(2),
-            mem_bytes: Ok(1 << 30),
-            visible: None,
-            hostname: "h".into(),
-            compute_cap: Ok((9, 0)),
-        })
-        .unwrap();
-        assert_eq!(p.reserve(0, 768 << 20), Ok(()));
-        assert_eq!(p.free_bytes(0), Ok(256 << 20));
-        assert_eq!(p.reserve(0, 512 << 20), Err(CUDA_ERROR_OUT_OF_MEMORY));
-        assert_eq!(p.reserve(1, 512 << 20), Ok(()));
-        p.unreserve(0, 768 << 20);
-        assert_eq!(p.reserve(0, 1 << 30), Ok(()));
-        assert_eq!(p.reserve(0, 1), Err(CUDA_ERROR_OUT_OF_MEMORY));
-        assert_eq!(p.reserve(5, 1), Err(CUDA_ERROR_INVALID_DEVICE));
-    }
-}
+mod tests;

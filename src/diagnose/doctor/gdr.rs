@@ -134,7 +134,10 @@ const DMA_BUF_HINT: &str = "or DMA-BUF, which needs no module: a kernel 5.12+ wi
 /// `present` and whose DMA-BUF support is `dmabuf`, in words: whether it enables it, why, and
 /// what to do when it does not.
 pub struct Prediction {
+    /// What NCCL's line for the HCAs will say: `GPU Direct RDMA Enabled`.
     pub enabled: bool,
+    /// Whether its channels can use it (the GPU–NIC distance aside).
+    pub channels: bool,
     pub said: String,
     pub hint: String,
 }
@@ -157,6 +160,7 @@ pub fn predict(version: Option<i32>, present: &[&str], dmabuf: &DmaBuf) -> Predi
             .collect();
         return Prediction {
             enabled: true,
+            channels: true,
             said: format!(
                 "{which} will report 'GPU Direct RDMA Enabled' for this node's HCAs: it finds {} \
                  (channels via NET/IB/…/GDRDMA where the GPU–NIC distance is within \
@@ -177,6 +181,7 @@ pub fn predict(version: Option<i32>, present: &[&str], dmabuf: &DmaBuf) -> Predi
         };
         return Prediction {
             enabled: true,
+            channels: true,
             said: format!(
                 "{which} will report 'GPU Direct RDMA Enabled' for this node's HCAs through \
                  DMA-BUF: the driver exports it and the kernel registers it on every HCA, no \
@@ -192,6 +197,7 @@ pub fn predict(version: Option<i32>, present: &[&str], dmabuf: &DmaBuf) -> Predi
     if present.is_empty() {
         return Prediction {
             enabled: false,
+            channels: false,
             said: format!(
                 "{which} will report 'GPU Direct RDMA Disabled': no peer-memory module's file is \
                  on this node ({which} looks for {looks}){no_dmabuf}"
@@ -212,6 +218,7 @@ pub fn predict(version: Option<i32>, present: &[&str], dmabuf: &DmaBuf) -> Predi
     };
     Prediction {
         enabled: false,
+        channels: false,
         said: format!(
             "{which} will run InfiniBand without GPUDirect RDMA on this node ('GPU Direct RDMA \
              Disabled'): a peer-memory module is loaded ({}), but {which} looks only for \
@@ -240,15 +247,42 @@ impl Node {
             return;
         }
         // Only the node itself can be asked (a directory read as a node has no driver).
-        let dmabuf = if self.root == std::path::Path::new("/") {
+        let real = self.root == std::path::Path::new("/");
+        let dmabuf = if real {
             DmaBuf::probe(gpus, |k: &str| (self.env)(k))
         } else {
             DmaBuf::default()
         };
-        let p = predict(nccl_version, &present, &dmabuf);
-        let status = if p.enabled { Status::Ok } else { Status::Warn };
+        let gpu_gdr = (real && !gpus.is_empty()).then(|| {
+            gpus.iter().all(|&g| {
+                crate::ffi::cuda::DeviceInfo::gpu_direct_rdma_supported(g).unwrap_or(false)
+            })
+        });
+        let p = for_the_gpus(predict(nccl_version, &present, &dmabuf), gpu_gdr);
+        let status = if p.channels { Status::Ok } else { Status::Warn };
         out.push(check("gpudirect-rdma", status, p.said, p.hint));
     }
+}
+
+/// A prediction for the HCAs, completed by what the GPUs say (`gpu_gdr`: every GPU reports
+/// `GPU_DIRECT_RDMA_SUPPORTED`; `None`: not asked): NCCL takes that attribute as the GPU's own
+/// "gdr" (NVIDIA/nccl v2.19.3-1 src/net.cc `ncclGpuGdrSupport`, src/graph/paths.cc
+/// `ncclTopoCheckGdr`), so with it 0 no channel uses GPUDirect RDMA although the HCA line reads
+/// Enabled (observed with the real 2.19.3 and 2.32.3).
+pub fn for_the_gpus(mut p: Prediction, gpu_gdr: Option<bool>) -> Prediction {
+    if p.enabled && gpu_gdr == Some(false) {
+        p.channels = false;
+        p.said.push_str(
+            "; but no channel will use it: the GPU driver reports no GPUDirect RDMA support for \
+             this node's GPUs (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED 0), which NCCL takes \
+             as the GPU's own answer",
+        );
+        p.hint = "a GPU, driver or platform without GPUDirect RDMA (some virtualised or consumer \
+                  GPUs): check `nvidia-smi -q` and the driver; inter-node data bounces through \
+                  host memory"
+            .into();
+    }
+    p
 }
 
 #[cfg(test)]
@@ -366,5 +400,22 @@ mod tests {
         // Not asked (a directory read as a node): the files alone, as before.
         let p = predict(Some(23203), &[], &DmaBuf::default());
         assert!(!p.enabled && !p.said.contains("DMA-BUF"), "{}", p.said);
+    }
+
+    #[test]
+    fn a_gpu_without_gpudirect_rdma_uses_no_channel_for_it() {
+        let p = for_the_gpus(
+            predict(Some(23203), &[NV_MEM], &DmaBuf::default()),
+            Some(false),
+        );
+        assert!(p.enabled && !p.channels, "{}", p.said);
+        assert!(p.said.contains("no channel will use it") && p.hint.contains("nvidia-smi -q"));
+        let p = for_the_gpus(
+            predict(Some(23203), &[NV_MEM], &DmaBuf::default()),
+            Some(true),
+        );
+        assert!(p.enabled && p.channels && p.hint.is_empty());
+        let p = for_the_gpus(predict(Some(23203), &[], &DmaBuf::default()), Some(false));
+        assert!(!p.enabled && !p.said.contains("no channel will use it"));
     }
 }

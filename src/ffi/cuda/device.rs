@@ -81,10 +81,28 @@ impl DeviceInfo {
     /// GPU memory with a NIC through DMA-BUF (NVIDIA/nccl v2.19.3-1 src/init.cc,
     /// `dmaBufSupported`). A driver too old to know the attribute refuses it: `false`.
     pub fn dma_buf_supported(ordinal: i32) -> Result<bool> {
+        Self::flag(
+            ordinal,
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED,
+        )
+    }
+
+    /// Whether the driver says device `ordinal` supports GPUDirect RDMA
+    /// (`CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED`, CUDA 11.3+): NCCL's "gdr" for the GPU,
+    /// without which no network channel of it uses GPUDirect RDMA (NVIDIA/nccl v2.19.3-1
+    /// src/net.cc `ncclGpuGdrSupport`, src/graph/paths.cc `ncclTopoCheckGdr`).
+    pub fn gpu_direct_rdma_supported(ordinal: i32) -> Result<bool> {
+        Self::flag(
+            ordinal,
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED,
+        )
+    }
+
+    /// A yes/no attribute; one the driver refuses (too old to know it) is no.
+    fn flag(ordinal: i32, attr: sys::CUdevice_attribute) -> Result<bool> {
         let cu = result::device::get(ordinal).map_err(|e| CudaError::call("cuDeviceGet", e))?;
-        use sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED as ATTR;
         // SAFETY: `cu` came from cuDeviceGet.
-        Ok(unsafe { result::device::get_attribute(cu, ATTR) }.is_ok_and(|v| v != 0))
+        Ok(unsafe { result::device::get_attribute(cu, attr) }.is_ok_and(|v| v != 0))
     }
 }
 
