@@ -437,7 +437,7 @@ fn roce_gid_types_nccl_cannot_read_are_named() {
     let (c, t) = ib_run("2.32.3", &[roce]);
     assert_eq!(c, 23, "{t}");
     for says in [
-        "left the HCA out: its network goes over sockets",
+        "2.32 leaves the HCA out and its network goes over sockets",
         "could not read the RoCE GID types from sysfs to choose a GID index",
     ] {
         let warned = t

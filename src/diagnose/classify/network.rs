@@ -78,7 +78,8 @@ pub(super) const SIGNATURES: &[Signature] = &[
     // GID types in sysfs. Where it cannot read them, 2.21 to 2.28 fail the connection (the file
     // is `transport/net_ib.cc`); 2.32.3, from `transport/net_ib/connect.cc`, leaves the HCA out
     // and runs over sockets (observed over the libibverbs stand-in, which has no sysfs: 2.23.4
-    // and 2.28.9 fail at connect, 2.32.3 connects via NET/Socket).
+    // and 2.28.9 fail at connect, 2.32.3 connects via NET/Socket). 2.29 to 2.31 print from
+    // connect.cc too and were not run: advice there is a guess (its source says so).
     Signature {
         id: "net-ib-roce-gid-type",
         category: Category::NetIb,
@@ -111,13 +112,17 @@ pub(super) const SIGNATURES: &[Signature] = &[
             files: &["net_ib/connect.cc"],
             phrases: &["failed in ncclIbRoceGetVersionNum"],
         },
-        source: "NVIDIA/nccl v2.30.7-1 src/transport/net_ib/connect.cc:237 ncclIbRoceGetVersionNum (same text); \
-                 observed with the real 2.32.3: it warns, leaves the RoCE HCA out and connects via NET/Socket",
-        releases: "2.30-2.32",
+        source: "NVIDIA/nccl v2.30.7-1 src/transport/net_ib/connect.cc ncclIbRoceGetVersionNum (same text); observed \
+                 with the real 2.32.3 (its ncclIbGidInfoQuery at init): it warns, leaves the RoCE HCA out and \
+                 connects via NET/Socket. Guess: 2.29 to 2.31, whose files are the same but which were not run \
+                 here, may still fail the connection as 2.28 does (v2.30.7-1 NCCLCHECKs ncclIbGetGidIndex in \
+                 ncclIbListen and ncclIbConnect)",
+        releases: "2.29-2.32 (2.32.3 observed)",
         cause: "NCCL could not read the RoCE GID types from sysfs \
                 (/sys/class/infiniband/<hca>/ports/<port>/gid_attrs/types/) to choose a GID index itself \
-                (NCCL_IB_GID_INDEX unset), and left the HCA out: its network goes over sockets, many times \
-                slower (typically a container that does not see the host's /sys/class/infiniband)",
+                (NCCL_IB_GID_INDEX unset): 2.32 leaves the HCA out and its network goes over sockets, many \
+                times slower; releases up to 2.28 fail the connection instead, and a failed run with this line \
+                failed for this reason (typically a container that does not see the host's /sys/class/infiniband)",
         hint: "set NCCL_IB_GID_INDEX to the RoCE v2 GID of the interface the job uses (show_gids; often 3), or \
                give the container the host's /sys/class/infiniband",
     },
