@@ -74,12 +74,8 @@ pub(super) const SIGNATURES: &[Signature] = &[
     // and what the proxy says after it failed ("Could not receive type from localRank", "Failed
     // to execute operation Connect") only reports that (observed with the real 2.19.3 over the
     // libibverbs stand-in, tests/fixtures/stand-in-logs).
-    // NCCL picks a RoCE GID index itself when NCCL_IB_GID_INDEX is unset (2.21 on), from the
-    // GID types in sysfs. Where it cannot read them, 2.21 to 2.28 fail the connection (the file
-    // is `transport/net_ib.cc`); 2.32.3, from `transport/net_ib/connect.cc`, leaves the HCA out
-    // and runs over sockets (observed over the libibverbs stand-in, which has no sysfs: 2.23.4
-    // and 2.28.9 fail at connect, 2.32.3 connects via NET/Socket). 2.29 to 2.31 print from
-    // connect.cc too and were not run: advice there is a guess (its source says so).
+    // RoCE GID types unreadable: fatal where NCCL prints from net_ib.cc (2.21-2.28), advice
+    // from net_ib/connect.cc (2.32.3 goes over sockets); the sources say what was observed.
     Signature {
         id: "net-ib-roce-gid-type",
         category: Category::NetIb,
@@ -229,8 +225,7 @@ pub(super) const SIGNATURES: &[Signature] = &[
                version; a queue pair error right after GPU buffers were registered points at GPUDirect RDMA \
                (nvidia_peermem or DMA-BUF, PCIe ACS)",
     },
-    // What ibv_modify_qp's errno means, in NCCL's own words (v2.30.7-1 src/misc/ibvwrap.cc,
-    // printIbModifyQpHint, INFO "HINT:" lines).
+    // ibv_modify_qp's errno in NCCL's own words (v2.30.7-1 ibvwrap.cc printIbModifyQpHint).
     Signature {
         id: "net-ib-modify-qp-timeout",
         category: Category::NetIb,
