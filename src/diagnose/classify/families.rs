@@ -155,6 +155,46 @@ pub(super) const SIGNATURES: &[Signature] = &[
         hint: "harmless; FI_HMEM=cuda limits the probe to CUDA",
     },
     // ---------------------------------------------------------------- MPI layers
+    // ---------------------------------------------------------------- debuggers
+    Signature {
+        id: "cuda-gdb-api-error",
+        category: Category::Cuda,
+        stage: Stage::Run,
+        severity: Severity::Note,
+        scope: Scope::Any,
+        what: Match::Phrases(&["Cuda API error detected:"]),
+        source: "cuda-gdb's API failure report (set cuda api_failures, default ignore: \"warning: Cuda API error \
+                 detected: %s returned (0x%x)\"; guess: text from public logs)",
+        releases: "not NCCL: cuda-gdb",
+        cause: "cuda-gdb reports every CUDA call that returned an error, the ones the program expects and handles \
+                included (cudaDeviceEnablePeerAccess returning 704, peer access already enabled, or 217 between GPUs \
+                without P2P, where NCCL falls back): not a failure by itself",
+        hint: "harmless unless the run then fails; `set cuda api_failures stop` in cuda-gdb stops at the call",
+    },
+    Signature {
+        id: "hang-stack",
+        category: Category::Hang,
+        stage: Stage::Run,
+        severity: Severity::Hang,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            " in testStreamSynchronize",
+            " in cudaStreamSynchronize",
+            " in cuStreamSynchronize",
+            " in sched_yield ()",
+        ]),
+        source: "gdb's backtrace frames (\"#N 0x… in FUNC (…)\") of a process interrupted or attached while it \
+                 waited: NVIDIA/nccl-tests src/common.cu testStreamSynchronize polls cudaStreamQuery and yields \
+                 until the collective completes; the CUDA runtime's and driver's stream synchronisation (guess: \
+                 frames from public logs)",
+        releases: "not NCCL: gdb, nccl-tests, CUDA",
+        cause: "the process was stopped while it waited for a GPU stream, in a collective that never completed: a \
+                peer that never joined it, or a transport that moves no data (P2P between GPUs broken by PCIe ACS or \
+                the IOMMU, a network path that drops packets)",
+        hint: "take the same stack on every rank: a rank elsewhere is the one the others wait for; NCCL_P2P_DISABLE=1 \
+               (or NCCL_SHM_DISABLE=1) tells a broken intra-node path apart; check ACS (lspci -vvv | grep ACSCtl) \
+               and the IOMMU (iommu=pt)",
+    },
     Signature {
         id: "cuda-family",
         category: Category::Cuda,
@@ -185,6 +225,49 @@ pub(super) const SIGNATURES: &[Signature] = &[
                 ECC error (48), or a fault of the program running on it",
         hint: "look the Xid number up in NVIDIA's Xid catalogue; 79 and 48 need the node drained and the GPU \
                checked (nvidia-smi -q, a reset or RMA); run `nccl-smoke isolate` to find the host",
+    },
+    Signature {
+        id: "mpi-hcoll",
+        category: Category::Mpi,
+        stage: Stage::Launch,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "hcoll",
+            "Error: coll_hcoll_module",
+            "ORTE was unable to reliably start",
+            "PRTE has lost communication with a remote daemon",
+            "ORTE has lost communication with a remote daemon",
+            "mpirun was unable to launch",
+            "There are not enough slots available",
+            "pmix_init failed",
+            "PMI2_Init failed",
+            "PMIx_Init failed",
+            "Unable to create step",
+            "An ORTE daemon has unexpectedly failed",
+            "A process or daemon was unable to complete a TCP connection",
+            "was unable to find the specified executable",
+            "Could not resolve hostname",
+            "Host key verification failed",
+            "ssh: connect to host",
+            "orted: command not found",
+            "prted: command not found",
+            "Permission denied (publickey",
+            "PMIX ERROR",
+            "ORTE_ERROR_LOG",
+            "orte_ess_init failed",
+            "An error occurred in MPI_Init",
+            "MPI_Init failed",
+            "It looks like MPI_INIT failed",
+            "It looks like orte_init failed",
+        ]),
+        source: "Open MPI 4.x help texts (help-orte-runtime, help-mpi-api, help-oob-tcp), PMIx/PMI2 and Slurm's srun, \
+                 ssh (the launcher's agent) and HCOLL (guess: texts seen in public logs, not NCCL)",
+        releases: "not NCCL: Open MPI 4.x/5.x",
+        cause: "the launcher failed before or around NCCL: Open MPI could not start or keep its daemons, or a rank \
+                aborted through MPI; HCOLL (Mellanox collectives in Open MPI) is known to hang over a container's RDMA setup",
+        hint: "with HCOLL: mpirun -mca coll_hcoll_enable 0 (and -mca btl tcp,self); set NCCL_IB_HCA, \
+               NCCL_SOCKET_IFNAME and UCX_NET_DEVICES; for a peer that disconnected, read that rank's own log first",
     },
     Signature {
         id: "mpi-family",
@@ -299,6 +382,23 @@ pub(super) const SIGNATURES: &[Signature] = &[
                 rank that never started",
         hint: "check MASTER_ADDR/MASTER_PORT (JAX: coordinator_address) from every node (nc -zv ADDR PORT), the \
                firewall between nodes, and that every rank was started",
+    },
+    Signature {
+        id: "ray-unique-id",
+        category: Category::Hang,
+        stage: Stage::UniqueId,
+        severity: Severity::Hang,
+        scope: Scope::Any,
+        what: Match::Phrases(&["Unable to get the NCCLUniqueID from the store"]),
+        source: "ray-project/ray python/ray/util/collective/collective_group/nccl_collective_group.py \
+                 (_rendezvous: \"Unable to get the NCCLUniqueID from the store\" after its timeout; the store actor \
+                 warns \"The NCCL ID has not been set yet for store …\" at each poll)",
+        releases: "not NCCL: Ray 1.x-2.x",
+        cause: "the ranks of a Ray collective group waited for rank 0 to publish the NCCL unique id and it never \
+                did: rank 0 never created the group (or crashed first), or the actors disagree on the group's name \
+                or world size",
+        hint: "check that every actor calls create_collective_group / init_collective_group with the same group \
+               name and world size, and that rank 0's actor started and is alive (ray logs of that actor)",
     },
     // ---------------------------------------------------------------- the host's memory
     Signature {

@@ -125,7 +125,11 @@ fn applies(sig: &Signature, kind: LineKind) -> bool {
 }
 
 /// Phrases so general that the source file of a WARN line says more.
-const WEAK: &[&str] = &["cuda-failure", "wrapper-nccl-error"];
+const WEAK: &[&str] = &[
+    "cuda-failure",
+    "wrapper-invalid-usage",
+    "wrapper-nccl-error",
+];
 
 /// Whether a signature's words are so general that a WARN line's source file says more: the
 /// generic phrases above and the generic CUDA codes.
@@ -176,13 +180,27 @@ pub fn classify_line(line: &str, kind: LineKind) -> Option<Finding> {
     }
     // A WARN line's source file names its transport more precisely than a generic phrase
     // ("Cuda failure" in transport/p2p.cc is a P2P failure), but never overrides a specific
-    // phrase, a consequence or a benign note.
+    // phrase, a consequence or a benign note; nor makes a CUDA error other than out-of-memory
+    // in the allocation code ("Cuda failure 1 'invalid argument'" in include/alloc.h) an
+    // exhausted memory.
     let weak = best.is_none_or(|b| is_weak(SIGNATURES[b].id));
     if kind == LineKind::Warn
         && weak
         && let Some(loc) = warn_location(line)
         && let Some(i) = location_index(loc)
-        && (best.is_none() || SIGNATURES[i].category != Category::Init)
+        && (best.is_none() || !matches!(SIGNATURES[i].category, Category::Init | Category::Oom))
+    {
+        best = Some(i);
+    }
+    // A WARN text without NCCL's prefix (a wrapper's "Last error:" quote, an old format) is
+    // placed by the NCCL source file whose WARN format it fits, as a prefix would place it.
+    let weak = best.is_none_or(|b| is_weak(SIGNATURES[b].id));
+    if kind == LineKind::Warn
+        && weak
+        && warn_location(line).is_none()
+        && let Some(path) = super::formats::source_of(line)
+        && let Some(i) = location_index(path)
+        && (best.is_none() || !matches!(SIGNATURES[i].category, Category::Init | Category::Oom))
     {
         best = Some(i);
     }

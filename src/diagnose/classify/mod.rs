@@ -18,6 +18,7 @@ mod causes;
 pub mod codes;
 mod families;
 mod finding;
+mod formats;
 mod lines;
 mod locations;
 mod network;

@@ -75,6 +75,42 @@ pub(super) const SIGNATURES: &[Signature] = &[
         hint: "run nvidia-smi and a one-line CUDA program in the same container and allocation; under Slurm/pyxis \
                or Kubernetes check that the GPUs and /dev/nvidia-uvm are passed in (modprobe nvidia_uvm on the host)",
     },
+    // NCCL's result codes that name their cause by themselves (ncclResult_t, src/nccl.h.in):
+    // ncclInvalidArgument (4) and ncclInvalidUsage (5) are the caller's; placed above the generic
+    // codes so that a wrapper's line that quotes one ("Test NCCL failure … 'invalid usage'") is
+    // read by it. ncclUnhandledCudaError (1) stays generic: measured as its own CUDA finding, it
+    // lost a held-out log, and the thread's cause was as often NCCL's as the driver's.
+    Signature {
+        id: "wrapper-invalid-usage",
+        category: Category::Init,
+        stage: Stage::Init,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "invalid usage (run with NCCL_DEBUG",
+            "invalid argument (run with NCCL_DEBUG",
+            ", invalid usage, NCCL version",
+            ", invalid argument, NCCL version",
+            "failed: invalid usage",
+            "failed: invalid argument",
+            "'invalid usage'",
+            "'invalid argument'",
+            "ncclInvalidUsage",
+            "ncclInvalidArgument",
+            "NCCL Error 4:",
+            "NCCL Error 5:",
+        ]),
+        source: "NVIDIA/nccl src/nccl.h.in (ncclInvalidArgument = 4, ncclInvalidUsage = 5) and src/init.cc \
+                 ncclGetErrorString (\"invalid argument\", \"invalid usage\", v2.4.8-1 to v2.30.7-1, with \" (run with \
+                 NCCL_DEBUG=WARN for details)\" from 2.16), as PyTorch, XLA and nccl-tests quote them",
+        releases: "2.4-2.30 (error string)",
+        cause: "NCCL refused how it was called (ncclInvalidArgument / ncclInvalidUsage), and no line in this log says \
+                what it refused: ranks that disagree on the communicator (a rank outside 0..nranks-1, two ranks on one \
+                GPU, different unique ids), a bad buffer, count or datatype, or calls in an order NCCL forbids",
+        hint: "rerun with NCCL_DEBUG=WARN in every rank's environment: NCCL's WARN names the argument it refused; \
+               check that each rank's device, rank and world size come from the launcher (LOCAL_RANK, RANK, \
+               WORLD_SIZE) and that all ranks run the same collective sequence",
+    },
     Signature {
         id: "wrapper-nccl-error",
         category: Category::NcclError,
@@ -84,24 +120,23 @@ pub(super) const SIGNATURES: &[Signature] = &[
         what: Match::Phrases(&[
             "unhandled system error",
             "unhandled cuda error",
-            "invalid usage (run with NCCL_DEBUG",
-            "invalid argument (run with NCCL_DEBUG",
-            "internal error - please report this issue",
-            "ncclInternalError",
-            "ncclInvalidUsage",
-            "ncclInvalidArgument",
             "ncclUnhandledCudaError",
+            "NCCL Error 1:",
+            "internal error - please report this issue",
+            ", internal error, NCCL version",
+            "failed: internal error",
+            "'internal error'",
+            "ncclInternalError",
             "ncclSystemError",
             "Test NCCL failure",
             "NCCL failure common.cu",
-            "NCCL Error 1:",
             "NCCL Error 2:",
             "NCCL Error 3:",
-            "NCCL Error 4:",
-            "NCCL Error 5:",
         ]),
         source: "NVIDIA/nccl v2.19.3-1 src/init.cc ncclGetErrorString (\"unhandled system error\", \"unhandled cuda error\", \
-                 \"internal error\", \"invalid usage (run with NCCL_DEBUG=WARN for details)\"); PyTorch torch/csrc/distributed/c10d NCCLUtils (\"NCCL error in: …\", guess: from public \
+                 \"internal error\", \"invalid usage (run with NCCL_DEBUG=WARN for details)\"; v2.4.8-1 to v2.14.3-1 \
+                 print \"internal error\", \"invalid usage\", \"invalid argument\" bare, matched only where a wrapper \
+                 quotes them: PyTorch's \", NCCL version\", XLA's \"failed: \", nccl-tests' quotes); PyTorch torch/csrc/distributed/c10d NCCLUtils (\"NCCL error in: …\", guess: from public \
                  logs); nccl-tests src/common.cu (\"Test NCCL failure %s:%d '%s'\", guess: from public logs)",
         releases: "2.16-2.30 (error strings)",
         cause: "NCCL returned an error to the program around it, and no line in this log names its cause",
@@ -117,6 +152,7 @@ pub(super) const SIGNATURES: &[Signature] = &[
         scope: Scope::Any,
         what: Match::Phrases(&[
             "Watchdog caught collective operation timeout",
+            "Heartbeat monitor timed out",
             "ProcessGroupNCCL's watchdog got stuck",
             "waiting for remainder of ranks",
             "Stalled ops:",
@@ -133,7 +169,8 @@ pub(super) const SIGNATURES: &[Signature] = &[
                  remainder of ranks\", \"Stalled ops\"), Slurm's slurmstepd (\"CANCELLED AT … DUE TO TIME LIMIT\"), vLLM's \
                  shm_broadcast (\"No available shared memory broadcast block found in %d second\") (guess: texts from public \
                  logs); PyTorch 2.x (\"Watchdog caught collective operation timeout: \
-                 WorkNCCL(SeqNum=…, OpType=…) ran for N milliseconds before timing out\", guess: from public logs); \
+                 WorkNCCL(SeqNum=…, OpType=…) ran for N milliseconds before timing out\", and \"Heartbeat monitor timed out!\" \
+                 when the watchdog thread itself stopped beating, stuck in a CUDA or NCCL call; guess: from public logs); \
                  nccl-tests (\"Test timeout\", guess)",
         releases: "not NCCL: PyTorch 1.x-2.x",
         cause: "a collective did not complete: some rank never joined it (stuck in other code, crashed, or behind on \
@@ -175,6 +212,29 @@ pub(super) const SIGNATURES: &[Signature] = &[
                reach; set NCCL_SOCKET_IFNAME to that interface; open the ports between the hosts",
     },
     // ---------------------------------------------------------------- consequences
+    // The proxy thread relays the failure of an operation it ran for a local rank: a peer's
+    // (a connection closed under it) or its own transport's, which the process's error-return
+    // traces then name (`transport/net_ib.cc:664 -> 2` after it); alone it says no more than
+    // that a peer may have failed.
+    Signature {
+        id: "proxy-relay",
+        category: Category::RemoteError,
+        stage: Stage::Run,
+        severity: Severity::Consequence,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "Failed to execute operation",
+            "Error encountered progressing operation",
+        ]),
+        source: "NVIDIA/nccl v2.19.3-1 src/proxy.cc (\"[Proxy Service %d] Failed to execute operation %s from rank %d, \
+                 retcode %d\", \"[Service thread] Error encountered progressing operation=%s, res=%d, closing \
+                 connection\")",
+        releases: "2.12-2.30",
+        cause: "NCCL's proxy thread could not finish an operation (Connect, Setup) for a rank of this process, and no \
+                line of this process names why: a peer that failed or exited first is the usual reason",
+        hint: "read the log of the peer this rank connects to (or the first rank that failed); rerun with \
+               NCCL_DEBUG=INFO to see the transport's own error-return trace after this line",
+    },
     Signature {
         id: "remote-error",
         category: Category::RemoteError,
@@ -188,8 +248,6 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "Connection reset by peer",
             "Broken pipe",
             "Socket recv failed while polling",
-            "Failed to execute operation",
-            "Error encountered progressing operation",
             "commReclaim: cleanup comm",
             "Comm %p is in abort state",
             "is in abort state",

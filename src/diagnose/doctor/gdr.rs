@@ -79,10 +79,7 @@ impl DmaBuf {
     pub fn probe(gpus: &[i32], env: impl Fn(&str) -> Option<String>) -> DmaBuf {
         use crate::ffi::{cuda::DeviceInfo, ibverbs};
         let disabled = env("NCCL_DMABUF_ENABLE").is_some_and(|v| v.trim() == "0");
-        let gpu = (!gpus.is_empty()).then(|| {
-            gpus.iter()
-                .all(|&g| DeviceInfo::dma_buf_supported(g).unwrap_or(false))
-        });
+        let gpu = every_gpu(gpus, DeviceInfo::dma_buf_supported);
         let nic = ibverbs::dma_buf_support()
             .ok()
             .filter(|d| !d.is_empty())
@@ -253,15 +250,24 @@ impl Node {
         } else {
             DmaBuf::default()
         };
-        let gpu_gdr = (real && !gpus.is_empty()).then(|| {
-            gpus.iter().all(|&g| {
-                crate::ffi::cuda::DeviceInfo::gpu_direct_rdma_supported(g).unwrap_or(false)
+        let gpu_gdr = real
+            .then(|| {
+                every_gpu(
+                    gpus,
+                    crate::ffi::cuda::DeviceInfo::gpu_direct_rdma_supported,
+                )
             })
-        });
+            .flatten();
         let p = for_the_gpus(predict(nccl_version, &present, &dmabuf), gpu_gdr);
         let status = if p.channels { Status::Ok } else { Status::Warn };
         out.push(check("gpudirect-rdma", status, p.said, p.hint));
     }
+}
+
+/// Whether every GPU of `gpus` answers yes to `ask` (a driver attribute; an error is a no);
+/// `None` when there is no GPU to ask.
+fn every_gpu<E>(gpus: &[i32], ask: impl Fn(i32) -> Result<bool, E>) -> Option<bool> {
+    (!gpus.is_empty()).then(|| gpus.iter().all(|&g| ask(g).unwrap_or(false)))
 }
 
 /// A prediction for the HCAs, completed by what the GPUs say (`gpu_gdr`: every GPU reports

@@ -134,6 +134,39 @@ pub fn wrong_values(line: &str) -> bool {
     has!(line, b"Out of bounds values") && line.trim_end().ends_with("FAILED")
 }
 
+/// A nccl-tests result row whose `#wrong` count is not 0 (src/common.cu prints `size count type
+/// redop [root] time algbw busbw #wrong` for out-of-place, then `time algbw busbw #wrong` for
+/// in-place): wrong data at that size, whether or not the run lived to print its footer. The
+/// oldest releases' `error` column (a largest difference, printed as a float) is no count and
+/// never reads as one.
+pub fn wrong_row(line: &str) -> bool {
+    const TYPES: &[&str] = &[
+        "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
+        "bfloat16", "f8e4m3", "f8e5m2", "char", "int", "uint",
+    ];
+    const OPS: &[&str] = &[
+        "sum",
+        "prod",
+        "max",
+        "min",
+        "avg",
+        "none",
+        "premulsum",
+        "mulsum",
+    ];
+    let body = line.rsplit_once(">:").map_or(line, |(_, b)| b);
+    let w: Vec<&str> = body.split_whitespace().collect();
+    let count = |x: &str| x.parse::<u64>().ok();
+    (w.len() == 12 || w.len() == 13)
+        && count(w[0]).is_some()
+        && count(w[1]).is_some()
+        && TYPES.contains(&w[2])
+        && OPS.contains(&w[3])
+        && [w[w.len() - 5], w[w.len() - 1]]
+            .iter()
+            .any(|x| count(x).is_some_and(|n| n > 0))
+}
+
 /// nccl-tests' results header (`#  size  count  type  redop  root  time  algbw  busbw  #wrong`
 /// under `out-of-place  in-place`).
 pub fn sweep_header(line: &str) -> bool {
@@ -248,5 +281,27 @@ mod tests {
         assert!(sweep_header(
             "#                                                              out-of-place                       in-place"
         ));
+    }
+
+    #[test]
+    fn result_rows_with_wrong_elements() {
+        // A row as nccl-tests 2.x prints it, and one under mpirun's tag.
+        let bad = "      524288        131072     float     sum      -1    663.1    0.79    0.79  237858    569.4    0.92    0.92  238038";
+        assert!(wrong_row(bad));
+        assert!(wrong_row(&format!("[1,0]<stdout>:{bad}")));
+        let good = "      262144         65536     float     sum      -1    325.1    0.81    0.81      0    325.3    0.81    0.81      0";
+        assert!(!wrong_row(good));
+        // In-place only wrong; no root column (all_gather before 2.x-style root).
+        assert!(wrong_row(
+            "  1048576  262144  float  none  1.0  1.0  1.0  0  1.0  1.0  1.0  3"
+        ));
+        // Unchecked (-c 0) and the oldest releases' float error column are no count.
+        assert!(!wrong_row(
+            "  8  2  float  sum  -1  10.1  0.00  0.00  N/A  9.9  0.00  0.00  N/A"
+        ));
+        assert!(!wrong_row(
+            "  8  2  float  sum  10.1  0.00  0.00  1e-07  9.9  0.00  0.00  0e+00"
+        ));
+        assert!(!wrong_row("12 results in 3 files"));
     }
 }

@@ -228,7 +228,7 @@ impl State {
             q.evidence = line.to_string();
             found = Some(q);
         }
-        if found.is_none() && evidence::wrong_values(line) {
+        if found.is_none() && (evidence::wrong_values(line) || evidence::wrong_row(line)) {
             found = classify::wrong_data_finding(line);
         }
         let named = found.is_some();

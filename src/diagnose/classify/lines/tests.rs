@@ -284,3 +284,74 @@ fn benign_warns_are_notes() {
     assert_eq!(f.severity, Severity::Note);
     assert_eq!(classify([l]), None);
 }
+
+#[test]
+fn ncclresult_texts_before_2_16_are_read_where_a_wrapper_quotes_them() {
+    // v2.4.8-1 to v2.14.3-1 ncclGetErrorString: "internal error", "invalid usage" and
+    // "invalid argument", without the later "(run with NCCL_DEBUG=…)" tails.
+    for (line, category) in [
+        (
+            "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, internal error, NCCL version 2.14.3",
+            Category::NcclError,
+        ),
+        (
+            "RuntimeError: NCCL error in: x.cpp:1, invalid usage, NCCL version 2.10.3",
+            Category::Init,
+        ),
+        (
+            "XlaRuntimeError: INTERNAL: nccl_utils.cc:297: NCCL operation ncclCommInitRank(&comm, nranks, id, rank) failed: internal error",
+            Category::NcclError,
+        ),
+        (
+            "NCCL failure all_reduce.cu:95 'internal error'",
+            Category::NcclError,
+        ),
+    ] {
+        let f = classify([line]).unwrap_or_else(|| panic!("{line}"));
+        assert_eq!(f.category, category, "{line}");
+    }
+    // The bare words alone are no NCCL error.
+    assert_eq!(classify(["an internal error in the data loader"]), None);
+}
+
+#[test]
+fn result_codes_that_name_their_family() {
+    // ncclInvalidUsage is the caller's, whichever wrapper quotes it; ncclUnhandledCudaError,
+    // ncclSystemError and ncclInternalError say no more than that NCCL failed.
+    for (line, category) in [
+        (
+            "HCA-128: Test NCCL failure common.cu:1204 'unhandled cuda error (run with NCCL_DEBUG=INFO for details) / '",
+            Category::NcclError,
+        ),
+        (
+            "INTERNAL: nccl_utils.cc:275: NCCL operation ncclCommInitRank(&comm, nranks, id, rank) failed: unhandled cuda error",
+            Category::NcclError,
+        ),
+        (
+            "torch.distributed.DistBackendError: NCCL error in: x.cpp:1, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.20.5",
+            Category::Init,
+        ),
+        (
+            "sophia-gpu-04: Test NCCL failure common.cu:1012 'unhandled system error (run with NCCL_DEBUG=INFO for details) / '",
+            Category::NcclError,
+        ),
+    ] {
+        let f = classify([line]).unwrap_or_else(|| panic!("{line}"));
+        assert_eq!(f.category, category, "{line}");
+    }
+}
+
+#[test]
+fn launcher_and_watchdog_lines_named() {
+    // As `explain` reads them: lines of another program, not NCCL's WARNs.
+    let other = |l: &str| classify_line(l, LineKind::of(l));
+    let f = other("ssh: connect to host node2 port 22: Connection refused").unwrap();
+    assert_eq!((f.category, f.stage), (Category::Mpi, Stage::Launch));
+    let f = other("bash: orted: command not found").unwrap();
+    assert_eq!(f.category, Category::Mpi);
+    let f = other(
+        "[rank0]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 0] Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=1",
+    )
+    .unwrap();
+    assert_eq!(f.category, Category::Hang);
+}

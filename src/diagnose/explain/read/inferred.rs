@@ -25,9 +25,17 @@ impl State {
                 self.add_at(f, &line, no);
             }
         }
+        // The proxy's relay of a failed operation leaves the cause to the traces after it.
+        let named = |s: &Self, key: &HostPid| {
+            s.summary.findings.iter().any(|f| {
+                f.severity >= Severity::Consequence
+                    && f.signature != "proxy-relay"
+                    && (f.host.clone(), f.pid) == *key
+            })
+        };
         let traces = std::mem::take(&mut self.traces);
         for (key, line, no) in traces {
-            if has_failure(self, &key) {
+            if named(self, &key) {
                 continue;
             }
             // A failure in the socket layer belongs to the subsystem whose frame follows it

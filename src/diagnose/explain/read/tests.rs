@@ -240,3 +240,31 @@ proptest! {
         }
     }
 }
+
+/// What a log says beyond NCCL's prefixes: a quoted WARN text is placed by the NCCL file whose
+/// format it fits; the proxy's relay of a failed operation leaves the cause to the process's
+/// traces; a debugger's stack in a stream wait is a hang; a nccl-tests row with wrong elements
+/// is wrong data, even where the run never printed its footer.
+#[test]
+fn quotes_relays_stacks_and_rows() {
+    let quoted = "torch.distributed.DistBackendError: NCCL error in: x.cpp:1, internal error - please report this issue to the NCCL developers, NCCL version 2.19.3\n\
+                  ncclInternalError: Internal check failed.\n\
+                  Last error:\n\
+                  Attribute busid of node nic not found\n";
+    let f = findings_of(quoted);
+    assert!(f.iter().any(|x| x.1 == Category::Topology), "{f:?}");
+    let relay = "h:7:9 [0] proxy.cc:1040 NCCL WARN [Proxy Service 8] Failed to execute operation Connect from rank 8, retcode 2\n\
+                 h:7:9 [0] NCCL INFO transport/net_ib.cc:664 -> 2\n\
+                 h:7:9 [0] NCCL INFO proxy.cc:914 -> 2\n";
+    let f = findings_of(relay);
+    assert!(f.iter().any(|x| x.0 == "loc-net-ib"), "{f:?}");
+    let alone = "h:7:9 [0] proxy.cc:1040 NCCL WARN [Proxy Service 8] Failed to execute operation Connect from rank 8, retcode 3\n";
+    assert_eq!(findings_of(alone)[0].1, Category::RemoteError);
+    let stack = "Thread 1 \"all_reduce_perf\" received signal SIGINT, Interrupt.\n\
+                 #0  0x00007f637edaaef7 in sched_yield () at ../sysdeps/unix/syscall-template.S:78\n\
+                 #1  0x000055798622648f in testStreamSynchronize (ngpus=2, streams=0x7ffd, comms=0x5579) at common.cu:478\n";
+    assert_eq!(findings_of(stack)[0].1, Category::Hang);
+    let row = "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n\
+               \x20     524288        131072     float     sum      -1    663.1    0.79    0.79  237858    569.4    0.92    0.92  238038\n";
+    assert_eq!(findings_of(row)[0].1, Category::WrongData);
+}
