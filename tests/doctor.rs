@@ -63,6 +63,49 @@ fn doctor_json_round_trips() {
     );
 }
 
+/// A libibverbs that is there but cannot list its devices (no ib_uverbs, no /dev/infiniband in
+/// a container) is said, not taken for a node without RDMA: the stand-in libibverbs refusing
+/// `ibv_get_device_list` with EACCES.
+#[test]
+fn doctor_says_when_libibverbs_cannot_list_its_devices() {
+    require_sim();
+    let verbs = bin().parent().unwrap().join("libsim_ibverbs.so");
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["libibverbs.so", "libibverbs.so.1"] {
+        std::os::unix::fs::symlink(&verbs, dir.path().join(name)).unwrap();
+    }
+    let lib = wheel_nccl();
+    let libs = dir.path().to_str().unwrap();
+    let infiniband = |fault: &str| {
+        let o = run1(
+            &["doctor", "--nccl-lib", lib.to_str().unwrap()],
+            &[
+                ("LD_LIBRARY_PATH", libs),
+                ("NCCL_SMOKE_SIM_IB_HCAS", "mlx5_0"),
+                ("NCCL_SMOKE_SIM_IB_FAULT", fault),
+            ],
+        );
+        let t = text(&o);
+        t.lines()
+            .skip_while(|l| !l.contains(" infiniband "))
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let listed = infiniband("");
+    assert!(
+        listed.starts_with("ok    infiniband") && listed.contains("mlx5_0 (listed by libibverbs"),
+        "{listed}"
+    );
+    let refused = infiniband("ibv_get_device_list:EACCES");
+    assert!(
+        refused.starts_with("WARN  infiniband")
+            && refused.contains("ibv_get_device_list failed: Permission denied")
+            && refused.contains("/dev/infiniband"),
+        "{refused}"
+    );
+}
+
 #[test]
 fn doctor_bad_sysroot_is_usage_error() {
     let o = run1(&["doctor", "--sysroot", "/nonexistent-root"], &[]);

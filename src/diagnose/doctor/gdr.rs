@@ -61,6 +61,9 @@ pub fn version_code(version: &str) -> Option<i32> {
     Some(major * 10000 + minor * 100 + patch)
 }
 
+/// An HCA's name and whether its kernel registers DMA-BUF memory (`None`: not opened to ask).
+pub type HcaAnswer = (String, Option<bool>);
+
 /// What NCCL's DMA-BUF check would find on this node; `None`: not asked (no driver, no
 /// libibverbs, or a node read from a directory).
 #[derive(Debug, Clone, Default)]
@@ -69,8 +72,9 @@ pub struct DmaBuf {
     pub disabled: bool,
     /// Every GPU's driver reports DMA-BUF export.
     pub gpu: Option<bool>,
-    /// The kernel registers DMA-BUF memory on every HCA (their names where it does not).
-    pub nic: Option<Result<(), Vec<String>>>,
+    /// The kernel registers DMA-BUF memory on every HCA; where not, each HCA's name and its
+    /// answer (`Some(false)`: refused; `None`: the device could not be opened to ask).
+    pub nic: Option<Result<(), Vec<HcaAnswer>>>,
 }
 
 impl DmaBuf {
@@ -84,11 +88,8 @@ impl DmaBuf {
             .ok()
             .filter(|d| !d.is_empty())
             .map(|d| {
-                let not: Vec<String> = d
-                    .into_iter()
-                    .filter(|(_, ok)| *ok != Some(true))
-                    .map(|(n, _)| n)
-                    .collect();
+                let not: Vec<HcaAnswer> =
+                    d.into_iter().filter(|(_, ok)| *ok != Some(true)).collect();
                 if not.is_empty() { Ok(()) } else { Err(not) }
             });
         DmaBuf { disabled, gpu, nic }
@@ -111,10 +112,25 @@ impl DmaBuf {
             );
         }
         if let Some(Err(not)) = &self.nic {
-            why.push(format!(
-                "the kernel does not register DMA-BUF memory on {} (ibv_reg_dmabuf_mr: not supported)",
-                not.join(", ")
-            ));
+            let names = |answer: Option<bool>| -> Vec<&str> {
+                not.iter()
+                    .filter(|(_, a)| *a == answer)
+                    .map(|(n, _)| n.as_str())
+                    .collect()
+            };
+            let (refused, unopened) = (names(Some(false)), names(None));
+            if !refused.is_empty() {
+                why.push(format!(
+                    "the kernel does not register DMA-BUF memory on {} (ibv_reg_dmabuf_mr: not supported)",
+                    refused.join(", ")
+                ));
+            }
+            if !unopened.is_empty() {
+                why.push(format!(
+                    "{} could not be opened to ask (ibv_open_device or ibv_alloc_pd failed)",
+                    unopened.join(", ")
+                ));
+            }
         }
         if why.is_empty() {
             String::new()
@@ -389,10 +405,17 @@ mod tests {
             ),
             (
                 DmaBuf {
-                    nic: Some(Err(vec!["mlx5_1".into()])),
+                    nic: Some(Err(vec![("mlx5_1".into(), Some(false))])),
                     ..usable.clone()
                 },
                 "on mlx5_1 (ibv_reg_dmabuf_mr",
+            ),
+            (
+                DmaBuf {
+                    nic: Some(Err(vec![("mlx5_2".into(), None)])),
+                    ..usable.clone()
+                },
+                "mlx5_2 could not be opened to ask",
             ),
         ] {
             let p = predict(Some(23203), &[], &dmabuf);

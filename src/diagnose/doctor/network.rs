@@ -7,10 +7,20 @@ impl Node {
     pub(super) fn infiniband(&self, out: &mut Vec<Check>) {
         let mut devices = self.list("/sys/class/infiniband");
         let mut states = Vec::new();
+        let mut unlisted = None;
         // The node itself: a device libibverbs lists without a sysfs entry (a stand-in library)
         // is still one NCCL uses.
         if devices.is_empty() && self.root == std::path::Path::new("/") {
-            devices = crate::ffi::ibverbs::device_names().unwrap_or_default();
+            use crate::ffi::ibverbs::{IbverbsError, device_names};
+            devices = match device_names() {
+                Ok(d) => d,
+                // No libibverbs: no RDMA stack, as NCCL finds it.
+                Err(IbverbsError::NotFound(_)) => Vec::new(),
+                Err(e) => {
+                    unlisted = Some(format!("libibverbs could not list its devices: {e}"));
+                    Vec::new()
+                }
+            };
             states.extend(
                 devices
                     .iter()
@@ -29,6 +39,7 @@ impl Node {
                 states.push(format!("{d}/{port} {state}"));
             }
         }
+        states.extend(unlisted.clone());
         let hca = (self.env)("NCCL_IB_HCA");
         let evidence = format!(
             "{}; NCCL_IB_HCA={}",
@@ -40,6 +51,13 @@ impl Node {
             hca.as_deref().unwrap_or("unset")
         );
         let c = match hca.as_deref() {
+            _ if unlisted.is_some() => check(
+                "infiniband",
+                Status::Warn,
+                evidence,
+                "libibverbs is installed but could not list the RDMA devices: check the kernel modules \
+                 (ib_uverbs) and, in a container, that /dev/infiniband is passed in",
+            ),
             Some(h) if !hca_selects_any(h, &devices) => check(
                 "infiniband",
                 Status::Fail,
