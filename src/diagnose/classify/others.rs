@@ -153,6 +153,7 @@ pub(super) const SIGNATURES: &[Signature] = &[
         what: Match::Phrases(&[
             "Watchdog caught collective operation timeout",
             "Heartbeat monitor timed out",
+            "failure detected by watchdog at work sequence id",
             "ProcessGroupNCCL's watchdog got stuck",
             "waiting for remainder of ranks",
             "Stalled ops:",
@@ -169,7 +170,8 @@ pub(super) const SIGNATURES: &[Signature] = &[
                  remainder of ranks\", \"Stalled ops\"), Slurm's slurmstepd (\"CANCELLED AT … DUE TO TIME LIMIT\"), vLLM's \
                  shm_broadcast (\"No available shared memory broadcast block found in %d second\") (guess: texts from public \
                  logs); PyTorch 2.x (\"Watchdog caught collective operation timeout: \
-                 WorkNCCL(SeqNum=…, OpType=…) ran for N milliseconds before timing out\", and \"Heartbeat monitor timed out!\" \
+                 WorkNCCL(SeqNum=…, OpType=…) ran for N milliseconds before timing out\", \"failure detected by watchdog at work \
+                 sequence id: %d\", and \"Heartbeat monitor timed out!\" \
                  when the watchdog thread itself stopped beating, stuck in a CUDA or NCCL call; guess: from public logs); \
                  nccl-tests (\"Test timeout\", guess)",
         releases: "not NCCL: PyTorch 1.x-2.x",
