@@ -74,6 +74,13 @@ impl Run<'_> {
         let all = bootstrap::gather_json(boot, &mine)
             .map_err(|e| self.gather_failure(Stage::Connect, e.rank, e.to_string()))?;
 
+        // No rank aborts before every rank is connected: the gather above lets a rank on to
+        // the teardown as soon as it has sent, and its abort closes the sockets that a peer on
+        // another host may still be connecting through (seen across two hosts with 2.19.3:
+        // 'Connection closed by remote peer' on the ranks still in connect).
+        crate::events::waiting("waiting for every rank to finish connect before the teardown");
+        boot.barrier();
+
         // Torn down with ncclCommAbort: no kernel ran, so the network proxies' work for the
         // first collectives never drains, and ncclCommFinalize would wait for it forever.
         self.enter(Stage::Finalize);
