@@ -39,7 +39,17 @@ pub fn supervise(plan: &Plan) -> u8 {
         && let Some(p) = &plan.json
         && let Err(msg) = crate::report::results::check_writable(p)
     {
-        say_err!("nccl-smoke: {msg}");
+        // Under a launcher rank 0 runs on a node of its choosing (mpirun: the first host of
+        // the hostfile, an MPIJob's first worker), not where the command was typed.
+        let on = match &view {
+            Some(_) => format!(
+                " (rank 0, host {}: rank 0 writes the results file, so that folder must exist, writable, on \
+                 the host rank 0 runs on)",
+                who.host
+            ),
+            None => String::new(),
+        };
+        say_err!("nccl-smoke: {msg}{on}");
         return exit::USAGE;
     }
     // Pids are reused quickly; the time makes the folder this run's own.

@@ -66,7 +66,9 @@ impl Run<'_> {
             ));
         }
         if matches!(f.stage, Stage::Init | Stage::ConnectNet) {
-            f.evidence.extend(self.reach_probe(&f));
+            let probes = self.reach_probe(&f);
+            unset_ifname(&mut f, &probes);
+            f.evidence.extend(probes);
         }
         f
     }
@@ -338,4 +340,34 @@ fn nccl_log_files() -> Vec<std::path::PathBuf> {
         .filter(|e| e.file_name().to_string_lossy().ends_with(&suffix))
         .map(|e| e.path())
         .collect()
+}
+
+/// A peer's address NCCL named is out of reach while rank 0's host answers on another, and
+/// NCCL_SOCKET_IFNAME is not set for this rank: NCCL chose the interface itself (one whose
+/// subnet does not route between the hosts, such as an RDMA network's IPoIB), often because a
+/// launcher did not pass the variable on (mpirun without `-x NCCL_SOCKET_IFNAME`).
+fn unset_ifname(f: &mut Failure, probes: &[String]) {
+    let peer_unreached = probes.iter().any(|p| {
+        p.contains("a peer NCCL named") && (p.contains(": failed") || p.contains(": no answer"))
+    });
+    let host_answers = probes
+        .iter()
+        .any(|p| p.contains("rank 0's host") && p.ends_with(": connected"));
+    if !(peer_unreached && host_answers) || std::env::var_os("NCCL_SOCKET_IFNAME").is_some() {
+        return;
+    }
+    f.evidence.push(
+        "NCCL_SOCKET_IFNAME is not set in this rank's environment: NCCL chose the interface itself, \
+         and rank 0's host answers on another address than the one NCCL named"
+            .into(),
+    );
+    f.hint = Some(format!(
+        "set NCCL_SOCKET_IFNAME to the interface that reaches the other hosts, in every rank's \
+         environment (mpirun passes it only with -x NCCL_SOCKET_IFNAME; an MPIJob's launcher \
+         command lists it){}",
+        f.hint
+            .as_deref()
+            .map(|h| format!("; {h}"))
+            .unwrap_or_default()
+    ));
 }
