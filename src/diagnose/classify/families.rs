@@ -227,6 +227,31 @@ pub(super) const SIGNATURES: &[Signature] = &[
                checked (nvidia-smi -q, a reset or RMA); run `nccl-smoke isolate` to find the host",
     },
     Signature {
+        id: "launch-ssh",
+        category: Category::Mpi,
+        stage: Stage::Launch,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "ssh: connect to host",
+            "Could not resolve hostname",
+            "Host key verification failed",
+            "Permission denied (publickey",
+            "orted: command not found",
+            "prted: command not found",
+        ]),
+        source: "OpenSSH's client (\"ssh: connect to host %s port %s: %s\", \"ssh: Could not resolve hostname %s: %s\", \
+                 \"Host key verification failed.\", \"Permission denied (publickey…)\"), which Open MPI's rsh launcher \
+                 runs to start orted (PRRTE: prted) on each node, and the remote shell's \"command not found\"",
+        releases: "not NCCL: OpenSSH, Open MPI 4.x/5.x",
+        cause: "mpirun could not start its daemon on a node over ssh: nothing listens on that node's ssh port (sshd \
+                not running, an MPIJob worker not ready), the name does not resolve, the key or host key is refused, \
+                or Open MPI is not on the remote PATH",
+        hint: "from the launcher, `ssh NODE true` must succeed without a prompt: sshd running on the node (an MPIJob \
+               worker's command and readiness probe), the names in the hostfile resolvable, the job's key in \
+               ~/.ssh with StrictHostKeyChecking no; and orted on the PATH of a non-interactive shell",
+    },
+    Signature {
         id: "mpi-hcoll",
         category: Category::Mpi,
         stage: Stage::Launch,
@@ -247,12 +272,6 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "An ORTE daemon has unexpectedly failed",
             "A process or daemon was unable to complete a TCP connection",
             "was unable to find the specified executable",
-            "Could not resolve hostname",
-            "Host key verification failed",
-            "ssh: connect to host",
-            "orted: command not found",
-            "prted: command not found",
-            "Permission denied (publickey",
             "PMIX ERROR",
             "ORTE_ERROR_LOG",
             "orte_ess_init failed",

@@ -33,6 +33,16 @@ pub fn parse_prefix(line: &str) -> (Option<String>, Option<u32>, Option<u32>) {
     (None, None, None)
 }
 
+/// The node a launcher's line names when it could not reach it (OpenSSH's "ssh: connect to
+/// host NODE port …", "ssh: Could not resolve hostname NODE: …"): the host of that failure.
+pub fn unreached_host(line: &str) -> Option<String> {
+    let rest = ["ssh: connect to host ", "Could not resolve hostname "]
+        .iter()
+        .find_map(|k| line.split_once(k).map(|(_, r)| r))?;
+    let host = rest.split([' ', ':']).next()?;
+    (!host.is_empty()).then(|| clean(host))
+}
+
 /// A rank a wrapper names: PyTorch's `[rank3]:` / `[Rank 3]` / `Rank 3]`, Open MPI's
 /// `--tag-output` `[1,3]<stdout>:`.
 pub fn wrapper_rank(line: &str) -> Option<u32> {

@@ -2,7 +2,9 @@
 //! NCCL's lines into findings and last operations.
 
 use super::evidence;
-use super::prefix::{nccl_version, number_after, parse_prefix, word_after, wrapper_rank};
+use super::prefix::{
+    nccl_version, number_after, parse_prefix, unreached_host, word_after, wrapper_rank,
+};
 use super::summary::{LastOp, Limits, Located, LogSummary, Quoted, UNEXPLAINED_KEPT, Who, clean};
 use crate::diagnose::classify::{self, Category, Finding, LineKind, Severity};
 use crate::stage::Stage;
@@ -400,6 +402,7 @@ impl State {
 
     fn add_at(&mut self, f: Finding, line: &str, line_no: u64) {
         let (host, pid, device) = parse_prefix(line);
+        let host = host.or_else(|| unreached_host(line));
         let rank = wrapper_rank(line);
         // One finding per family, severity and process: a benign note of a family (no
         // libibverbs) must not hide a failure of the same family on the same process.
