@@ -10,17 +10,32 @@
 # the node's driver (libcuda.so.1), and libnccl.so.2 comes from the node or from a layer you add
 # (e.g. `pip install nvidia-nccl-cu12` in a derived image; nccl-smoke finds a pip wheel's copy,
 # or take --nccl-lib PATH).
-FROM rust:1-bookworm AS build
+#
+# The base images are build arguments, Docker Hub's by default. Where those cannot be pulled,
+# or to ship a tree built on the host (same Debian release), scripts/image.sh builds with
+#   --build-arg RUNTIME_IMAGE=<a local bookworm image> --build-arg TREE=prebuilt
+# and a context whose prefix/ folder is `scripts/install.sh prefix`'s output.
+ARG BUILD_IMAGE=rust:1-bookworm
+ARG RUNTIME_IMAGE=debian:bookworm-slim
+ARG TREE=build
+FROM ${BUILD_IMAGE} AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libopenmpi-dev openmpi-bin libclang-dev pkg-config \
+      libopenmpi-dev openmpi-bin libclang-dev libibverbs-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
 RUN cargo build --release --workspace \
  && bash scripts/install.sh /usr/local
 
-FROM debian:bookworm-slim AS runtime
+# A tree installed on the host (TREE=prebuilt): the context's prefix/ folder.
+FROM scratch AS prebuilt
+COPY prefix/ /usr/local/
+
+# Where the installed tree comes from: the build stage, or the host's.
+FROM ${TREE} AS tree
+
+FROM ${RUNTIME_IMAGE} AS runtime
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       openmpi-bin libopenmpi3 openssh-server openssh-client ca-certificates \
@@ -34,8 +49,8 @@ RUN sed -i 's/^#\?[[:space:]]*StrictHostKeyChecking .*/    StrictHostKeyChecking
  && echo '    UserKnownHostsFile /dev/null' >> /etc/ssh/ssh_config \
  && sed -i 's/^#\?StrictModes .*/StrictModes no/' /etc/ssh/sshd_config
 # /usr/local/bin is on the PATH of the ssh sessions mpirun opens on workers too.
-COPY --from=build /usr/local/bin/nccl-smoke /usr/local/bin/nccl-smoke
-COPY --from=build /usr/local/lib/nccl-smoke /usr/local/lib/nccl-smoke
+COPY --from=tree /usr/local/bin/nccl-smoke /usr/local/bin/nccl-smoke
+COPY --from=tree /usr/local/lib/nccl-smoke /usr/local/lib/nccl-smoke
 ENV OMPI_ALLOW_RUN_AS_ROOT=1 \
     OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     OMPI_MCA_coll_hcoll_enable=0

@@ -9,6 +9,8 @@
 #     of its own with scripts/slurm/cluster.sh (this script configures none); libpmix-dev
 #     because Slurm's PMIx plugin (srun --mpi=pmix) loads the unversioned pmix2/lib/libpmix.so,
 #     which only the -dev package ships
+#   - podman, runc and debootstrap for scripts/image.sh (the container image, built from a
+#     debootstrap base) and tests/mpijob.rs (the MPIJob rehearsal), ssh-keygen for its key pair
 #   - the real libnccl.so.2 from the PyPI wheel nvidia-nccl-cu12, four supported releases from
 #     the oldest to the newest (NCCL_WHEEL_VERSIONS="2.19.3 2.23.4 2.28.9 2.32.3"), unpacked
 #     into .deps/nccl/<version>/ (each loads without a GPU and fails at CUDA init: a real failure
@@ -22,7 +24,8 @@ cd "$(dirname "$0")/.."
 # Real NCCL releases to test against: the oldest and the newest supported and two between
 # (2.23: lazy connect and its own non-blocking and abort behaviour; 2.28: native all-to-all).
 NCCL_WHEEL_VERSIONS=${NCCL_WHEEL_VERSIONS:-2.19.3 2.23.4 2.28.9 2.32.3}
-packages=(libopenmpi-dev openmpi-bin libclang-dev libibverbs-dev pkg-config librsvg2-bin slurm-wlm munge libpmix-dev)
+packages=(libopenmpi-dev openmpi-bin libclang-dev libibverbs-dev pkg-config librsvg2-bin slurm-wlm munge libpmix-dev
+  podman runc debootstrap openssh-client)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
