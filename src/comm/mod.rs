@@ -432,6 +432,15 @@ impl<'n> Communicator<'n> {
         Ok(())
     }
 
+    /// `ncclCommAbort` of a communicator every rank has already waited idle on and left
+    /// together (the caller met the others after [`Communicator::wait_idle`]): no wait here,
+    /// so a peer whose own abort closed its connections first is no error of this one.
+    pub fn abort_together(self) -> Result<()> {
+        self.live.set(false);
+        self.nccl.comm_abort(self.handle)?;
+        Ok(())
+    }
+
     /// `ncclCommAbort`, once.
     pub fn abort(&self) {
         if self.live.replace(false) {

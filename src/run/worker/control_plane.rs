@@ -7,6 +7,7 @@
 use super::Run;
 use crate::bootstrap::{self, Bootstrap};
 use crate::comm::Communicator;
+use crate::comm::Poll;
 use crate::error::Failure;
 use crate::ffi::nccl::Nccl;
 use crate::patterns::Pattern;
@@ -74,18 +75,21 @@ impl Run<'_> {
         let all = bootstrap::gather_json(boot, &mine)
             .map_err(|e| self.gather_failure(Stage::Connect, e.rank, e.to_string()))?;
 
-        // No rank aborts before every rank is connected: the gather above lets a rank on to
-        // the teardown as soon as it has sent, and its abort closes the sockets that a peer on
-        // another host may still be connecting through (seen across two hosts with 2.19.3:
-        // 'Connection closed by remote peer' on the ranks still in connect).
-        crate::events::waiting("waiting for every rank to finish connect before the teardown");
-        boot.barrier();
-
         // Torn down with ncclCommAbort: no kernel ran, so the network proxies' work for the
         // first collectives never drains, and ncclCommFinalize would wait for it forever.
+        // No rank aborts before every rank is connected and idle: the gather above lets a
+        // rank on as soon as it has sent, and its abort closes the sockets a peer on another
+        // host may still be connecting through, or polling for errors on (seen across two
+        // hosts with 2.19.3: 'Connection closed by remote peer' on the ranks still in connect,
+        // then on those still waiting idle before their own abort).
         self.enter(Stage::Finalize);
+        let deadline = self.waiting_deadline(Stage::Finalize);
+        comm.wait_idle(deadline, "work queued before ncclCommAbort", Poll::Relaxed)
+            .map_err(|e| self.comm_failure(Stage::Finalize, e))?;
+        crate::events::waiting("waiting for every rank to be idle before ncclCommAbort");
+        boot.barrier();
         crate::events::step("in ncclCommAbort (the teardown of a run whose kernels never ran)");
-        comm.abort_now(self.waiting_deadline(Stage::Finalize))
+        comm.abort_together()
             .map_err(|e| self.comm_failure(Stage::Finalize, e))?;
         self.leave(true);
 
