@@ -22,6 +22,13 @@ use rehearsal::*;
 /// The run's own flags: the simulation, small sizes.
 const SIM: &[&str] = &["--backend", "sim", "-e", "64K", "-n", "2", "-w", "1"];
 
+/// The first line of `t` that `is` picks; a failure shows `t` whole.
+fn line<'a>(t: &'a str, what: &str, is: impl Fn(&str) -> bool) -> &'a str {
+    t.lines()
+        .find(|l| is(l))
+        .unwrap_or_else(|| panic!("no {what}:\n{t}"))
+}
+
 #[test]
 fn mpijob_rehearsal_passes_on_two_workers_and_writes_results_on_the_first() {
     let m = manifest();
@@ -30,10 +37,7 @@ fn mpijob_rehearsal_passes_on_two_workers_and_writes_results_on_the_first() {
     let o = r.launch(&m, SIM);
     let t = text(&o);
     assert_eq!(code(&o), 0, "{t}");
-    let pass = t
-        .lines()
-        .find(|l| l.starts_with("PASS"))
-        .unwrap_or_else(|| panic!("no PASS:\n{t}"));
+    let pass = line(&t, "PASS", |l| l.starts_with("PASS"));
     assert!(
         pass.contains("[SIMULATED]") && pass.contains("on 4 ranks, 2 host(s)"),
         "{pass}"
@@ -86,10 +90,9 @@ fn mpijob_rehearsal_says_the_results_volume_is_read_only_and_where() {
     let o = r.launch(&m, SIM);
     let t = text(&o);
     assert_ne!(code(&o), 0, "{t}");
-    let said = t
-        .lines()
-        .find(|l| l.contains("--json /results/run.json"))
-        .unwrap_or_else(|| panic!("no word about the results file:\n{t}"));
+    let said = line(&t, "word about the results file", |l| {
+        l.contains("--json /results/run.json")
+    });
     assert!(
         said.contains("Read-only file system")
             && said.contains(&format!("rank 0, host {}", Rehearsal::worker_name(0))),
@@ -122,10 +125,9 @@ fn mpijob_rehearsal_runs_the_real_nccl_control_plane_across_the_workers() {
         ],
     );
     let t = text(&o);
-    let ok = t
-        .lines()
-        .find(|l| l.starts_with("CONTROL PLANE OK"))
-        .unwrap_or_else(|| panic!("no CONTROL PLANE OK:\n{t}"));
+    let ok = line(&t, "CONTROL PLANE OK", |l| {
+        l.starts_with("CONTROL PLANE OK")
+    });
     assert!(
         ok.contains(&format!("REAL NCCL {version}")) && ok.contains("on 4 rank(s), 2 host(s)"),
         "{ok}"
@@ -166,10 +168,7 @@ fn mpijob_rehearsal_names_a_missing_socket_ifname() {
     ] {
         let o = r.launch(&m, extra);
         let t = text(&o);
-        let verdict = t
-            .lines()
-            .find(|l| l.starts_with("VERDICT"))
-            .unwrap_or_else(|| panic!("no VERDICT:\n{t}"));
+        let verdict = line(&t, "VERDICT", |l| l.starts_with("VERDICT"));
         assert!(
             verdict.contains(&label)
                 && verdict.contains("FAIL at init on ranks 2, 3 (host nccl-smoke-worker-1)")
