@@ -427,9 +427,7 @@ impl<'n> Communicator<'n> {
     /// wait for it.
     pub fn abort_now(self, deadline: Duration) -> Result<()> {
         self.wait_idle(deadline, "work queued before ncclCommAbort", Poll::Relaxed)?;
-        self.live.set(false);
-        self.nccl.comm_abort(self.handle)?;
-        Ok(())
+        self.abort_together()
     }
 
     /// `ncclCommAbort` of a communicator every rank has already waited idle on and left

@@ -182,24 +182,14 @@ pub fn classify_line(line: &str, kind: LineKind) -> Option<Finding> {
     // ("Cuda failure" in transport/p2p.cc is a P2P failure), but never overrides a specific
     // phrase, a consequence or a benign note; nor makes a CUDA error other than out-of-memory
     // in the allocation code ("Cuda failure 1 'invalid argument'" in include/alloc.h) an
-    // exhausted memory.
+    // exhausted memory. A WARN text without NCCL's prefix (a wrapper's "Last error:" quote, an
+    // old format) is placed by the NCCL source file whose WARN format it fits, as a prefix
+    // would place it.
     let weak = best.is_none_or(|b| is_weak(SIGNATURES[b].id));
     if kind == LineKind::Warn
         && weak
-        && let Some(loc) = warn_location(line)
-        && let Some(i) = location_index(loc)
-        && (best.is_none() || !matches!(SIGNATURES[i].category, Category::Init | Category::Oom))
-    {
-        best = Some(i);
-    }
-    // A WARN text without NCCL's prefix (a wrapper's "Last error:" quote, an old format) is
-    // placed by the NCCL source file whose WARN format it fits, as a prefix would place it.
-    let weak = best.is_none_or(|b| is_weak(SIGNATURES[b].id));
-    if kind == LineKind::Warn
-        && weak
-        && warn_location(line).is_none()
-        && let Some(path) = super::formats::source_of(line)
-        && let Some(i) = location_index(path)
+        && let Some(source) = warn_location(line).or_else(|| super::formats::source_of(line))
+        && let Some(i) = location_index(source)
         && (best.is_none() || !matches!(SIGNATURES[i].category, Category::Init | Category::Oom))
     {
         best = Some(i);
