@@ -15,6 +15,13 @@ SHA-256 begins with a byte below 0xC0 is held out, the rest is development. Rule
 and changed against the development half only; the held-out half is measured, never read for
 tuning (`--misses` lists development misses only).
 
+Every log of the corpus was also read a second time, blind (by a reader who saw only the log
+and the category definitions: neither the first label, nor the thread, nor explain's output);
+where the two readings differed, a third reading that saw the log, both labels (unnamed) and
+the thread's established cause decided, and INDEX.tsv holds the label it chose.
+SECOND-READING.tsv keeps the first and second categories and each decision; `eval` also
+reports the logs on which both readings agree (labels that do not hang on one reader).
+
 A log is judged right when `explain`'s verdict names the category the thread established
 (`healthy`: no failure verdict: PASS, or no failure found); the stage agreement is reported
 beside it. A log whose expected category is not healthy must never get PASS.
@@ -51,6 +58,20 @@ def read_index():
                 continue
             rows.append(dict(zip(HEADER, line.rstrip('\n').split('\t'))))
     return rows
+
+
+AGREE = 'readings agree'
+
+
+def agreed():
+    """The corpus logs whose first and second (blind) readings named the same category."""
+    path = os.path.join(CORPUS, 'SECOND-READING.tsv')
+    out = set()
+    for line in open(path, encoding='utf-8'):
+        c = line.rstrip('\n').split('\t')
+        if not line.startswith('#') and len(c) >= 5 and c[4] == 'agree':
+            out.add(c[0])
+    return out
 
 
 def real_rows():
@@ -124,13 +145,17 @@ def judge(row, got):
 
 def evaluate(binary, markdown, misses):
     rows = real_rows() + read_index()
+    both = agreed()
     by = defaultdict(lambda: [0, 0, 0, 0])  # right, total, stage right, stage labelled
     passed_failures = []
     miss_rows = []
     for r in rows:
         got = verdict(binary, os.path.join(CORPUS, 'logs', r['file']))
         ok = judge(r, got)
-        for key in [(r['split'], 'all'), (r['split'], r['family'])]:
+        keys = [(r['split'], 'all'), (r['split'], r['family'])]
+        if r['file'] in both:
+            keys.append((r['split'], AGREE))
+        for key in keys:
             by[key][0] += ok
             by[key][1] += 1
             if r['stage'] and r['expect'] != 'healthy':
@@ -140,7 +165,8 @@ def evaluate(binary, markdown, misses):
             passed_failures.append(r['file'])
         if not ok and r['split'] == misses:
             miss_rows.append((r['file'], r['expect'], got))
-    order = sorted(by.items(), key=lambda kv: (kv[0][0] != 'held-out', kv[0][1] != 'all', kv[0][1]))
+    order = sorted(by.items(), key=lambda kv: (kv[0][0] != 'held-out', kv[0][1] != 'all',
+                                               kv[0][1] != AGREE, kv[0][1]))
     if markdown:
         print('| half | family | logs | category right | stage right (of labelled) |')
         print('|---|---|---|---|---|')

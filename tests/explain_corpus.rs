@@ -22,6 +22,28 @@ struct Row {
     expect: String,
     stage: String,
     family: String,
+    /// The first and the second (blind) reading named this category.
+    agreed: bool,
+}
+
+/// The family name of the rows whose two readings agree (scripts/explain-corpus.py's AGREE).
+const AGREE: &str = "readings agree";
+
+/// SECOND-READING.tsv: file → (first category, second category, decision).
+fn second_reading() -> BTreeMap<String, (String, String, String)> {
+    let text =
+        std::fs::read_to_string(fixtures().join("explain-corpus/SECOND-READING.tsv")).unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let c: Vec<&str> = l.split('\t').collect();
+            assert!(c.len() >= 5, "SECOND-READING.tsv row needs 5 columns: {l}");
+            (
+                c[0].to_string(),
+                (c[1].to_string(), c[2].to_string(), c[4].to_string()),
+            )
+        })
+        .collect()
 }
 
 fn rows() -> Vec<Row> {
@@ -38,9 +60,11 @@ fn rows() -> Vec<Row> {
             expect: c[1].strip_prefix("advice:").unwrap_or(c[1]).into(),
             stage: String::new(),
             family: "known".into(),
+            agreed: false,
         });
     }
     let idx = std::fs::read_to_string(fixtures().join("explain-corpus/INDEX.tsv")).unwrap();
+    let second = second_reading();
     for l in idx
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
@@ -59,6 +83,7 @@ fn rows() -> Vec<Row> {
             expect: c[2].into(),
             stage: c[3].into(),
             family: c[5].into(),
+            agreed: second.get(c[0]).is_some_and(|(_, _, d)| d == "agree"),
         });
     }
     out
@@ -106,10 +131,14 @@ fn table() -> (String, Vec<String>) {
     for row in rows() {
         let v = verdict(&row.path);
         let ok = right(&row, &v);
-        for key in [
+        let mut keys = vec![
             (row.split.clone(), "all".to_string()),
             (row.split.clone(), row.family.clone()),
-        ] {
+        ];
+        if row.agreed {
+            keys.push((row.split.clone(), AGREE.to_string()));
+        }
+        for key in keys {
             let e = by.entry(key).or_default();
             e[0] += ok as u32;
             e[1] += 1;
@@ -123,7 +152,7 @@ fn table() -> (String, Vec<String>) {
         }
     }
     let mut keys: Vec<_> = by.keys().cloned().collect();
-    keys.sort_by_key(|(split, fam)| (split != "held-out", fam != "all", fam.clone()));
+    keys.sort_by_key(|(split, fam)| (split != "held-out", fam != "all", fam != AGREE, fam.clone()));
     let mut out = String::from(
         "| half | family | logs | category right | stage right (of labelled) |\n|---|---|---|---|---|\n",
     );
@@ -169,6 +198,40 @@ fn no_failed_run_is_a_pass_and_the_readme_table_is_measured() {
     assert_eq!(
         block, table,
         "the README's table is not what explain measures now: run scripts/explain-corpus.py eval --markdown"
+    );
+}
+
+/// Every corpus log was read twice; INDEX.tsv holds the label the readings settled on: both
+/// readings' when they agree, the one the third reading chose otherwise.
+#[test]
+fn every_label_is_the_one_the_readings_settled_on() {
+    let idx = std::fs::read_to_string(fixtures().join("explain-corpus/INDEX.tsv")).unwrap();
+    let second = second_reading();
+    let mut n = 0;
+    for l in idx
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let c: Vec<&str> = l.split('\t').collect();
+        let (first, other, decision) = second
+            .get(c[0])
+            .unwrap_or_else(|| panic!("{}: no second reading", c[0]));
+        let want = match decision.as_str() {
+            "agree" => {
+                assert_eq!(first, other, "{}", c[0]);
+                first
+            }
+            "first" | "both" => first,
+            "second" => other,
+            d => panic!("{}: decision {d}", c[0]),
+        };
+        assert_eq!(c[2], want, "{}: label vs the readings", c[0]);
+        n += 1;
+    }
+    assert_eq!(
+        n,
+        second.len(),
+        "SECOND-READING.tsv has rows INDEX.tsv has not"
     );
 }
 
