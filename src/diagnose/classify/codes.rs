@@ -26,7 +26,9 @@ const SRC: &str = "CUDA Runtime API enum cudaError (driver_types.h), numbers as 
 pub(super) const SIGNATURES: &[Signature] = &[
     Signature {
         id: "cuda-illegal-address",
-        category: Category::Cuda,
+        // A kernel that faulted while operations ran: the run failed, whichever CUDA call
+        // (NCCL's included) returned the sticky error first (Category::Run).
+        category: Category::Run,
         stage: Stage::Run,
         severity: Severity::Fail,
         scope: Scope::Any,

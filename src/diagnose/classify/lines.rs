@@ -359,6 +359,27 @@ pub fn place_of(line: &str) -> Option<(Category, crate::stage::Stage)> {
     super::topics::info_topic(line)
 }
 
+/// The NCCL source file a stack frame names (gdb's `… at graph/topo.cc:618`, a symbolised
+/// backtrace's `(…/src/transport/p2p.cc:243)`), with its subsystem and stage by the generated
+/// table; `None` for frames of other code (the table has only NCCL's files).
+pub fn frame_source(line: &str) -> Option<(&str, (Category, crate::stage::Stage))> {
+    let t = line.trim_start();
+    if !(t.starts_with('#') || t.contains(" at ") || t.contains("(/")) {
+        return None;
+    }
+    line.split([' ', '(', ')', '[', ']'])
+        .filter(|w| w.contains(".c") || w.contains(".h"))
+        .filter(|w| {
+            w.rsplit_once(':')
+                .is_some_and(|(_, n)| n.parse::<u32>().is_ok())
+        })
+        .find_map(|w| {
+            let row = super::sources::lookup(w)?;
+            let sig = SIGNATURES.iter().find(|s| s.id == row.subsystem)?;
+            Some((w, (sig.category, sig.stage)))
+        })
+}
+
 /// Priority of a finding among others: more severe first, then earlier in the table.
 pub fn rank_key(f: &Finding) -> (std::cmp::Reverse<Severity>, usize) {
     let idx = SIGNATURES

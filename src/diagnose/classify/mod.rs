@@ -30,7 +30,8 @@ mod topics;
 
 pub use finding::{Category, Finding, Severity};
 pub use lines::{
-    LineKind, advise, classify, classify_line, family_finding, is_generic, location_finding,
-    place_of, rank_key, retry_finding, return_trace, trace_finding, wrong_data_finding,
+    LineKind, advise, classify, classify_line, family_finding, frame_source, is_generic,
+    location_finding, place_of, rank_key, retry_finding, return_trace, trace_finding,
+    wrong_data_finding,
 };
 pub use table::signature_ids;

@@ -8,6 +8,34 @@ use crate::stage::Stage;
 pub(super) const SIGNATURES: &[Signature] = &[
     // ---------------------------------------------------------------- a process that crashed
     Signature {
+        id: "bus-error",
+        category: Category::Shm,
+        stage: Stage::ConnectShm,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "] Caught signal 7 ",
+            "Bus error (core dumped)",
+            "Signal: Bus error",
+            "Unexpected bus error encountered",
+            "insufficient shared memory (shm)",
+        ]),
+        source: "not NCCL: a process killed by SIGBUS, as UCX (\"[host:pid :0:tid] Caught signal 7 (Bus error: …)\"), \
+                 Open MPI's opal backtrace (\"Signal: Bus error (7)\"), the shell and PyTorch's DataLoader \
+                 (\"ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared \
+                 memory (shm)\") report it (guess: texts from public logs). On x86 Linux a user process gets SIGBUS \
+                 for a page of a mapped file the kernel cannot back (mmap(2)): a tmpfs (/dev/shm) that is full. \
+                 NCCL maps its shared-memory transport's segments from /dev/shm (src/misc/shmutils.cc; \
+                 posix_fallocate since v2.4.8-1 catches a full /dev/shm at creation, not pages another \
+                 process's use takes later)",
+        releases: "any",
+        cause: "the process died on SIGBUS: a shared-memory page (/dev/shm, NCCL's SHM transport or the \
+                framework's own workers) that the kernel could not back, almost always a /dev/shm too small \
+                for the job (Docker's default is 64 MB)",
+        hint: "give the container a larger /dev/shm (docker run --shm-size=…, or --ipc=host; in Kubernetes a \
+               memory-backed emptyDir at /dev/shm); `nccl-smoke doctor --local-ranks N` checks its size",
+    },
+    Signature {
         id: "crash",
         category: Category::Run,
         stage: Stage::Run,
@@ -16,12 +44,10 @@ pub(super) const SIGNATURES: &[Signature] = &[
         what: Match::Phrases(&[
             "*** Process received signal ***",
             "] Caught signal 11",
-            "] Caught signal 7 ",
             "] Caught signal 4 ",
             "Signal: Segmentation fault",
             "Fatal Python error: Segmentation fault",
             "Segmentation fault (core dumped)",
-            "Bus error (core dumped)",
             "(SIGSEGV) received by PID",
         ]),
         source: "not NCCL: the crash reports of the layers around it: Open MPI's opal backtrace \
@@ -179,6 +205,21 @@ pub(super) const SIGNATURES: &[Signature] = &[
                 an earlier operation) or a link stopped moving data",
         hint: "the ranks that fell silent first are the suspects: look at their last operation and at their host \
                (GPU errors in dmesg/nvidia-smi, Xid); NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=COLL logs each operation",
+    },
+    Signature {
+        id: "ras-count-mismatch",
+        category: Category::Hang,
+        stage: Stage::Run,
+        severity: Severity::Hang,
+        scope: Scope::Any,
+        what: Match::Phrases(&["Communicator ranks have different "]),
+        source: "NVIDIA/nccl v2.26.2-1, v2.30.7-1 src/ras/client_support.cc (rasClientRunComms: \"  Communicator ranks \
+                 have different %s operation counts\", under a communicator whose status column says MISMATCH)",
+        releases: "RAS 2.24-2.30",
+        cause: "NCCL's RAS found the ranks of one communicator at different counts of the same collective while it \
+                ran: the ranks with the lower count never joined the next operation, and the others wait for them",
+        hint: "the ranks at the lower count are the suspects (RAS lists them with their hosts below that line): \
+               look at what those processes do (py-spy dump, gdb bt) and at their host (dmesg, Xid)",
     },
     // nccl-tests' footer for wrong values (read by explain, which builds this finding itself).
     Signature {

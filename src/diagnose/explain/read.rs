@@ -23,6 +23,7 @@ mod inferred;
 mod input;
 mod quoted;
 mod trace;
+use inferred::own_allocation_stage;
 use input::{looks_binary, read_capped_line};
 use quoted::xla_last_warn;
 use trace::socket_layer;
@@ -139,6 +140,9 @@ struct State {
     /// The last [`RECENT`] NCCL lines and their numbers (buffers reused): where a process
     /// that crashed was last.
     recent: VecDeque<(u64, String)>,
+    /// A crash no NCCL line of its process placed: its finding, for the first stack frame
+    /// after it that names an NCCL source file.
+    unplaced_crash: Option<usize>,
     /// Per process: its last connect retry (`Call to connect returned …, retrying`,
     /// `socketPollConnect: connect returned …, retrying`), cleared by any later NCCL line of
     /// that process.
@@ -154,22 +158,6 @@ struct HelpBlock {
     unexplained_kept: usize,
     findings: usize,
     benign: bool,
-}
-
-/// The stage of a finding: an allocation that NCCL itself reports (an `NCCL WARN` line) failed
-/// inside NCCL, not in nccl-smoke's own buffer allocation, so it is at init before this
-/// process's "Init COMPLETE", and at connect after it (buffers per peer are made on the first
-/// operation through it); `run` names it the same way (a failed `ncclCommInitRank` is init).
-/// Other findings keep their signature's stage.
-fn own_allocation_stage(stage: Stage, line: &str, init_done: impl FnOnce() -> bool) -> Stage {
-    if stage != Stage::Alloc || !line.contains("NCCL WARN") {
-        return stage;
-    }
-    if init_done() {
-        Stage::Connect
-    } else {
-        Stage::Init
-    }
 }
 
 impl State {
@@ -238,12 +226,15 @@ impl State {
             .as_ref()
             .is_some_and(|f| f.severity <= Severity::Advice);
         if let Some(f) = found {
-            let crash = f.signature == "crash";
+            let crash = matches!(f.signature, "crash" | "bus-error");
+            let relocate = f.signature == "crash";
             let before = self.summary.findings.len();
             self.add(f, line);
             if crash && self.summary.findings.len() > before {
-                self.place_crash(line);
+                self.place_crash(line, relocate);
             }
+        } else {
+            self.place_crash_by_frame(line);
         }
         self.evidence(line, kind, named);
         self.help_block(line, note);
@@ -287,8 +278,15 @@ impl State {
             line: s.summary.lines,
             text: clean(line.trim()),
         };
-        if self.summary.completed.is_none() && evidence::completion(line) {
-            self.summary.completed = Some(quote(self));
+        if evidence::completion(line) {
+            if self.summary.completed.is_none() {
+                self.summary.completed = Some(quote(self));
+            }
+            // A communicator destroyed after the sweep's last row (nccl-tests destroys its
+            // communicators once the sweep is over): the log does not end inside the sweep,
+            // whether or not the footer made it into the paste.
+            self.in_sweep = false;
+            self.summary.sweep_open = None;
         }
         self.summary.addresses.extend(evidence::own_addresses(line));
         if kind != LineKind::Info {

@@ -55,9 +55,13 @@ impl State {
 
     /// A crash (the finding just added) is placed where its process was last: the newest
     /// NCCL line of the same pid (and host, when both say it) that names a subsystem. A crash
-    /// report that names no process, or whose process has no such line, stays a crash at run.
-    pub(super) fn place_crash(&mut self, line: &str) {
+    /// report that names no process, or whose process has no such line, stays a crash at run
+    /// until a stack frame after it names NCCL's source file ([`Self::place_crash_by_frame`]).
+    /// With `relocate` false (a bus error names its own cause) only its process is recorded.
+    pub(super) fn place_crash(&mut self, line: &str, relocate: bool) {
+        let index = self.summary.findings.len() - 1;
         let Some((host, pid)) = crash_process(line) else {
+            self.unplaced_crash = relocate.then_some(index);
             return;
         };
         let place = self.recent.iter().rev().find_map(|(no, l)| {
@@ -74,6 +78,10 @@ impl State {
         };
         f.host = f.host.take().or(host);
         f.pid = f.pid.or(Some(pid));
+        if !relocate {
+            return;
+        }
+        self.unplaced_crash = place.is_none().then_some(index);
         if let Some((category, stage, no, last)) = place {
             f.category = category;
             f.stage = stage.name().to_string();
@@ -84,6 +92,29 @@ impl State {
                 category.name()
             );
         }
+    }
+
+    /// A stack frame after a crash that no NCCL line placed, naming a source file of NCCL
+    /// (gdb's `#0  0x… in pathDistance (…) at graph/topo.cc:618`, a symbolised backtrace's
+    /// `(src/transport/p2p.cc:243)`): the innermost such frame places the crash, by the same
+    /// table as a WARN's file.
+    pub(super) fn place_crash_by_frame(&mut self, line: &str) {
+        let Some(i) = self.unplaced_crash else {
+            return;
+        };
+        let Some((file, (category, stage))) = classify::frame_source(line) else {
+            return;
+        };
+        self.unplaced_crash = None;
+        let f = &mut self.summary.findings[i];
+        f.category = category;
+        f.stage = stage.name().to_string();
+        f.exit_code = stage.exit_code();
+        f.cause = format!(
+            "{}; the innermost frame of its stack in NCCL's own source ({file}) places it in {}",
+            f.cause,
+            category.name()
+        );
     }
 
     /// A refused connection of the socket layer whose caller no trace names is the
@@ -155,4 +186,24 @@ fn crash_process(line: &str) -> Option<(Option<String>, u32)> {
     let (host, pid) = inner.rsplit_once(':')?;
     let pid = pid.parse().ok()?;
     Some(((!host.is_empty()).then(|| clean(host)), pid))
+}
+
+/// The stage of a finding: an allocation that NCCL itself reports (an `NCCL WARN` line) failed
+/// inside NCCL, not in nccl-smoke's own buffer allocation, so it is at init before this
+/// process's "Init COMPLETE", and at connect after it (buffers per peer are made on the first
+/// operation through it); `run` names it the same way (a failed `ncclCommInitRank` is init).
+/// Other findings keep their signature's stage.
+pub(super) fn own_allocation_stage(
+    stage: Stage,
+    line: &str,
+    init_done: impl FnOnce() -> bool,
+) -> Stage {
+    if stage != Stage::Alloc || !line.contains("NCCL WARN") {
+        return stage;
+    }
+    if init_done() {
+        Stage::Connect
+    } else {
+        Stage::Init
+    }
 }

@@ -103,6 +103,53 @@ fn a_crash_is_placed_by_its_process_last_nccl_line() {
     );
 }
 
+/// A crash no NCCL line placed takes the first frame of its stack in NCCL's source; a bus
+/// error names /dev/shm itself, wherever its process was last.
+#[test]
+fn a_crash_stack_in_nccl_source_places_it_and_a_bus_error_is_shm() {
+    let gdb = "[tb:78142] *** Process received signal ***\n\
+                   [tb:78142] Signal: Segmentation fault (11)\n\
+                   #0  0x00007f1f0ba9b33c in pathDistance (links=<optimized out>) at graph/topo.cc:618\n\
+                   #1  0x00007f1f0ba9c000 in ncclTopoCompute () at graph/search.cc:10\n";
+    let s = explain_reader("t.log", gdb.as_bytes()).unwrap();
+    let f = &s.findings[0];
+    assert_eq!(
+        (f.signature.as_str(), f.category),
+        ("crash", Category::Topology)
+    );
+    assert!(f.cause.contains("(graph/topo.cc:618)"), "{}", f.cause);
+    // A frame of other code places nothing.
+    let other = "Segmentation fault (core dumped)\n#0  0x1 in main () at app.cpp:12\n";
+    assert_eq!(findings_of(other)[0].1, Category::Run);
+    let bus = "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via NET/IB/0\n\
+                   [h:1 :0:2] Caught signal 7 (Bus error: nonexistent physical address)\n";
+    let s = explain_reader("t.log", bus.as_bytes()).unwrap();
+    let f = &s.findings[0];
+    assert_eq!(
+        (f.signature.as_str(), f.category),
+        ("bus-error", Category::Shm)
+    );
+    assert_eq!((f.host.as_deref(), f.pid), (Some("h"), Some(1)));
+}
+
+/// NCCL's RAS finding the ranks at different operation counts is a hang; a communicator
+/// destroyed after the last row of a sweep ends the sweep (no hang for a lost footer).
+#[test]
+fn ras_count_mismatch_is_a_hang_and_a_destroyed_communicator_ends_a_sweep() {
+    let ras = "#0-0 (fa93daea854b060b) MISMATCH\n  Communicator ranks have different AllGather operation counts\n";
+    assert_eq!(findings_of(ras)[0].1, Category::Hang);
+    let sweep = "#                                                              out-of-place                       in-place\n\
+                     #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n\
+                     33554432       8388608     float     sum      -1   2037.7   16.47   24.70      0   2063.9   16.26   24.39      0\n";
+    let open = explain_reader("t.log", sweep.as_bytes()).unwrap();
+    assert!(open.sweep_open.is_some());
+    let done = format!(
+        "{sweep}h:1:1 [0] NCCL INFO comm 0x5 rank 0 nranks 4 cudaDev 0 nvmlDev 0 busId 1000 - Destroy COMPLETE\n"
+    );
+    let s = explain_reader("t.log", done.as_bytes()).unwrap();
+    assert!(s.sweep_open.is_none() && s.completed.is_some());
+}
+
 /// NCCL_NET naming a network whose plugin failed to load: the plugin's failure is the
 /// cause, not only advice.
 #[test]
