@@ -290,6 +290,9 @@ pub mod exit {
     /// `explain`: no failure in the logs, but nothing in them shows the run finished (no
     /// nccl-tests footer, no communicator destroyed): a rank killed or a cut log looks the same.
     pub const NO_FAILURE_SEEN: u8 = 37;
+    /// `isolate`: no host failed, but with two hosts and no floor (`--expect`) the speed of
+    /// their pair has no reference; the verdict gives both hosts' figures.
+    pub const NOT_JUDGED: u8 = 38;
     /// `doctor`: at least one warning, no failure.
     pub const DOCTOR_WARN: u8 = 31;
     /// `doctor`: at least one failed check.
@@ -335,12 +338,12 @@ pub mod exit {
             "everything ran, but an output file (`--json`, `--plot`) could not be written",
         ),
     ];
-    const ABOVE: [Code; 12] = [
+    const ABOVE: [Code; 13] = [
         fixed(
             BELOW_EXPECTED,
-            "run --expect: below a floor",
-            "every stage passed, but bus bandwidth fell below a floor of the `--expect` file; the \
-             verdict names the sizes and hosts",
+            "below a floor, or a slow host",
+            "every stage passed, but bus bandwidth fell below a floor of the `--expect` file (the \
+             verdict names the sizes and hosts), or `isolate` found a slow host",
         ),
         fixed(
             UNVERIFIED,
@@ -392,6 +395,13 @@ pub mod exit {
             "explain: no failure seen",
             "no failure in the logs, but nothing in them shows the run finished (a nccl-tests \
              footer, a communicator destroyed): not a pass",
+        ),
+        fixed(
+            NOT_JUDGED,
+            "isolate: not judged",
+            "no host failed, but with 2 hosts and no floor (`--expect`) the speed of their pair \
+             has no reference: `VERDICT: NOT JUDGED` gives both hosts' figures; not a pass; the \
+             results file's status is `NOT_JUDGED`",
         ),
         fixed(
             CANCELLED,

@@ -97,8 +97,9 @@ pub struct ProbeImportArgs {
 
 #[derive(Args, Debug)]
 pub struct IsolateArgs {
-    /// Which pairs of hosts meet: `quick`, a perfect matching then a shifted one (two rounds,
-    /// two partners per host); `all`, every pair (n − 1 rounds for n hosts).
+    /// Which pairs of hosts meet: `quick`, every host at least three partners (every pair up
+    /// to 5 hosts; 3 rounds for an even host count, 5 for an odd one), enough to find up to two
+    /// slow hosts by comparison; `all`, every pair (n − 1 rounds for n hosts).
     #[arg(long, value_enum, default_value = "quick")]
     pub pairs: crate::run::isolate::Pairs,
     /// Deadline, in seconds, of each step of a group's work in a round (unique id, init,
@@ -134,11 +135,6 @@ impl IsolateArgs {
     pub fn plan(&self) -> Result<Plan, String> {
         if self.run.repeat > 1 {
             return Err("--repeat does not apply to isolate (each group measures once)".into());
-        }
-        if self.run.expect.is_some() {
-            return Err(
-                "--expect does not apply to isolate (hosts are judged against each other)".into(),
-            );
         }
         let mut s = self.run.settings();
         s.isolate = Some(crate::run::isolate::Settings {
@@ -263,6 +259,8 @@ pub struct RunArgs {
     pub repeat: u32,
     /// Bus bandwidth floors per pattern and size (a JSON file, schema nccl-smoke/expect/v1;
     /// examples in deploy/expect/): a run below one fails with exit code 25, naming the hosts.
+    /// Under `isolate`, each group is judged against the floors too (a floor's `ranks` is then
+    /// the group's rank count): the reference two hosts alone do not have.
     #[arg(long, value_name = "FILE")]
     pub expect: Option<PathBuf>,
     /// How the ranks find each other: `mpi`, `env` (nccl-smoke's TCP rendezvous from launcher

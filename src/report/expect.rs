@@ -69,7 +69,7 @@ pub struct Shortfall {
 
 /// Reads and checks an expectations file: the schema, each floor's size and figure.
 pub fn load(path: &Path) -> Result<Expectations, String> {
-    let bytes = super::results::read_bounded(path)
+    let bytes = super::atomic_file::read_bounded(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let exp: Expectations = serde_json::from_slice(&bytes)
         .map_err(|e| format!("{}:{}: {e}", path.display(), e.line()))?;

@@ -16,6 +16,7 @@
 //!   is near zero, from flagging noise; `--slow-below` sets it). Both bounds are ours.
 
 use crate::bench::SizeResult;
+use crate::report::expect::Expectations;
 use crate::stage::{Stage, exit};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -84,6 +85,9 @@ pub enum HostStatus {
     Failed,
     /// Fails only with one partner, which passes with others: the link between them.
     Link,
+    /// Its network speed could not be judged: two hosts and no floor, or pairs below a floor
+    /// that no partner clears (`floors.rs`). Not drained, and not a pass.
+    Undecided,
 }
 
 impl HostStatus {
@@ -93,6 +97,7 @@ impl HostStatus {
             HostStatus::Slow => "slow",
             HostStatus::Failed => "failed",
             HostStatus::Link => "link",
+            HostStatus::Undecided => "undecided",
         }
     }
 }
@@ -170,11 +175,13 @@ impl GroupSource {
 }
 
 /// The per-host verdict from every group's outcome. `hosts` in host order, with their ranks; a
-/// host more than `slow_fraction` below the others' median (and beyond [`MAD_LIMIT`]) is slow.
+/// host more than `slow_fraction` below the others' median (and beyond [`MAD_LIMIT`]) is slow,
+/// and so is one below a floor of `floors` (see `floors.rs`).
 pub fn judge(
     hosts: &[(String, Vec<u32>)],
     groups: &[GroupResult],
     slow_fraction: f64,
+    floors: Option<&Expectations>,
 ) -> IsolateReport {
     let alone_scores = scores(groups, |p| p == Phase::Alone);
     let paired_scores = scores(groups, |p| p != Phase::Alone);
@@ -352,6 +359,13 @@ pub fn judge(
         }
     }
 
+    let short = floors.map(|f| floors::shortfalls(f, groups));
+    let by_floor = short
+        .as_deref()
+        .map(|s| floors::apply(&mut out, groups, s))
+        .unwrap_or_default();
+    let not_judged = floors::two_hosts_without_floor(&mut out, by_floor.judged_pairs);
+
     let drain: Vec<String> = out
         .iter()
         .filter(|v| matches!(v.status, HostStatus::Failed | HostStatus::Slow))
@@ -374,12 +388,21 @@ pub fn judge(
         .and_then(|v| v.stage)
         .map(|s| s.exit_code())
         .or_else(|| {
-            out.iter()
-                .any(|v| v.status == HostStatus::Slow)
+            (out.iter().any(|v| v.status == HostStatus::Slow) || !by_floor.undecided.is_empty())
                 .then_some(exit::BELOW_EXPECTED)
         })
+        .or_else(|| not_judged.is_some().then_some(exit::NOT_JUDGED))
         .unwrap_or(exit::PASS);
-    let line = verdict_line(&out, &drain, &links);
+    let undecided = if by_floor.undecided.is_empty() {
+        not_judged
+    } else {
+        Some(format!(
+            "cannot tell which of {} is slow: below the floor with every partner, and no \
+             partner clears it",
+            by_floor.undecided.join(", ")
+        ))
+    };
+    let line = verdict_line(&out, &drain, &links, undecided.as_deref());
     IsolateReport {
         hosts: out,
         groups: groups.to_vec(),
@@ -391,8 +414,13 @@ pub fn judge(
     }
 }
 
-fn verdict_line(hosts: &[HostVerdict], drain: &[String], links: &[[String; 2]]) -> String {
-    if drain.is_empty() && links.is_empty() {
+fn verdict_line(
+    hosts: &[HostVerdict],
+    drain: &[String],
+    links: &[[String; 2]],
+    undecided: Option<&str>,
+) -> String {
+    if drain.is_empty() && links.is_empty() && undecided.is_none() {
         return format!("every host passed: {} host(s) ok", hosts.len());
     }
     let mut parts = Vec::new();
@@ -412,8 +440,11 @@ fn verdict_line(hosts: &[HostVerdict], drain: &[String], links: &[[String; 2]]) 
         let named: Vec<String> = links.iter().map(|[a, b]| format!("{a} <-> {b}")).collect();
         parts.push(format!("check the link {}", named.join(", ")));
     }
-    let ok = hosts.iter().filter(|v| v.status == HostStatus::Ok).count();
-    format!("{}; {ok} other host(s) ok", parts.join("; "))
+    parts.extend(undecided.map(String::from));
+    match hosts.iter().filter(|v| v.status == HostStatus::Ok).count() {
+        0 => parts.join("; "),
+        ok => format!("{}; {ok} other host(s) ok", parts.join("; ")),
+    }
 }
 
 /// The table rank 0 prints: one line per host, then the verdict.
@@ -425,7 +456,7 @@ pub fn table(r: &IsolateReport, label: Option<&str>) -> Vec<String> {
             label.map(|l| format!(" — {l}")).unwrap_or_default()
         ),
         format!(
-            "# {:<20} {:>6} {:>6} {:>10} {:>10} {:>7}  {:<7} {:<10} evidence",
+            "# {:<20} {:>6} {:>6} {:>10} {:>10} {:>7}  {:<9} {:<10} evidence",
             "host", "ranks", "rounds", "alone", "paired", "vs med", "status", "stage"
         ),
         format!(
@@ -435,7 +466,7 @@ pub fn table(r: &IsolateReport, label: Option<&str>) -> Vec<String> {
     ];
     for v in &r.hosts {
         out.push(format!(
-            "  {:<20} {:>6} {:>6} {:>10} {:>10} {:>7}  {:<7} {:<10} {}",
+            "  {:<20} {:>6} {:>6} {:>10} {:>10} {:>7}  {:<9} {:<10} {}",
             v.host,
             v.ranks.len(),
             v.rounds,
@@ -455,6 +486,7 @@ pub fn table(r: &IsolateReport, label: Option<&str>) -> Vec<String> {
     out
 }
 
+mod floors;
 mod scores;
 pub use scores::{MAD_LIMIT, SLOW_FRACTION, low_outliers};
 use scores::{first_busbw, median, scores};

@@ -17,6 +17,10 @@ pub enum Status {
     /// connect and aborted cleanly; no kernel ran, nothing was measured or checked. Not a pass.
     #[serde(rename = "CONTROL_PLANE_OK")]
     ControlPlaneOk,
+    /// `isolate`: no host failed, but the hosts' speed had no reference to be judged against
+    /// (two hosts, no floor). Not a pass.
+    #[serde(rename = "NOT_JUDGED")]
+    NotJudged,
     /// Still running, or killed before it could say.
     Incomplete,
     /// Stopped by a signal to the launcher (Ctrl-C, SIGTERM) before any rank failed; every

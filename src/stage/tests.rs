@@ -15,10 +15,10 @@ fn help_lists_every_code() {
         exit::help(),
         "Exit codes: 0 pass · 1 internal error · 2 bad input · 3 output file not written · 10 launch · 11 nccl-load · 12 driver · 13 device · \
 14 alloc · 15 unique-id · 16 init · 17 connect · 18 connect:buffer-import · 19 connect:proxy · \
-20 connect:shm · 21 connect:net · 22 run · 23 verify · 24 finalize · 25 run --expect: below a floor · \
+20 connect:shm · 21 connect:net · 22 run · 23 verify · 24 finalize · 25 below a floor, or a slow host · \
 26 run -c 0: not verified · 27 run --backend control-plane: control plane ok · 30 compare: regressed · 31 doctor: warnings · 32 doctor: failures · \
 33 compare: inconclusive · 34 compare: malformed input · 35 compare: nothing compared · 36 explain: unknown · \
-37 explain: no failure seen · 130 cancelled"
+37 explain: no failure seen · 38 isolate: not judged · 130 cancelled"
     );
 }
 

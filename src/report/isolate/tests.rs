@@ -37,7 +37,7 @@ fn failed(round: u32, phase: Phase, hs: &[usize], culprits: &[usize], stage: Sta
 
 /// [`super::judge`] at the default slow fraction.
 fn judge(hosts: &[(String, Vec<u32>)], groups: &[GroupResult]) -> IsolateReport {
-    super::judge(hosts, groups, SLOW_FRACTION)
+    super::judge(hosts, groups, SLOW_FRACTION, None)
 }
 
 fn status(r: &IsolateReport, host: &str) -> HostStatus {
@@ -192,7 +192,7 @@ fn the_slow_fraction_is_the_operators_tolerance() {
     );
     // The evidence names the bound that was applied.
     let groups = tier(|r, p, h| ok(r, p, h, if h.contains(&3) { 300.0 } else { 100.0 }));
-    let r = super::judge(&hosts(4), &groups, 0.4);
+    let r = super::judge(&hosts(4), &groups, 0.4, None);
     assert_eq!(status(&r, "h3"), HostStatus::Slow, "{r:#?}");
     let h3 = r.hosts.iter().find(|v| v.host == "h3").unwrap();
     assert!(

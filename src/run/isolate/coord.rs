@@ -39,6 +39,8 @@ pub struct Setup {
     pub groups: Groups,
     /// The fraction below the other hosts' median that is slow.
     pub slow_fraction: f64,
+    /// `--expect`: floors a group's figures are also judged against.
+    pub floors: Option<crate::report::expect::Expectations>,
 }
 
 /// Steps of a round, each bounded by the round's limit: id, init, connect, one measurement
@@ -132,14 +134,24 @@ pub fn run(listener: TcpListener, setup: Setup) -> IsolateReport {
         play(&mut st, &hosts, Phase::Pairs, r);
     }
     for _ in 0..MAX_CONFIRM_ROUNDS {
-        let so_far = isolate::judge(&hosts, &st.groups, st.setup.slow_fraction);
+        let so_far = isolate::judge(
+            &hosts,
+            &st.groups,
+            st.setup.slow_fraction,
+            st.setup.floors.as_ref(),
+        );
         let r = rounds::confirm(&so_far, &names, &st.groups);
         if r.is_empty() {
             break;
         }
         play(&mut st, &hosts, Phase::Confirm, r);
     }
-    let mut report = isolate::judge(&hosts, &st.groups, st.setup.slow_fraction);
+    let mut report = isolate::judge(
+        &hosts,
+        &st.groups,
+        st.setup.slow_fraction,
+        st.setup.floors.as_ref(),
+    );
     report.source = st.source.record.clone();
     if !absent.is_empty() {
         let list: Vec<String> = absent.iter().map(u32::to_string).collect();

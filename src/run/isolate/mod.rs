@@ -176,6 +176,7 @@ impl Run<'_> {
                 timing,
                 groups: s.groups,
                 slow_fraction: s.slow_fraction,
+                floors: self.plan.expect.as_ref().map(|(_, e)| e.clone()),
             };
             coordinator = Some(std::thread::spawn(move || coord::run(listener.0, setup)));
         }
@@ -405,21 +406,12 @@ impl Run<'_> {
             ));
         }
         console.job_lines(verdict::table(report, self.backing.label().as_deref()));
-        let status = if report.exit_code == crate::stage::exit::PASS {
-            Status::Pass
-        } else {
-            Status::Fail
+        let (status, word) = match report.exit_code {
+            crate::stage::exit::PASS => (Status::Pass, "PASS"),
+            crate::stage::exit::NOT_JUDGED => (Status::NotJudged, "NOT JUDGED"),
+            _ => (Status::Fail, "FAIL"),
         };
-        let line = format!(
-            "{} {}{}",
-            if status == Status::Pass {
-                "PASS"
-            } else {
-                "FAIL"
-            },
-            self.backing.prefix(),
-            report.line
-        );
+        let line = format!("{word} {}{}", self.backing.prefix(), report.line);
         console.job(format!("VERDICT: {line}"));
         if let Some(r) = self.results.as_mut() {
             r.isolate = Some(report.clone());

@@ -8,7 +8,8 @@ use std::collections::BTreeSet;
     Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
 )]
 pub enum Pairs {
-    /// A perfect matching, then a shifted one: every host meets two partners in two rounds.
+    /// Every host meets at least three partners (every pair up to 5 hosts): 3 rounds for an
+    /// even host count, 5 for an odd one.
     Quick,
     /// Every pair of hosts (n − 1 rounds for n hosts, n when n is odd).
     All,
@@ -22,26 +23,46 @@ pub fn alone(n: usize) -> Round {
     (0..n).map(|h| vec![h]).collect()
 }
 
-/// The pair rounds. Quick: (0,1),(2,3),… then (1,2),(3,4),…,(n−1,0) — with an odd count one
-/// host sits out of each. All: the circle method's n − 1 rounds (n rounds for odd n), every
-/// pair once.
+/// The pair rounds. Quick: every host meets at least three partners where there are that many
+/// (every pair up to 5 hosts), on a circulant: the ring (i, i+1) plus the diameters (i, i+n/2)
+/// for an even count, plus the chords (i, i+2) for an odd one. So while at most two hosts are
+/// slow, every healthy host meets a healthy one and its best pair figure is a healthy figure. The
+/// ring's pairs come first, (0,1),(2,3),… then (1,2),(3,4),…,(n−1,0). All: the circle method's
+/// n − 1 rounds (n rounds for odd n), every pair once.
 pub fn pairs(n: usize, which: Pairs) -> Vec<Round> {
     if n < 2 {
         return Vec::new();
     }
     match which {
         Pairs::Quick => {
-            let first: Round = (0..n / 2).map(|i| vec![2 * i, 2 * i + 1]).collect();
-            let mut second: Round = (0..(n - 1) / 2)
-                .map(|i| vec![2 * i + 1, 2 * i + 2])
+            let offsets = if n.is_multiple_of(2) {
+                [1, n / 2]
+            } else {
+                [1, 2]
+            };
+            let mut seen = BTreeSet::new();
+            let mut left: Vec<(usize, usize)> = offsets
+                .iter()
+                .flat_map(|o| (0..n).map(move |i| (i, (i + o) % n)))
+                .filter(|&(a, b)| a != b && seen.insert((a.min(b), a.max(b))))
                 .collect();
-            if n.is_multiple_of(2) && n > 2 {
-                second.push(vec![n - 1, 0]);
+            // Greedy matchings, shortest chords first, each in ring order.
+            left.sort_by_key(|&(a, b)| (a.abs_diff(b).min(n - a.abs_diff(b)), a));
+            let mut rounds = Vec::new();
+            while !left.is_empty() {
+                let mut busy = BTreeSet::new();
+                let mut round = Round::new();
+                left.retain(|&(a, b)| {
+                    if busy.contains(&a) || busy.contains(&b) {
+                        return true;
+                    }
+                    busy.extend([a, b]);
+                    round.push(vec![a, b]);
+                    false
+                });
+                rounds.push(round);
             }
-            [first, second]
-                .into_iter()
-                .filter(|r| !r.is_empty())
-                .collect()
+            rounds
         }
         Pairs::All => {
             // Circle method over m (even) slots; slot n is a bye when n is odd.
@@ -121,6 +142,9 @@ pub fn confirm(report: &IsolateReport, names: &[String], groups: &[GroupResult])
 }
 
 #[cfg(test)]
+mod sim_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -133,19 +157,49 @@ mod tests {
     }
 
     #[test]
-    fn quick_gives_each_host_two_partners_in_two_rounds() {
-        let r = pairs(4, Pairs::Quick);
-        assert_eq!(
-            r,
-            vec![vec![vec![0, 1], vec![2, 3]], vec![vec![1, 2], vec![3, 0]]]
-        );
+    fn quick_starts_with_the_ring_and_meets_every_pair_up_to_five_hosts() {
         assert_eq!(pairs(2, Pairs::Quick), vec![vec![vec![0, 1]]]);
-        // Odd: one host sits out of each round, a different one.
+        assert_eq!(
+            pairs(4, Pairs::Quick),
+            vec![
+                vec![vec![0, 1], vec![2, 3]],
+                vec![vec![1, 2], vec![3, 0]],
+                vec![vec![0, 2], vec![1, 3]]
+            ]
+        );
         assert_eq!(
             pairs(3, Pairs::Quick),
-            vec![vec![vec![0, 1]], vec![vec![1, 2]]]
+            vec![vec![vec![0, 1]], vec![vec![1, 2]], vec![vec![2, 0]]]
         );
+        for n in 3..=5 {
+            assert_eq!(
+                all_pairs(&pairs(n, Pairs::Quick)).len(),
+                n * (n - 1) / 2,
+                "n={n}"
+            );
+        }
         assert!(pairs(1, Pairs::Quick).is_empty());
+    }
+
+    #[test]
+    fn quick_gives_every_host_three_distinct_partners_beyond_five_hosts() {
+        for n in 6..=64 {
+            let r = pairs(n, Pairs::Quick);
+            let met = all_pairs(&r);
+            let mut degree = vec![0; n];
+            for (a, b) in &met {
+                degree[*a] += 1;
+                degree[*b] += 1;
+            }
+            let want = if n % 2 == 0 { 3 } else { 4 };
+            assert!(degree.iter().all(|d| *d == want), "n={n}: {degree:?}");
+            for round in &r {
+                let hosts: BTreeSet<usize> = round.iter().flatten().copied().collect();
+                assert_eq!(hosts.len(), 2 * round.len(), "n={n}: {round:?}");
+            }
+            // Greedy matchings: a round or two above the degree at most.
+            assert!(r.len() <= want + 2, "n={n}: {} rounds", r.len());
+        }
     }
 
     #[test]
