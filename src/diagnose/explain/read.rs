@@ -140,6 +140,9 @@ struct State {
     /// The last [`RECENT`] NCCL lines and their numbers (buffers reused): where a process
     /// that crashed was last.
     recent: VecDeque<(u64, String)>,
+    /// A line outside NCCL's own named a call that creates a communicator (a traceback
+    /// through ncclCommInitRank or init_process_group): see `wrapper_errors_at_init`.
+    init_call: bool,
     /// A crash no NCCL line of its process placed: its finding, for the first stack frame
     /// after it that names an NCCL source file.
     unplaced_crash: Option<usize>,
@@ -205,6 +208,7 @@ impl State {
         if kind != LineKind::Info {
             self.wrapper_progress(line);
         }
+        self.init_call |= kind == LineKind::Other && inferred::names_init_call(line);
         let mut found = classify::classify_line(line, kind);
         // XLA quotes NCCL's last WARN (ncclGetLastError) after its own generic words: that
         // text names the cause the way PyTorch's "Last error:" line does.
@@ -453,6 +457,7 @@ impl State {
         self.silent_failures();
         self.refusals_without_caller();
         self.plugin_behind_missing_network();
+        self.wrapper_errors_at_init();
         let rank_of = |host: &Option<String>, pid: Option<u32>| {
             pid.and_then(|p| self.ranks.get(&(host.clone(), p)).copied())
         };

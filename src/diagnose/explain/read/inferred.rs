@@ -117,6 +117,30 @@ impl State {
         );
     }
 
+    /// An NCCL error a wrapper reports with no line naming its cause (`NCCL error: unhandled
+    /// system error`) is at init when the log names the call that creates the communicator
+    /// ([`names_init_call`]): the wrapper's own words do not say which call failed, its caller
+    /// does.
+    pub(super) fn wrapper_errors_at_init(&mut self) {
+        if !self.init_call {
+            return;
+        }
+        for f in self
+            .summary
+            .findings
+            .iter_mut()
+            .filter(|f| f.signature == "wrapper-nccl-error" && f.stage == Stage::Run.name())
+        {
+            f.stage = Stage::Init.name().to_string();
+            f.exit_code = Stage::Init.exit_code();
+            f.cause = format!(
+                "{}; the log names the call that creates the communicator (ncclCommInitRank, \
+                 init_process_group), so it failed at init",
+                f.cause
+            );
+        }
+    }
+
     /// A refused connection of the socket layer whose caller no trace names is the
     /// bootstrap's when the process never printed a channel over NCCL's socket transport: the
     /// transports connect to listeners their peer has just announced, the bootstrap to the
@@ -206,4 +230,22 @@ pub(super) fn own_allocation_stage(
     } else {
         Stage::Init
     }
+}
+
+/// Words of the callers that create a communicator, as a framework's traceback or message
+/// names them when the call fails: NCCL's API (src/nccl.h.in v2.19-v2.30: ncclCommInitRank,
+/// ncclCommInitRankConfig, ncclCommInitAll, ncclCommSplit), PyTorch's init_process_group (whose
+/// barrier is the first collective, which creates the communicator) and the PyNcclCommunicator
+/// of vLLM and SGLang. NCCL's own INFO lines (`ncclCommInitRank comm 0x… - Init COMPLETE`) are
+/// not read here.
+pub(super) fn names_init_call(line: &str) -> bool {
+    [
+        "ncclCommInitRank",
+        "ncclCommInitAll",
+        "ncclCommSplit",
+        "init_process_group",
+        "PyNcclCommunicator(",
+    ]
+    .iter()
+    .any(|w| line.contains(w))
 }

@@ -150,6 +150,25 @@ fn ras_count_mismatch_is_a_hang_and_a_destroyed_communicator_ends_a_sweep() {
     assert!(s.sweep_open.is_none() && s.completed.is_some());
 }
 
+/// A wrapper's NCCL error with no cause named is at init when the log names the call that
+/// creates the communicator; NCCL's own INFO line with that name is not such a caller.
+#[test]
+fn a_wrapper_error_under_a_communicator_creation_is_at_init() {
+    let pynccl = "  File \"pynccl_wrapper.py\", line 277, in ncclCommInitRank\n\
+                      RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)\n";
+    assert_eq!(
+        findings_of(pynccl),
+        vec![(
+            "wrapper-nccl-error".into(),
+            Category::NcclError,
+            "init".into()
+        )]
+    );
+    let later = "h:1:2 [0] NCCL INFO ncclCommInitRank comm 0x5 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n\
+                     RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)\n";
+    assert_eq!(findings_of(later)[0].2, "run");
+}
+
 /// NCCL_NET naming a network whose plugin failed to load: the plugin's failure is the
 /// cause, not only advice.
 #[test]
