@@ -55,6 +55,30 @@ pub(super) const SIGNATURES: &[Signature] = &[
         hint: "upgrade the GPU driver, or use a build of NCCL/PyTorch for the driver's CUDA version (nvidia-smi shows \
                the highest CUDA version the driver supports); in containers, check the host driver, not the image",
     },
+    // A CUDA call of the NVLS transport: multicast objects and their memory (cuMulticast*,
+    // cuMemCreate/Map for the multicast buffers), which need the fabric manager and driver
+    // support; placed above the CUDA codes so that `nvls.cc … Cuda failure 3 'initialization
+    // error'` is the NVLS setup failing, not CUDA missing (CUDA worked to get this far).
+    Signature {
+        id: "nvls-cuda",
+        category: Category::Nvls,
+        stage: Stage::Init,
+        severity: Severity::Fail,
+        scope: Scope::Warn,
+        what: Match::PhrasesIn {
+            files: &["transport/nvls.c"],
+            phrases: &["Cuda failure", "CUDA failure"],
+        },
+        source: "NVIDIA/nccl v2.19.3-1 (49 CUCHECKs), v2.26.2-1 src/transport/nvls.cc (CUCHECK(cuMulticastCreate), \
+                 cuMulticastAddDevice, cuMemCreate/cuMemMap of the multicast buffers), called from ncclNvlsSetup and \
+                 ncclNvlsBufferSetup during init (src/init.cc)",
+        releases: "2.17-2.30",
+        cause: "a CUDA call of NCCL's NVLink SHARP (NVLS) setup failed: the multicast objects or their memory could \
+                not be created or bound (the fabric manager, the driver or the IMEX/multicast configuration does not \
+                support it on this system)",
+        hint: "NCCL_NVLS_ENABLE=0 to run without NVLS; check nvidia-fabricmanager (and IMEX on multi-node NVLink) and \
+               the driver version",
+    },
     Signature {
         id: "cuda-no-device",
         category: Category::Cuda,

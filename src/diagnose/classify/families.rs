@@ -419,6 +419,38 @@ pub(super) const SIGNATURES: &[Signature] = &[
         hint: "check that every actor calls create_collective_group / init_collective_group with the same group \
                name and world size, and that rank 0's actor started and is alive (ray logs of that actor)",
     },
+    Signature {
+        id: "torch-unique-id-store",
+        category: Category::Bootstrap,
+        stage: Stage::UniqueId,
+        severity: Severity::Consequence,
+        scope: Scope::Any,
+        what: Match::Phrases(&["retrieving ncclUniqueId from"]),
+        source: "PyTorch 2.x torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp broadcastUniqueNCCLID (\"[%d] is setting \
+                 up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '%s', but \
+                 store->get('%s') got error: \" and the store's own error; guess: text from public logs)",
+        releases: "not NCCL: PyTorch 2.x",
+        cause: "this rank could not fetch the NCCL unique id that rank 0 publishes in the c10d store: rank 0's store \
+                went away (rank 0 crashed or exited: 'Connection reset by peer') or rank 0 never published it (it \
+                had not reached this communicator's creation: a timeout)",
+        hint: "read rank 0's own log first: its failure (or what kept it from creating the same process group) is \
+               the cause; check that every rank creates the same groups in the same order",
+    },
+    Signature {
+        id: "mpi-rank-killed",
+        category: Category::Mpi,
+        stage: Stage::Run,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&["exited on signal 9 (Killed)"]),
+        source: "open-mpi/ompi v4.1.x orte/mca/errmgr/base/help-errmgr-base.txt (\"%s noticed that process rank %s \
+                 with PID %s on node %s exited on signal %d (%s).\"): the launcher names the first rank that died",
+        releases: "not NCCL: Open MPI 4.x-5.x",
+        cause: "the launcher reports that this rank was killed (SIGKILL, from outside the process: the kernel's OOM \
+                killer, a scheduler's limit, or an operator) and no line of the rank says why",
+        hint: "look at that node's kernel log (dmesg: 'Out of memory: Killed process') and the scheduler's record of \
+               the job (memory or time limit); the other ranks' errors follow from it",
+    },
     // ---------------------------------------------------------------- the host's memory
     Signature {
         id: "host-oom",

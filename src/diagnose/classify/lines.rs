@@ -341,6 +341,7 @@ const GENERIC: &[&str] = &[
     "crash",
     "comm-async-error",
     "mpi-family",
+    "mpi-rank-killed",
     "cuda-family",
 ];
 

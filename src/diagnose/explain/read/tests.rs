@@ -169,6 +169,30 @@ fn a_wrapper_error_under_a_communicator_creation_is_at_init() {
     assert_eq!(findings_of(later)[0].2, "run");
 }
 
+/// The families' own words: PyTorch failing to fetch rank 0's unique id from its store is the
+/// bootstrap's (a consequence of rank 0), Open MPI's SIGKILL report names the killed rank, a
+/// CUDA failure in the NVLS transport is NVLS's.
+#[test]
+fn unique_id_store_killed_rank_and_nvls_cuda_calls() {
+    let store = "RuntimeError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: Connection reset by peer\n";
+    let f = &explain_reader("t.log", store.as_bytes()).unwrap().findings[0];
+    assert_eq!(
+        (f.category, f.severity, f.stage.as_str()),
+        (Category::Bootstrap, Severity::Consequence, "unique-id")
+    );
+    let killed =
+        "mpirun noticed that process rank 6 with PID 0 on node n1 exited on signal 9 (Killed).\n";
+    assert_eq!(findings_of(killed)[0].1, Category::Mpi);
+    let nvls = "n:1:2 [1] transport/nvls.cc:246 NCCL WARN Cuda failure 3 'initialization error'\n";
+    assert_eq!(
+        findings_of(nvls),
+        vec![("nvls-cuda".into(), Category::Nvls, "init".into())]
+    );
+    // Elsewhere the same code is CUDA that could not start.
+    let init = "n:1:2 [1] init.cc:100 NCCL WARN Cuda failure 3 'initialization error'\n";
+    assert_eq!(findings_of(init)[0].1, Category::Cuda);
+}
+
 /// NCCL_NET naming a network whose plugin failed to load: the plugin's failure is the
 /// cause, not only advice.
 #[test]
