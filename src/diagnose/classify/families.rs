@@ -69,7 +69,9 @@ pub(super) const SIGNATURES: &[Signature] = &[
     },
     Signature {
         id: "net-plugin-version",
-        category: Category::VersionMismatch,
+        // The plugin against the system's libraries, not NCCL against NCCL: the network it
+        // would drive (EFA, RDMA) is what is missing.
+        category: Category::NetIb,
         stage: Stage::NcclLoad,
         severity: Severity::Advice,
         scope: Scope::Info,
