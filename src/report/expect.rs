@@ -67,6 +67,26 @@ pub struct Shortfall {
     pub slowest_rank: u32,
 }
 
+impl Shortfall {
+    /// `all_reduce 1048576 B: bus bandwidth 0.17 GB/s below the floor 30 GB/s for NAME
+    /// (source: …)`.
+    pub fn what(&self) -> String {
+        format!(
+            "{} {} B: bus bandwidth {:.2} GB/s below the floor {} GB/s{} (source: {})",
+            self.pattern,
+            self.size_bytes,
+            self.busbw_gbs,
+            self.floor.busbw_gbs,
+            self.floor
+                .name
+                .as_ref()
+                .map(|n| format!(" for {n}"))
+                .unwrap_or_default(),
+            self.floor.source
+        )
+    }
+}
+
 /// Reads and checks an expectations file: the schema, each floor's size and figure.
 pub fn load(path: &Path) -> Result<Expectations, String> {
     let bytes = super::atomic_file::read_bounded(path)
@@ -180,18 +200,8 @@ pub fn describe(shortfalls: &[Shortfall], hosts: &[String]) -> Vec<String> {
                 .map(String::as_str)
                 .unwrap_or("?");
             format!(
-                "{} {} B: bus bandwidth {:.2} GB/s below the floor {} GB/s{} (source: {}); \
-                 slowest rank {} on host {host}; host(s) {}",
-                s.pattern,
-                s.size_bytes,
-                s.busbw_gbs,
-                s.floor.busbw_gbs,
-                s.floor
-                    .name
-                    .as_ref()
-                    .map(|n| format!(" for {n}"))
-                    .unwrap_or_default(),
-                s.floor.source,
+                "{}; slowest rank {} on host {host}; host(s) {}",
+                s.what(),
                 s.slowest_rank,
                 all.join(", ")
             )

@@ -27,21 +27,7 @@ pub(super) fn shortfalls(exp: &Expectations, groups: &[GroupResult]) -> Vec<Opti
             Some(
                 expect::check(exp, rows, n)
                     .iter()
-                    .map(|s| {
-                        format!(
-                            "{} {} B: {:.2} GB/s, below the floor {} GB/s{} (source: {})",
-                            s.pattern,
-                            s.size_bytes,
-                            s.busbw_gbs,
-                            s.floor.busbw_gbs,
-                            s.floor
-                                .name
-                                .as_ref()
-                                .map(|n| format!(" for {n}"))
-                                .unwrap_or_default(),
-                            s.floor.source
-                        )
-                    })
+                    .map(expect::Shortfall::what)
                     .collect(),
             )
         })

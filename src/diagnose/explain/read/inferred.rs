@@ -83,14 +83,13 @@ impl State {
         }
         self.unplaced_crash = place.is_none().then_some(index);
         if let Some((category, stage, no, last)) = place {
-            f.category = category;
-            f.stage = stage.name().to_string();
-            f.exit_code = stage.exit_code();
-            f.cause = format!(
-                "{}; its last NCCL line before the crash (line {no}) places it in {}: {last}",
-                f.cause,
-                category.name()
+            place_at(
+                f,
+                category,
+                stage,
+                &format!("its last NCCL line before the crash (line {no})"),
             );
+            f.cause = format!("{}: {last}", f.cause);
         }
     }
 
@@ -106,15 +105,8 @@ impl State {
             return;
         };
         self.unplaced_crash = None;
-        let f = &mut self.summary.findings[i];
-        f.category = category;
-        f.stage = stage.name().to_string();
-        f.exit_code = stage.exit_code();
-        f.cause = format!(
-            "{}; the innermost frame of its stack in NCCL's own source ({file}) places it in {}",
-            f.cause,
-            category.name()
-        );
+        let why = format!("the innermost frame of its stack in NCCL's own source ({file})");
+        place_at(&mut self.summary.findings[i], category, stage, &why);
     }
 
     /// An NCCL error a wrapper reports with no line naming its cause (`NCCL error: unhandled
@@ -248,4 +240,12 @@ pub(super) fn names_init_call(line: &str) -> bool {
     ]
     .iter()
     .any(|w| line.contains(w))
+}
+
+/// A crash's finding placed in `category` at `stage`, the cause saying what placed it.
+fn place_at(f: &mut Located, category: Category, stage: Stage, what: &str) {
+    f.category = category;
+    f.stage = stage.name().to_string();
+    f.exit_code = stage.exit_code();
+    f.cause = format!("{}; {what} places it in {}", f.cause, category.name());
 }
