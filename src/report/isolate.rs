@@ -138,6 +138,10 @@ pub struct IsolateReport {
     /// Where the groups' communicators came from.
     #[serde(default)]
     pub source: GroupSource,
+    /// Floors of `--expect` that no passed group met the conditions of (its pattern, size or
+    /// rank count): they checked nothing, and the table says so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unchecked_floors: Vec<String>,
 }
 
 /// Where the groups' communicators came from: `ncclCommSplit` of one job-wide communicator in
@@ -411,6 +415,9 @@ pub fn judge(
         line,
         exit_code,
         source: GroupSource::default(),
+        unchecked_floors: floors
+            .map(|f| floors::unchecked(f, groups))
+            .unwrap_or_default(),
     }
 }
 
@@ -447,49 +454,12 @@ fn verdict_line(
     }
 }
 
-/// The table rank 0 prints: one line per host, then the verdict.
-pub fn table(r: &IsolateReport, label: Option<&str>) -> Vec<String> {
-    let gb = |x: Option<f64>| x.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
-    let mut out = vec![
-        format!(
-            "# isolate: per host{}",
-            label.map(|l| format!(" — {l}")).unwrap_or_default()
-        ),
-        format!(
-            "# {:<20} {:>6} {:>6} {:>10} {:>10} {:>7}  {:<9} {:<10} evidence",
-            "host", "ranks", "rounds", "alone", "paired", "vs med", "status", "stage"
-        ),
-        format!(
-            "# {:<20} {:>6} {:>6} {:>10} {:>10} {:>7}",
-            "", "", "", "(GB/s)", "(GB/s)", ""
-        ),
-    ];
-    for v in &r.hosts {
-        out.push(format!(
-            "  {:<20} {:>6} {:>6} {:>10} {:>10} {:>7}  {:<9} {:<10} {}",
-            v.host,
-            v.ranks.len(),
-            v.rounds,
-            gb(v.alone_busbw_gbs),
-            gb(v.paired_busbw_gbs),
-            v.vs_median
-                .map(|x| format!("{:.2}", x))
-                .unwrap_or_else(|| "-".into()),
-            v.status.name(),
-            v.stage.map(|s| s.name()).unwrap_or("-"),
-            v.evidence.first().map(String::as_str).unwrap_or("")
-        ));
-        for e in v.evidence.iter().skip(1) {
-            out.push(format!("  {:<20} {e}", ""));
-        }
-    }
-    out
-}
-
 mod floors;
 mod scores;
+mod table;
 pub use scores::{MAD_LIMIT, SLOW_FRACTION, low_outliers};
 use scores::{first_busbw, median, scores};
+pub use table::table;
 
 #[cfg(test)]
 mod tests;

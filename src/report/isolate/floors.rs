@@ -34,6 +34,24 @@ pub(super) fn shortfalls(exp: &Expectations, groups: &[GroupResult]) -> Vec<Opti
         .collect()
 }
 
+/// Floors that applied to no passed group (as [`expect::unchecked`] words them): with groups
+/// of another rank count than a floor's `ranks`, or sizes not swept, `--expect` checked
+/// nothing, and that is said rather than passed over. Nothing when no group passed: the
+/// verdict is a failure then, and "not checked" would blame the file.
+pub(super) fn unchecked(exp: &Expectations, groups: &[GroupResult]) -> Vec<String> {
+    let mut passed = groups.iter().filter_map(|g| match &g.outcome {
+        Outcome::Passed { rows } => Some(expect::unchecked(exp, rows, g.ranks.len() as u32)),
+        _ => None,
+    });
+    let Some(mut left) = passed.next() else {
+        return Vec::new();
+    };
+    for other in passed {
+        left.retain(|f| other.contains(f));
+    }
+    left
+}
+
 /// What the floors decided.
 #[derive(Debug, Default, PartialEq)]
 pub(super) struct FloorVerdict {

@@ -222,6 +222,16 @@ fn a_floor_that_fits_no_group_changes_nothing() {
         statuses(&r),
         vec![HostStatus::Ok, HostStatus::Slow, HostStatus::Ok]
     );
+    assert_eq!(r.unchecked_floors, vec!["all_reduce 1M on 16 ranks"]);
+    let table = crate::report::isolate::table(&r, None);
+    assert!(
+        table.last().unwrap().contains("not checked") && table.last().unwrap().contains("16 ranks"),
+        "{table:?}"
+    );
     let r = play(&caps(2, &[]), Some(&f));
     assert_eq!(r.exit_code, exit::NOT_JUDGED);
+    assert_eq!(r.unchecked_floors.len(), 1);
+    // A floor that fits the pairs is checked: nothing is listed.
+    let r = play(&caps(3, &[1]), Some(&floor(30.0)));
+    assert!(r.unchecked_floors.is_empty(), "{:?}", r.unchecked_floors);
 }
