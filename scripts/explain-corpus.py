@@ -3,7 +3,9 @@
 
     explain-corpus.py add DIR...        add the logs of DIR/rows.tsv to the corpus
     explain-corpus.py eval [--bin PATH] [--markdown] [--misses dev]
-    explain-corpus.py compare BASE_BIN [--bin PATH]   what a rule change gained and lost
+    explain-corpus.py compare BASE_BIN [--bin PATH] [--stage]
+                                        what a rule change gained and lost (--stage: the
+                                        stage's agreement instead of the category's)
 
 Layout: tests/fixtures/explain-corpus/INDEX.tsv and logs/. Each row is one log from one public
 thread: file, split, expected category, expected stage, thread, family, established_by, cause.
@@ -143,6 +145,11 @@ def judge(row, got):
     return got['category'] == row['expect']
 
 
+def stage_judged(row):
+    """The stage is judged where the thread established one and the run failed."""
+    return bool(row['stage']) and row['expect'] != 'healthy'
+
+
 def evaluate(binary, markdown, misses):
     rows = real_rows() + read_index()
     both = agreed()
@@ -158,13 +165,15 @@ def evaluate(binary, markdown, misses):
         for key in keys:
             by[key][0] += ok
             by[key][1] += 1
-            if r['stage'] and r['expect'] != 'healthy':
+            if stage_judged(r):
                 by[key][3] += 1
                 by[key][2] += got['stage'] == r['stage']
         if r['expect'] != 'healthy' and (got['status'] == 'pass' or got['exit'] == 0):
             passed_failures.append(r['file'])
         if not ok and r['split'] == misses:
             miss_rows.append((r['file'], r['expect'], got))
+        elif r['split'] == misses and stage_judged(r) and got['stage'] != r['stage']:
+            miss_rows.append((r['file'], f"{r['expect']} at {r['stage']}", got))
     order = sorted(by.items(), key=lambda kv: (kv[0][0] != 'held-out', kv[0][1] != 'all',
                                                kv[0][1] != AGREE, kv[0][1]))
     if markdown:
@@ -177,21 +186,29 @@ def evaluate(binary, markdown, misses):
         else:
             print(f'{split:9} {fam:12} {ok:4}/{n:<4} {100 * ok / n:5.1f} %   stage {stage}')
     for f, want, got in miss_rows:
-        print(f'miss {f}: want {want}, got {got["status"]} {got["category"]}', file=sys.stderr)
+        print(f'miss {f}: want {want}, got {got["status"]} {got["category"]} at {got["stage"]}',
+              file=sys.stderr)
     if passed_failures:
         print(f'PASS (exit 0) given to {len(passed_failures)} failed run(s)', file=sys.stderr)
         return 1
     return 0
 
 
-def compare(base, binary):
+def compare(base, binary, stage):
     """A rule earns its place when it fixes development logs without losing held-out ones: the
-    development logs whose judgement changed are named, the held-out ones only counted."""
+    development logs whose judgement changed are named, the held-out ones only counted. With
+    `stage`, the judgement is the stage's agreement (where one is judged)."""
     gained = defaultdict(list)
     lost = defaultdict(list)
+
+    def right(r, got):
+        return got['stage'] == r['stage'] if stage else judge(r, got)
+
     for r in real_rows() + read_index():
+        if stage and not stage_judged(r):
+            continue
         path = os.path.join(CORPUS, 'logs', r['file'])
-        before, after = judge(r, verdict(base, path)), judge(r, verdict(binary, path))
+        before, after = right(r, verdict(base, path)), right(r, verdict(binary, path))
         if before != after:
             (gained if after else lost)[r['split']].append(r['file'])
     for split in ('dev', 'held-out'):
@@ -216,7 +233,7 @@ def main():
     if args[0] == 'compare':
         if len(args) < 2 or args[1].startswith('--'):
             sys.exit('compare: name the baseline binary')
-        sys.exit(compare(args[1], binary))
+        sys.exit(compare(args[1], binary, '--stage' in args))
     misses = args[args.index('--misses') + 1] if '--misses' in args else None
     if misses == 'held-out':
         sys.exit('the held-out half is measured, not read: --misses dev only')

@@ -327,18 +327,28 @@ pub fn comm_failure(
         // connect (before 2.22, or NCCL_RUNTIME_CONNECT=0) connects its ring and tree inside
         // ncclCommInitRank (`ncclTransportP2pSetup` in `initTransportsRank`, src/init.cc
         // v2.19.3-1), so seed 000 fails there as init.
+        // A network finding of the data path (a completion error, a fatal HCA event: their
+        // signatures say run, where a log shows them) in the connect stage, whose first
+        // operation is this pattern's, is the network transport's.
+        let network = matches!(
+            found.category,
+            classify::Category::NetIb | classify::Category::NetSocket
+        );
         let refined = match stage {
+            Stage::Connect if network && found.stage == Stage::Run => Some(Stage::ConnectNet),
             Stage::Connect => matches!(
                 found.stage,
                 Stage::ConnectImport | Stage::ConnectProxy | Stage::ConnectShm | Stage::ConnectNet
-            ),
+            )
+            .then_some(found.stage),
             // Likewise the shared-memory transport's segments (observed: with P2P off, 2.19.3,
             // 2.23.4 and 2.32.3 all create them inside ncclCommInitRank).
-            Stage::Init => matches!(found.stage, Stage::ConnectImport | Stage::ConnectShm),
-            _ => false,
+            Stage::Init => matches!(found.stage, Stage::ConnectImport | Stage::ConnectShm)
+                .then_some(found.stage),
+            _ => None,
         };
-        if refined {
-            f.stage = found.stage;
+        if let Some(s) = refined {
+            f.stage = s;
         }
         let cause = format!("{}{}", found.cause, context_for(f.stage, node));
         f = f.cause(cause).hint(found.hint);

@@ -49,6 +49,26 @@ pub(super) const SIGNATURES: &[Signature] = &[
                check FI_EFA_USE_DEVICE_RDMA and the aws-ofi-nccl version against the EFA installer's",
     },
     Signature {
+        id: "ofi-init-failure",
+        category: Category::NetIb,
+        stage: Stage::Init,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "aws-ofi-nccl initialization failed",
+            "Unable to find a protocol that worked",
+        ]),
+        source: "aws/aws-ofi-nccl src/nccl_ofi_net.cpp nccl_net_ofi_create_plugin (\"Unable to find a protocol that \
+                 worked.  Failing initialization.\", PACKAGE_NAME \" initialization failed\"), called from the \
+                 plugin's init, which NCCL calls at communicator init (NVIDIA/nccl v2.19.3-1 src/net.cc ncclNetInit)",
+        releases: "not NCCL: aws-ofi-nccl 1.x",
+        cause: "the OFI net plugin (libfabric, EFA on AWS) failed to initialise: no libfabric provider it can use \
+                (no EFA device in the container, or a libfabric too old for the plugin)",
+        hint: "fi_info -p efa on the host and in the container (Kubernetes: the EFA device plugin's resource); the \
+               plugin, libfabric and EFA driver versions must match (the EFA installer's); NCCL_NET=Socket confirms \
+               the rest works without the plugin",
+    },
+    Signature {
         id: "ofi-failure",
         category: Category::NetIb,
         stage: Stage::ConnectNet,
@@ -105,13 +125,14 @@ pub(super) const SIGNATURES: &[Signature] = &[
     Signature {
         id: "ibverbs-no-provider",
         category: Category::NetIb,
-        stage: Stage::ConnectNet,
+        stage: Stage::Init,
         severity: Severity::Advice,
         scope: Scope::Any,
         what: Match::Phrases(&["no userspace device-specific driver found for"]),
         source: "linux-rdma/rdma-core libibverbs/init.c (\"Warning: no userspace device-specific driver found for %s\", \
                  printed with the \"libibverbs: \" prefix for an RDMA device in /sys/class/infiniband_verbs that no \
-                 installed provider library claims)",
+                 installed provider library claims), when NCCL lists the devices in ncclIbInit (NVIDIA/nccl \
+                 v2.19.3-1 src/transport/net_ib.cc, ibv_get_device_list): at init",
         releases: "not NCCL: rdma-core's libibverbs",
         cause: "the node has an RDMA device (InfiniBand/RoCE) but this image lacks its userspace provider (libmlx5 for \
                 Mellanox/NVIDIA NICs, part of rdma-core): NCCL cannot open the HCA and goes without InfiniBand",

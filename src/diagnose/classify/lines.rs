@@ -110,6 +110,11 @@ fn warn_location(line: &str) -> Option<&str> {
         .find(|w| w.contains(':') && (w.contains(".c") || w.contains(".h")))
 }
 
+/// The generated table's row for the source file an NCCL WARN line names, if NCCL's own.
+pub fn warn_source(line: &str) -> Option<&'static super::sources::SourceFile> {
+    warn_location(line).and_then(super::sources::lookup)
+}
+
 fn contains_ignore_case(line: &str, phrase: &str) -> bool {
     let (l, p) = (line.as_bytes(), phrase.as_bytes());
     !p.is_empty() && l.windows(p.len()).any(|w| w.eq_ignore_ascii_case(p))

@@ -21,6 +21,7 @@ mod finding;
 mod formats;
 mod lines;
 mod locations;
+pub mod nccl_tests;
 mod network;
 mod others;
 mod signature;
@@ -31,7 +32,7 @@ mod topics;
 pub use finding::{Category, Finding, Severity};
 pub use lines::{
     LineKind, advise, classify, classify_line, family_finding, frame_source, is_generic,
-    location_finding, place_of, rank_key, retry_finding, return_trace, trace_finding,
+    location_finding, place_of, rank_key, retry_finding, return_trace, trace_finding, warn_source,
     wrong_data_finding,
 };
 pub use table::signature_ids;

@@ -179,7 +179,7 @@ pub(super) const SIGNATURES: &[Signature] = &[
     Signature {
         id: "net-ib-completion-error",
         category: Category::NetIb,
-        stage: Stage::ConnectNet,
+        stage: Stage::Run,
         severity: Severity::Fail,
         scope: Scope::Any,
         what: Match::Phrases(&[
@@ -191,8 +191,9 @@ pub(super) const SIGNATURES: &[Signature] = &[
         source: "rdma-core providers/mlx5/cq.c (\"%s: got completion with error:\", the mlx5 provider's own dump of a failed \
                  CQE, printed beside NCCL's line or instead of it); \
                  NVIDIA/nccl v2.19.3-1 src/transport/net_ib.cc (\"NET/IB : Got completion from peer %s with error %d, opcode %d, \
-                 len %d, vendor err %d (%s)\"); v2.30.7-1 src/transport/net_ib/p2p.cc (\"NET/IB: Got completion from peer %s \
-                 with status=%s(%d) opcode=%s(%d) vendor_err=%u …\")",
+                 len %d, vendor err %d (%s)\", in ncclIbTest: a work request of an operation, hence run; connect \
+                 exchanges queue pair numbers over a socket and posts none); v2.30.7-1 src/transport/net_ib/p2p.cc \
+                 (\"NET/IB: Got completion from peer %s with status=%s(%d) opcode=%s(%d) vendor_err=%u …\")",
         releases: "2.16-2.30",
         cause: "an InfiniBand/RoCE work request failed on the wire: status 12 (retry exceeded) or 5 (flushed) means the \
                 peer's port, a cable, a switch or the RoCE configuration dropped traffic; status 4 (protection error) \
@@ -203,7 +204,7 @@ pub(super) const SIGNATURES: &[Signature] = &[
     Signature {
         id: "net-ib-async-fatal",
         category: Category::NetIb,
-        stage: Stage::ConnectNet,
+        stage: Stage::Run,
         severity: Severity::Fail,
         scope: Scope::Any,
         what: Match::Phrases(&[
@@ -216,7 +217,9 @@ pub(super) const SIGNATURES: &[Signature] = &[
         ]),
         source: "NVIDIA/nccl v2.19.3-1 src/transport/net_ib.cc (ncclIbAsyncThreadMain: \"NET/IB : Got async event : %s\", \
                  the event named by rdma-core's ibv_event_type_str); v2.30.7-1 src/transport/net_ib/common.cc (\"NET/IB : \
-                 %s:%d async fatal event on QP (%p) qpn=%u … : %s\", on CQ, and for the device)",
+                 %s:%d async fatal event on QP (%p) qpn=%u … : %s\", on CQ, and for the device); placed at run: the \
+                 thread starts in ncclIbInit, but a work queue or CQ error needs posted work (guess: a device-wide \
+                 catastrophic error can come at any time)",
         releases: "2.19-2.30",
         cause: "this rank's HCA raised a fatal asynchronous event: a queue pair, a completion queue or the whole device \
                 went into the error state (a local access or protocol error, or an HCA or firmware fault), and every \
@@ -269,6 +272,31 @@ pub(super) const SIGNATURES: &[Signature] = &[
                ends have (show_gids); check the port's MTU and the peer's link layer (ibv_devinfo)",
     },
     Signature {
+        id: "net-ib-device-init",
+        category: Category::NetIb,
+        stage: Stage::Init,
+        severity: Severity::Fail,
+        scope: Scope::Any,
+        what: Match::Phrases(&[
+            "NET/IB : Unable to open device",
+            "NET/IB : Unable to query",
+            "NET/IB : No IP interface found",
+            "Call to ibv_open_device failed",
+            "Call to ibv_get_device_list failed",
+        ]),
+        source: "NVIDIA/nccl v2.19.3-1 src/transport/net_ib.cc ncclIbInit (\"NET/IB : No IP interface found.\", \
+                 \"NET/IB : Unable to open device %s\", \"NET/IB : Unable to query device %s\", \"… query port %d\") and \
+                 src/misc/ibvwrap.cc (\"Call to %s failed\" for ibv_open_device, ibv_get_device_list); v2.30.7-1 \
+                 src/transport/net_ib/init.cc the same: the network's init, inside ncclCommInitRank",
+        releases: "2.4-2.30",
+        cause: "NCCL could not open or query an InfiniBand/RoCE device while it listed the host's NICs at init: \
+                the device node is missing in the container (/dev/infiniband), the port is not initialised, or \
+                the HCA's driver is not loaded",
+        hint: "ibv_devinfo inside the container must list the HCA and its ports (Kubernetes: the RDMA device \
+               plugin's resource, or a privileged pod); NCCL_IB_HCA picks the devices to use; NCCL_IB_DISABLE=1 \
+               falls back to sockets to confirm",
+    },
+    Signature {
         id: "net-ib-setup",
         category: Category::NetIb,
         stage: Stage::ConnectNet,
@@ -280,11 +308,8 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "ibv_create_qp failed",
             "ibv_reg_mr failed",
             "ibv_reg_dmabuf_mr failed",
-            "NET/IB : Unable to open device",
-            "NET/IB : Unable to query",
             "Attempted to connect incompatible devices",
             "device is incompatible with the local",
-            "NET/IB : No IP interface found",
             "mlx5dv_create_qp failed",
         ]),
         source: "NVIDIA/nccl v2.19.3-1 src/misc/ibvwrap.cc (\"Call to ibv_modify_qp failed with %d %s\"), v2.30.7-1 \

@@ -23,7 +23,7 @@ mod inferred;
 mod input;
 mod quoted;
 mod trace;
-use inferred::own_allocation_stage;
+use inferred::stage_of;
 use input::{looks_binary, read_capped_line};
 use quoted::xla_last_warn;
 use trace::socket_layer;
@@ -421,7 +421,7 @@ impl State {
         {
             f.category = net;
         }
-        let stage = own_allocation_stage(f.stage, line, || {
+        let stage = stage_of(&f, line, || {
             pid.is_some_and(|p| self.init_done.contains(&(host.clone(), p)))
         });
         self.summary.findings.push(Located {

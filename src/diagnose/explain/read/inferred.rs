@@ -204,6 +204,30 @@ fn crash_process(line: &str) -> Option<(Option<String>, u32)> {
     Some(((!host.is_empty()).then(|| clean(host)), pid))
 }
 
+/// The stage of a finding. nccl-tests' own failure line is placed by the call at its file and
+/// line (`classify::nccl_tests`). Out of memory says what went wrong but not where: on an NCCL
+/// WARN line the source file NCCL printed places it (the generated table: `enqueue.cc` is a
+/// launch, `transport/p2p.cc` a buffer import). NCCL's own allocator (`include/alloc.h`,
+/// `allocator.cc`) allocates for init and for connections, as [`own_allocation_stage`] says,
+/// whatever CUDA error it returns (cudaMalloc, cuMemCreate, cuMemMap fail there at once); a CUDA
+/// error printed elsewhere is not placed by its file, for the call that reports it may only be
+/// the first to see a sticky error of earlier work (CUDA runtime API, "Error Handling").
+pub(super) fn stage_of(f: &Finding, line: &str, init_done: impl FnOnce() -> bool) -> Stage {
+    if let Some(check) = classify::nccl_tests::placed(line) {
+        return check.stage;
+    }
+    match classify::warn_source(line) {
+        Some(row)
+            if row.stage == Stage::Alloc
+                && matches!(f.category, Category::Oom | Category::Cuda) =>
+        {
+            own_allocation_stage(Stage::Alloc, line, init_done)
+        }
+        Some(row) if f.category == Category::Oom => row.stage,
+        _ => own_allocation_stage(f.stage, line, init_done),
+    }
+}
+
 /// The stage of a finding: an allocation that NCCL itself reports (an `NCCL WARN` line) failed
 /// inside NCCL, not in nccl-smoke's own buffer allocation, so it is at init before this
 /// process's "Init COMPLETE", and at connect after it (buffers per peer are made on the first

@@ -285,7 +285,7 @@ fn huge_lines_are_cut_not_kept() {
     );
     let s = explain_reader("big.log", &log[..]).unwrap();
     assert_eq!((s.lines, s.truncated_lines), (2, 1));
-    assert_eq!(s.findings[0].stage, "connect:net");
+    assert_eq!(s.findings[0].stage, "run");
 }
 
 #[test]
