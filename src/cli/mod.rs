@@ -247,6 +247,11 @@ pub struct RunArgs {
     /// Write the results document here (rank 0), updated after every size.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Where a rank that fails keeps NCCL's log (the INFO log NCCL writes for nccl-smoke when
+    /// NCCL_DEBUG is not set), as `nccl-smoke.JOB.rankR.HOST.log`; default: the folder of
+    /// --json, else the working directory. A rank that passes writes nothing there.
+    #[arg(long, value_name = "DIR")]
+    pub logs: Option<PathBuf>,
     /// Deadline in seconds for every stage (a hang is named when it passes); 0.1 to 86400.
     #[arg(long, value_name = "SECS", value_parser = plan::parse_secs, long_help = crate::run::plan::deadline_help())]
     pub timeout: Option<f64>,
@@ -312,6 +317,7 @@ impl RunArgs {
             op: self.op,
             device: self.device,
             json: self.json.clone(),
+            logs: self.logs.clone(),
             timeout: self.timeout,
             stage_timeout: self.stage_timeout.clone(),
             repeat: self.repeat,

@@ -130,6 +130,20 @@ pub fn hostname() -> String {
         .into_owned()
 }
 
+/// Whether a process with this pid exists on this host (in this pid namespace): `kill(pid, 0)`
+/// succeeds, or fails for want of permission (EPERM: it exists, another user's).
+pub fn pid_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 sends nothing; it only checks that the process exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
 /// Makes the process `cmd` starts die (SIGKILL) when this process dies, so that a worker never
 /// outlives the supervisor that a launcher (mpirun, srun, kubectl) is tearing down.
 ///

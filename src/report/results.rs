@@ -43,6 +43,10 @@ pub struct RunConfig {
     pub comm_blocking: Option<bool>,
     pub datatype: String,
     pub op: String,
+    /// Where a rank that failed on its own keeps NCCL's logs (when NCCL_DEBUG made any):
+    /// `DIR/nccl-smoke.JOB.rank<RANK>.<HOST>.log` (absent in results from before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_logs: Option<String>,
 }
 
 pub use crate::stage::StageRecord;
@@ -282,6 +286,7 @@ pub(crate) mod tests {
                 comm_blocking: Some(true),
                 datatype: "float".into(),
                 op: "sum".into(),
+                nccl_logs: None,
             },
             fingerprint: Default::default(),
             stages: vec![],

@@ -22,6 +22,7 @@ macro_rules! say_err {
 
 pub mod env;
 pub mod isolate;
+pub mod kept_logs;
 pub mod launch;
 pub mod libs;
 pub mod nccl_ras;

@@ -38,6 +38,8 @@ pub struct Settings {
     pub op: RedOp,
     pub device: Option<i32>,
     pub json: Option<PathBuf>,
+    /// `--logs DIR`: where a failed rank keeps NCCL's logs.
+    pub logs: Option<PathBuf>,
     /// `--timeout`, and `--stage-timeout STAGE=SECS` in the order given.
     pub timeout: Option<f64>,
     pub stage_timeout: Vec<(Stage, f64)>,
@@ -72,6 +74,8 @@ pub struct Plan {
     pub device: Option<i32>,
     /// Rank 0's results file.
     pub json: Option<PathBuf>,
+    /// Where a rank that fails on its own keeps NCCL's logs.
+    pub kept_logs: crate::run::kept_logs::KeptLogs,
     /// The sweep settings as the results file records them.
     pub config: RunConfig,
     /// How many times each size is measured (interleaved; see [`crate::bench::sweep::run`]).
@@ -176,6 +180,8 @@ impl Settings {
             nccl_smoke_fault::FaultSet::from_env().map_err(|e| e.to_string())?;
         }
         nccl_smoke_fault::ib::check_env().map_err(|e| e.to_string())?;
+        let kept_logs =
+            crate::run::kept_logs::KeptLogs::new(self.logs.as_deref(), self.json.as_deref());
         let config = RunConfig {
             patterns: self.patterns.clone(),
             minbytes: self.minbytes,
@@ -189,6 +195,7 @@ impl Settings {
             comm_blocking: None,
             datatype: self.datatype.name().into(),
             op: self.op.name().into(),
+            nccl_logs: Some(kept_logs.pattern()),
         };
         Ok(Plan {
             deadlines: Stage::ALL.map(|s| self.deadline(s)),
@@ -203,6 +210,7 @@ impl Settings {
             op: self.op,
             device: self.device,
             json: self.json,
+            kept_logs,
             config,
             repeat: self.repeat,
             expect,
@@ -401,100 +409,4 @@ pub fn parse_slow_pct(s: &str) -> Result<f64, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn plan(timeout: Option<f64>, stage_timeout: Vec<(Stage, f64)>) -> Plan {
-        settings(timeout, stage_timeout).plan().unwrap()
-    }
-
-    fn settings(timeout: Option<f64>, stage_timeout: Vec<(Stage, f64)>) -> Settings {
-        Settings {
-            libs: LibChoice {
-                sim: true,
-                ..LibChoice::default()
-            },
-            patterns: vec!["all_reduce".into()],
-            minbytes: 8,
-            maxbytes: None,
-            stepfactor: 2.0,
-            stepbytes: None,
-            iters: 20,
-            warmup_iters: 5,
-            check: true,
-            data_on: DataOn::Device,
-            datatype: DataType::Float,
-            op: RedOp::Sum,
-            device: None,
-            json: None,
-            timeout,
-            stage_timeout,
-            repeat: 1,
-            expect: None,
-            bootstrap: Mode::Auto,
-            isolate: None,
-        }
-    }
-
-    proptest::proptest! {
-        /// The plan the worker runs is the plan the supervisor built: handed over as JSON
-        /// (`env::hand_over`), it reads back equal, whatever the settings.
-        #[test]
-        fn a_plan_survives_the_hand_over(
-            timeout in proptest::option::of(0.1f64..86_400.0),
-            stage in 0usize..Stage::ALL.len(),
-            secs in 0.1f64..1000.0,
-            dtype in 0usize..16,
-            op in 0usize..8,
-            repeat in 1u32..5,
-            step in 1.1f64..8.0,
-            isolate in proptest::bool::ANY,
-        ) {
-            use clap::ValueEnum;
-            let (types, ops) = (DataType::value_variants(), RedOp::value_variants());
-            let mut p = plan(timeout, vec![(Stage::ALL[stage], secs)]);
-            let settings = Settings {
-                datatype: types[dtype % types.len()],
-                op: ops[op % ops.len()],
-                repeat,
-                stepfactor: step,
-                bootstrap: Mode::Env,
-                ..settings(timeout, vec![(Stage::ALL[stage], secs)])
-            };
-            if let Ok(q) = settings.plan() {
-                p = q;
-            }
-            if isolate {
-                p.isolate = Some(crate::run::isolate::Settings {
-                    pairs: crate::run::isolate::Pairs::value_variants()[0],
-                    round_limit: Duration::from_secs_f64(secs),
-                    groups: crate::run::isolate::Groups::value_variants()[0],
-                    slow_fraction: step / 10.0,
-                });
-            }
-            let text = serde_json::to_string(&p).unwrap();
-            let back: Plan = serde_json::from_str(&text).unwrap();
-            proptest::prop_assert_eq!(back, p);
-        }
-    }
-
-    /// The header's deadlines are the ones the run uses: defaults, --timeout, a stage's own.
-    #[test]
-    fn the_deadline_line_shows_the_deadlines_used() {
-        let p = plan(None, Vec::new());
-        let line = p.deadline_line();
-        for s in [Stage::Launch, Stage::Init, Stage::Run, Stage::Finalize] {
-            let want = format!("{} {}", s.name(), s.default_deadline_s());
-            assert!(line.contains(&want), "{want} in {line}");
-        }
-        assert!(!line.contains("connect:shm"), "{line}");
-        let p = plan(Some(30.0), vec![(Stage::Run, 10.0)]);
-        assert_eq!(p.deadline(Stage::Run), Duration::from_secs(10));
-        let line = p.deadline_line();
-        assert!(
-            line.contains("init 30 ·") && line.contains("run 10 ·"),
-            "{line}"
-        );
-        assert!(line.contains("+ 1.5 (set with"), "{line}");
-    }
-}
+mod tests;

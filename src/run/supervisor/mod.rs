@@ -14,7 +14,7 @@ mod watch;
 
 use super::status::{self, JobView};
 use super::worker_line::{self, Msg};
-use super::{Plan, env, libs};
+use super::{Plan, env, kept_logs, libs};
 use crate::bootstrap::launcher;
 use crate::error::{Failure, Who};
 use crate::ffi::os;
@@ -52,13 +52,18 @@ pub fn supervise(plan: &Plan) -> u8 {
         say_err!("nccl-smoke: {msg}{on}");
         return exit::USAGE;
     }
+    // Run folders of ranks that are gone (killed before they could clean up) go first.
+    kept_logs::sweep_leftovers(&std::env::temp_dir());
     // Pids are reused quickly; the time makes the folder this run's own.
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    let run_dir =
-        std::env::temp_dir().join(format!("nccl-smoke.{}.{nanos:09}", std::process::id()));
+    let run_dir = std::env::temp_dir().join(format!(
+        "{}{}.{nanos:09}",
+        kept_logs::RUN_DIR_PREFIX,
+        std::process::id()
+    ));
     if let Err(e) = std::fs::create_dir_all(&run_dir) {
         return say(Failure::new(
             Stage::Launch,
@@ -70,18 +75,26 @@ pub fn supervise(plan: &Plan) -> u8 {
         Ok(code) => code,
         Err(f) => say(f),
     };
-    // Keep NCCL's logs of this rank's own failure for the operator; a clean, cancelled or
-    // stopped rank leaves nothing behind.
-    if code == exit::PASS || !OWN_FAILURE.load(Ordering::SeqCst) {
-        let _ = std::fs::remove_dir_all(&run_dir);
-    } else if has_logs(&run_dir) {
-        say_err!(
-            "nccl-smoke: NCCL logs of this rank kept in {}",
-            run_dir.display()
-        );
-    } else {
-        let _ = std::fs::remove_dir_all(&run_dir);
+    // Keep NCCL's logs of this rank's own failure for the operator, where the results are kept;
+    // a clean, cancelled or stopped rank leaves nothing behind.
+    if code != exit::PASS && OWN_FAILURE.load(Ordering::SeqCst) && has_logs(&run_dir) {
+        match plan.kept_logs.keep(&run_dir, rank, &who.host) {
+            Ok(kept) => {
+                for p in kept {
+                    say_err!("nccl-smoke: NCCL log of this rank kept in {}", p.display());
+                }
+            }
+            Err(e) => {
+                // Not lost: left in the run folder, which is then not removed.
+                say_err!(
+                    "nccl-smoke: {e}; NCCL logs of this rank left in {}",
+                    run_dir.display()
+                );
+                return code;
+            }
+        }
     }
+    let _ = std::fs::remove_dir_all(&run_dir);
     code
 }
 
