@@ -52,9 +52,27 @@ pub fn require_sim() {
     );
 }
 
-/// A fresh scratch folder for one test.
+/// A fresh scratch folder for one test. The first call of a test binary removes the scratch
+/// folders of test processes that are gone (their pid is in the name), so that a day of test
+/// runs does not fill the temp directory.
 pub fn scratch(name: &str) -> PathBuf {
     static N: AtomicU32 = AtomicU32::new(0);
+    static SWEEP: std::sync::Once = std::sync::Once::new();
+    SWEEP.call_once(|| {
+        let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name
+                .strip_prefix("nccl-smoke-test.")
+                .and_then(|r| r.split('.').next())
+                .and_then(|p| p.parse::<u32>().ok());
+            if pid.is_some_and(|p| !nccl_smoke::ffi::os::pid_alive(p)) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    });
     let d = std::env::temp_dir().join(format!(
         "nccl-smoke-test.{}.{}.{}",
         std::process::id(),
