@@ -133,7 +133,7 @@ pub const TABLE: [Row; 15] = [
         "launch",
         10,
         120,
-        "MPI init or the TCP rendezvous (a rank absent, a wrong address, two processes claiming a rank), launcher mismatch, first collective",
+        "MPI init or the TCP rendezvous (a rank absent, a wrong address, two processes claiming a rank), launcher mismatch, first collective; ranks started differently (`--strict`)",
     ),
     row(
         Stage::NcclLoad,

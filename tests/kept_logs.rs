@@ -39,14 +39,32 @@ fn a_failed_rank_s_nccl_log_is_kept_beside_the_results_and_the_temp_dir_is_left_
     std::fs::create_dir(&stale).unwrap();
     std::fs::write(stale.join("nccl.h.1.log"), "old\n").unwrap();
     let json = dir.join("run.json");
-    let o = sim_run(
+    require_sim();
+    let mut cmd = mpirun_command(
         2,
-        &["--json", json.to_str().unwrap()],
+        &[
+            "run",
+            "--backend",
+            "sim",
+            "-e",
+            "64K",
+            "-n",
+            "3",
+            "-w",
+            "1",
+            "--timeout",
+            "4",
+            "--json",
+            json.to_str().unwrap(),
+        ],
         &[
             ("NCCL_SMOKE_SIM_FAULT", "proxy@1:error"),
             ("TMPDIR", tmp.to_str().unwrap()),
         ],
     );
+    // The suite's own folder for kept logs (.cargo/config.toml) unset: the default is tested.
+    cmd.env_remove("NCCL_SMOKE_LOGS");
+    let o = bounded(cmd, 90);
     let t = text(&o);
     assert_eq!(code(&o), 19, "{t}");
     // Rank 1 failed on its own: its log is beside the results, named by job, rank and host.

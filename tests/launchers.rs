@@ -12,15 +12,6 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-/// A port nobody listens on right now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A port nothing listens on for as long as the socket returned lives: bound, never listening,
 /// so a connection to it is refused and no other process can take it meanwhile (a port merely
 /// found free was once taken by another test's listener, which then answered the rank).
@@ -53,44 +44,6 @@ fn sim_args(json: &Path, launch_s: &str) -> Vec<String> {
     .map(|s| s.to_string())
     .chain([json.display().to_string()])
     .collect()
-}
-
-/// Starts one process per entry of `ranks` (each with its own variables) at once, and returns
-/// their outputs in the same order.
-fn start_world(ranks: Vec<Vec<(String, String)>>, args: &[String]) -> Vec<Output> {
-    let threads: Vec<_> = ranks
-        .into_iter()
-        .map(|vars| {
-            let args = args.to_vec();
-            std::thread::spawn(move || {
-                let mut cmd = Command::new(bin());
-                cmd.args(&args);
-                for k in LAUNCHER_VARS {
-                    cmd.env_remove(k);
-                }
-                cmd.envs(vars);
-                bounded(cmd, 90)
-            })
-        })
-        .collect();
-    threads.into_iter().map(|t| t.join().unwrap()).collect()
-}
-
-fn vars(pairs: &[(&str, String)]) -> Vec<(String, String)> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect()
-}
-
-fn torchrun(rank: u32, size: u32, port: u16) -> Vec<(String, String)> {
-    vars(&[
-        ("RANK", rank.to_string()),
-        ("WORLD_SIZE", size.to_string()),
-        ("LOCAL_RANK", rank.to_string()),
-        ("MASTER_ADDR", "127.0.0.1".into()),
-        ("MASTER_PORT", port.to_string()),
-    ])
 }
 
 fn hostname() -> String {

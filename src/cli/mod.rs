@@ -250,8 +250,14 @@ pub struct RunArgs {
     /// Where a rank that fails keeps NCCL's log (the INFO log NCCL writes for nccl-smoke when
     /// NCCL_DEBUG is not set), as `nccl-smoke.JOB.rankR.HOST.log`; default: the folder of
     /// --json, else the working directory. A rank that passes writes nothing there.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", env = "NCCL_SMOKE_LOGS")]
     pub logs: Option<PathBuf>,
+    /// Fail (exit 10, before NCCL's init) when ranks were started differently: another NCCL
+    /// version or library, CUDA driver, GPU model, NIC firmware, or NCCL_*, UCX_* or Open MPI
+    /// transport setting. Without it each difference is a warning, named with its ranks and
+    /// hosts.
+    #[arg(long)]
+    pub strict: bool,
     /// Deadline in seconds for every stage (a hang is named when it passes); 0.1 to 86400.
     #[arg(long, value_name = "SECS", value_parser = plan::parse_secs, long_help = crate::run::plan::deadline_help())]
     pub timeout: Option<f64>,
@@ -318,6 +324,7 @@ impl RunArgs {
             device: self.device,
             json: self.json.clone(),
             logs: self.logs.clone(),
+            strict: self.strict,
             timeout: self.timeout,
             stage_timeout: self.stage_timeout.clone(),
             repeat: self.repeat,

@@ -89,6 +89,7 @@ fn node_fingerprint(found: &Examination, host: &str) -> Fingerprint {
             local_rank: d.ordinal.max(0) as u32,
             pid: std::process::id(),
             device: d.clone(),
+            setup: None,
         })
         .collect();
     Fingerprint {

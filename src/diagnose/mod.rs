@@ -3,6 +3,7 @@
 
 pub mod causes;
 pub mod classify;
+pub mod consistency;
 pub mod doctor;
 pub mod explain;
 pub mod preflight;

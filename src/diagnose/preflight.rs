@@ -236,6 +236,7 @@ mod tests {
                 total_mem: 0,
                 compute_capability: None,
             },
+            setup: None,
         }
     }
 

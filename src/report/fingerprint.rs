@@ -14,6 +14,27 @@ pub struct RankInfo {
     pub local_rank: u32,
     pub pid: u32,
     pub device: DeviceInfo,
+    /// What the rank was started with (compared across ranks before NCCL's init,
+    /// `diagnose::consistency`); absent in results from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<RankSetup>,
+}
+
+/// What a rank was started with, as far as ranks of one job must agree on it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RankSetup {
+    /// NCCL's version and the file it was loaded from.
+    pub nccl: String,
+    pub nccl_path: String,
+    /// The CUDA driver's version (the CUDA version it supports).
+    pub driver: String,
+    /// The operator's `NCCL_*`, `UCX_*` and Open MPI transport variables
+    /// ([`env_snapshot`]).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Each RDMA device's firmware (`/sys/class/infiniband/DEV/fw_ver`).
+    #[serde(default)]
+    pub nic_firmware: BTreeMap<String, String>,
 }
 
 /// The NCCL library that ran.
@@ -268,6 +289,7 @@ mod tests {
             local_rank: rank,
             pid: 100 + rank,
             device,
+            setup: None,
         }
     }
 

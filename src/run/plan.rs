@@ -40,6 +40,8 @@ pub struct Settings {
     pub json: Option<PathBuf>,
     /// `--logs DIR`: where a failed rank keeps NCCL's logs.
     pub logs: Option<PathBuf>,
+    /// `--strict`: ranks started differently fail the run before NCCL's init.
+    pub strict: bool,
     /// `--timeout`, and `--stage-timeout STAGE=SECS` in the order given.
     pub timeout: Option<f64>,
     pub stage_timeout: Vec<(Stage, f64)>,
@@ -76,6 +78,8 @@ pub struct Plan {
     pub json: Option<PathBuf>,
     /// Where a rank that fails on its own keeps NCCL's logs.
     pub kept_logs: crate::run::kept_logs::KeptLogs,
+    /// Ranks started differently fail the run (else: a warning).
+    pub strict: bool,
     /// The sweep settings as the results file records them.
     pub config: RunConfig,
     /// How many times each size is measured (interleaved; see [`crate::bench::sweep::run`]).
@@ -211,6 +215,7 @@ impl Settings {
             device: self.device,
             json: self.json,
             kept_logs,
+            strict: self.strict,
             config,
             repeat: self.repeat,
             expect,

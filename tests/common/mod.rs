@@ -1,6 +1,10 @@
 //! Helpers for tests that start real processes: mpirun, the built binary, the libraries.
 #![allow(dead_code)]
 
+mod world;
+#[allow(unused_imports)]
+pub use world::*;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};

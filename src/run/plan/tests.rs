@@ -24,6 +24,7 @@ fn settings(timeout: Option<f64>, stage_timeout: Vec<(Stage, f64)>) -> Settings 
         device: None,
         json: None,
         logs: None,
+        strict: false,
         timeout,
         stage_timeout,
         repeat: 1,

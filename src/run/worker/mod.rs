@@ -1,5 +1,6 @@
 //! The worker side of `nccl-smoke run`: walk the stages, measure, and say how it ended.
 
+mod consistency;
 mod control_plane;
 mod evidence;
 mod expect;
@@ -19,7 +20,7 @@ use crate::ffi::nccl::Nccl;
 use crate::ffi::os;
 use crate::patterns;
 use crate::report::backing::Backing;
-use crate::report::fingerprint::{DriverInfo, NcclInfo, RankInfo};
+use crate::report::fingerprint::{DriverInfo, NcclInfo, RankInfo, RankSetup};
 use crate::report::results::{ResultsDoc, StageRecord};
 use crate::report::table;
 use crate::stage::Stage;
@@ -241,6 +242,13 @@ impl Run<'_> {
             local_rank: boot.local_rank(),
             pid: std::process::id(),
             device: device.info.clone(),
+            setup: Some(RankSetup {
+                nccl: nccl.version(),
+                nccl_path: nccl.path.clone(),
+                driver: cuda::version_string(driver.version),
+                env: crate::report::fingerprint::env_snapshot(),
+                nic_firmware: crate::diagnose::consistency::nic_firmware(std::path::Path::new("/")),
+            }),
         };
         events::waiting(
             "gathering every rank's device (a rank that has not got this far is stuck)",
@@ -248,8 +256,11 @@ impl Run<'_> {
         let infos = bootstrap::gather_json(boot, &me)
             .map_err(|e| self.gather_failure(Stage::Device, e.rank, e.to_string()))?;
         if let Some(infos) = infos {
+            let agree = self.ranks_agree(&infos);
             let shared = crate::diagnose::preflight::shared_gpus(&infos);
+            // Recorded first: every rank's setup is the evidence of a difference.
             self.record_fingerprint(boot, &nccl, &driver, infos);
+            agree?;
             // nccl-smoke's simulated NCCL lets ranks share a simulated GPU; the real one not.
             let allowed = crate::diagnose::preflight::sharing_allowed(
                 nccl.version_code,

@@ -1,0 +1,236 @@
+//! Ranks that were started differently: another NCCL, another driver, other `NCCL_*`, `UCX_*` or
+//! Open MPI transport settings, another GPU model, other NIC firmware. NCCL checks little of this
+//! itself (2.31 and later compare some settings at init; older releases hang or fail in ways that
+//! look like network faults, NVIDIA/nccl issue #1634), so every rank's setup is gathered before
+//! NCCL's init, and rank 0 names each difference: which ranks and hosts, and what differs.
+
+use crate::report::fingerprint::RankInfo;
+pub use crate::report::fingerprint::RankSetup;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A field the ranks are compared on: its name, and its value on one rank.
+type Field = (String, Box<dyn Fn(&RankInfo, &RankSetup) -> String>);
+
+/// Variables that differ between ranks by design: each rank's own GPU.
+const PER_RANK: &[&str] = &["CUDA_VISIBLE_DEVICES"];
+
+/// Each RDMA device's firmware version under `root` (`/` on a node).
+pub fn nic_firmware(root: &Path) -> BTreeMap<String, String> {
+    let Ok(devs) = std::fs::read_dir(root.join("sys/class/infiniband")) else {
+        return BTreeMap::new();
+    };
+    devs.flatten()
+        .filter_map(|d| {
+            let fw = std::fs::read_to_string(d.path().join("fw_ver")).ok()?;
+            Some((
+                d.file_name().to_string_lossy().into_owned(),
+                fw.trim().to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// One thing the ranks disagree on: its name, and each value with the ranks and hosts that have it
+/// (the value rank 0 has first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mismatch {
+    pub what: String,
+    pub groups: Vec<(String, Vec<u32>, Vec<String>)>,
+}
+
+impl Mismatch {
+    /// `NCCL version: 2.19.3 on ranks 0-1 (host a); 2.21.5 on rank 2 (host b)`.
+    pub fn line(&self) -> String {
+        let groups: Vec<String> = self
+            .groups
+            .iter()
+            .map(|(value, ranks, hosts)| {
+                let which = if ranks.len() == 1 {
+                    format!("rank {}", ranks[0])
+                } else {
+                    format!("ranks {}", spans(ranks))
+                };
+                let on = if hosts.len() == 1 { "host" } else { "hosts" };
+                format!("{value} on {which} ({on} {})", hosts.join(", "))
+            })
+            .collect();
+        format!("{}: {}", self.what, groups.join("; "))
+    }
+}
+
+/// `0-3, 6, 8-9`.
+fn spans(ranks: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let mut j = i;
+        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            ranks[i].to_string()
+        } else {
+            format!("{}-{}", ranks[i], ranks[j])
+        });
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
+/// Everything the ranks of `infos` disagree on (ranks without a setup are left out: their
+/// supervisor's build did not gather one).
+pub fn mismatches(infos: &[RankInfo]) -> Vec<Mismatch> {
+    let with: Vec<(&RankInfo, &RankSetup)> = infos
+        .iter()
+        .filter_map(|r| r.setup.as_ref().map(|s| (r, s)))
+        .collect();
+    let mut fields: Vec<Field> = vec![
+        ("NCCL version".into(), Box::new(|_, s| s.nccl.clone())),
+        ("NCCL library".into(), Box::new(|_, s| s.nccl_path.clone())),
+        ("CUDA driver".into(), Box::new(|_, s| s.driver.clone())),
+        ("GPU model".into(), Box::new(|r, _| r.device.name.clone())),
+    ];
+    let mut keys: Vec<&String> = with
+        .iter()
+        .flat_map(|(_, s)| s.env.keys())
+        .filter(|k| !PER_RANK.contains(&k.as_str()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    for k in keys {
+        let key = k.clone();
+        fields.push((
+            k.clone(),
+            Box::new(move |_, s| s.env.get(&key).cloned().unwrap_or_else(|| "(unset)".into())),
+        ));
+    }
+    let mut nics: Vec<&String> = with
+        .iter()
+        .flat_map(|(_, s)| s.nic_firmware.keys())
+        .collect();
+    nics.sort();
+    nics.dedup();
+    for n in nics {
+        let nic = n.clone();
+        fields.push((
+            format!("{n} firmware"),
+            Box::new(move |_, s| {
+                s.nic_firmware
+                    .get(&nic)
+                    .cloned()
+                    .unwrap_or_else(|| "(no such device)".into())
+            }),
+        ));
+    }
+    fields
+        .iter()
+        .filter_map(|(what, value)| {
+            let mut groups: Vec<(String, Vec<u32>, Vec<String>)> = Vec::new();
+            for (r, s) in &with {
+                let v = value(r, s);
+                match groups.iter_mut().find(|g| g.0 == v) {
+                    Some(g) => {
+                        g.1.push(r.rank);
+                        if !g.2.contains(&r.host) {
+                            g.2.push(r.host.clone());
+                        }
+                    }
+                    None => groups.push((v, vec![r.rank], vec![r.host.clone()])),
+                }
+            }
+            (groups.len() > 1).then(|| Mismatch {
+                what: what.clone(),
+                groups,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ffi::cuda::DeviceInfo;
+
+    fn rank(rank: u32, host: &str, nccl: &str, env: &[(&str, &str)]) -> RankInfo {
+        RankInfo {
+            rank,
+            host: host.into(),
+            local_rank: 0,
+            pid: 1,
+            device: DeviceInfo {
+                ordinal: 0,
+                name: "NVIDIA H100".into(),
+                uuid: format!("GPU-{rank}"),
+                bus_id: "0000:18:00.0".into(),
+                total_mem: 80 << 30,
+                compute_capability: Some((9, 0)),
+            },
+            setup: Some(RankSetup {
+                nccl: nccl.into(),
+                nccl_path: "/usr/lib/libnccl.so.2".into(),
+                driver: "12.8".into(),
+                env: env
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                nic_firmware: BTreeMap::new(),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_difference_names_its_ranks_and_hosts() {
+        let infos = vec![
+            rank(
+                0,
+                "a",
+                "2.19.3",
+                &[("NCCL_IB_HCA", "mlx5_0"), ("CUDA_VISIBLE_DEVICES", "0")],
+            ),
+            rank(
+                1,
+                "a",
+                "2.19.3",
+                &[("NCCL_IB_HCA", "mlx5_0"), ("CUDA_VISIBLE_DEVICES", "1")],
+            ),
+            rank(2, "b", "2.21.5", &[("CUDA_VISIBLE_DEVICES", "0")]),
+            rank(
+                3,
+                "b",
+                "2.19.3",
+                &[("NCCL_IB_HCA", "mlx5_0"), ("CUDA_VISIBLE_DEVICES", "1")],
+            ),
+        ];
+        let m = mismatches(&infos);
+        let lines: Vec<String> = m.iter().map(Mismatch::line).collect();
+        assert_eq!(
+            lines,
+            vec![
+                "NCCL version: 2.19.3 on ranks 0-1, 3 (hosts a, b); 2.21.5 on rank 2 (host b)",
+                "NCCL_IB_HCA: mlx5_0 on ranks 0-1, 3 (hosts a, b); (unset) on rank 2 (host b)",
+            ]
+        );
+    }
+
+    #[test]
+    fn agreeing_ranks_and_old_ranks_give_nothing() {
+        let infos = vec![rank(0, "a", "2.19.3", &[]), rank(1, "b", "2.19.3", &[])];
+        assert!(mismatches(&infos).is_empty());
+        let mut old = rank(2, "c", "2.30.7", &[]);
+        old.setup = None;
+        assert!(mismatches(&[infos[0].clone(), old]).is_empty());
+    }
+
+    #[test]
+    fn firmware_is_read_per_device() {
+        let root = tempfile::tempdir().unwrap();
+        let dev = root.path().join("sys/class/infiniband/mlx5_0");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("fw_ver"), "28.39.1002\n").unwrap();
+        let fw = nic_firmware(root.path());
+        assert_eq!(fw.get("mlx5_0").map(String::as_str), Some("28.39.1002"));
+        assert!(nic_firmware(Path::new("/nonexistent")).is_empty());
+    }
+}
