@@ -411,21 +411,7 @@ fn a_worker_killed_in_every_stage_leaves_a_complete_results_file() {
         let json = dir.join("run.json");
         let o = mpirun(
             3,
-            &[
-                "run",
-                "--backend",
-                "sim",
-                "-e",
-                "64K",
-                "-n",
-                "3",
-                "-w",
-                "1",
-                "--timeout",
-                "4",
-                "--json",
-                json.to_str().unwrap(),
-            ],
+            &[SIM_RUN, &["--json", json.to_str().unwrap()]].concat(),
             &[
                 ("NCCL_SMOKE_SIM_FAULT", case.fault),
                 ("NCCL_SMOKE_SIM_RUN_FAULT_OP", "120"),

@@ -42,21 +42,7 @@ fn a_failed_rank_s_nccl_log_is_kept_beside_the_results_and_the_temp_dir_is_left_
     require_sim();
     let mut cmd = mpirun_command(
         2,
-        &[
-            "run",
-            "--backend",
-            "sim",
-            "-e",
-            "64K",
-            "-n",
-            "3",
-            "-w",
-            "1",
-            "--timeout",
-            "4",
-            "--json",
-            json.to_str().unwrap(),
-        ],
+        &[SIM_RUN, &["--json", json.to_str().unwrap()]].concat(),
         &[
             ("NCCL_SMOKE_SIM_FAULT", "proxy@1:error"),
             ("TMPDIR", tmp.to_str().unwrap()),

@@ -395,23 +395,26 @@ pub fn leftovers_after_grace(tag: &str) -> Vec<String> {
     leftovers(tag)
 }
 
+/// [`sim_run`]'s arguments: the simulation, a short sweep, 4 s deadlines.
+pub const SIM_RUN: &[&str] = &[
+    "run",
+    "--backend",
+    "sim",
+    "-e",
+    "64K",
+    "-n",
+    "3",
+    "-w",
+    "1",
+    "--timeout",
+    "4",
+];
+
 /// `mpirun -np N nccl-smoke run --backend sim` with a short sweep and 4 s deadlines, plus
 /// `extra` arguments and `env`; bounded to 90 s.
 pub fn sim_run(np: u32, extra: &[&str], env: &[(&str, &str)]) -> Output {
     require_sim();
-    let mut args = vec![
-        "run",
-        "--backend",
-        "sim",
-        "-e",
-        "64K",
-        "-n",
-        "3",
-        "-w",
-        "1",
-        "--timeout",
-        "4",
-    ];
+    let mut args = SIM_RUN.to_vec();
     args.extend_from_slice(extra);
     mpirun(np, &args, env, 90)
 }

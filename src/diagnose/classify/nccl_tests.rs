@@ -45,9 +45,7 @@ type Key = (String, u32, Kind);
 /// The table's rows by file name, line and check; a row that does not parse is a build defect,
 /// caught by the unit test.
 static CHECKS: LazyLock<HashMap<Key, Check>> = LazyLock::new(|| {
-    TABLE_TSV
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    super::sources::data_lines(TABLE_TSV)
         .filter_map(|l| {
             let c: Vec<&'static str> = l.split('\t').collect();
             let key = (
@@ -92,10 +90,7 @@ mod tests {
 
     #[test]
     fn every_row_parses() {
-        let rows = TABLE_TSV
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-            .count();
+        let rows = crate::diagnose::classify::sources::data_lines(TABLE_TSV).count();
         assert!(rows > 1000, "{rows}");
         assert_eq!(CHECKS.len(), rows);
     }
