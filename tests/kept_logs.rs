@@ -76,7 +76,7 @@ fn a_failed_rank_s_nccl_log_is_kept_beside_the_results_and_the_temp_dir_is_left_
     // The results file names where failed ranks keep their logs.
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let pattern = doc["config"]["nccl_logs"].as_str().unwrap();
+    let pattern = doc["nccl_logs"].as_str().unwrap();
     assert!(
         pattern.starts_with(dir.to_str().unwrap()) && pattern.contains("rank<RANK>.<HOST>.log"),
         "{pattern}"

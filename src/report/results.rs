@@ -43,10 +43,6 @@ pub struct RunConfig {
     pub comm_blocking: Option<bool>,
     pub datatype: String,
     pub op: String,
-    /// Where a rank that failed on its own keeps NCCL's logs (when NCCL_DEBUG made any):
-    /// `DIR/nccl-smoke.JOB.rank<RANK>.<HOST>.log` (absent in results from before it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nccl_logs: Option<String>,
 }
 
 pub use crate::stage::StageRecord;
@@ -118,6 +114,11 @@ pub struct ResultsDoc {
     /// `nccl-smoke isolate`: every round's groups and the verdict per host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolate: Option<crate::report::isolate::IsolateReport>,
+    /// Where a rank that failed on its own keeps NCCL's logs (when NCCL_DEBUG made any):
+    /// `DIR/nccl-smoke.JOB.rank<RANK>.<HOST>.log` (absent in results from before it). Per run,
+    /// not a setting: not in `config`, which two runs of one sweep share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_logs: Option<String>,
 }
 
 impl ResultsDoc {
@@ -162,6 +163,7 @@ impl ResultsDoc {
                 ranks: Vec::new(),
             },
             isolate: None,
+            nccl_logs: None,
         }
     }
 }
@@ -286,7 +288,6 @@ pub(crate) mod tests {
                 comm_blocking: Some(true),
                 datatype: "float".into(),
                 op: "sum".into(),
-                nccl_logs: None,
             },
             fingerprint: Default::default(),
             stages: vec![],
@@ -303,6 +304,7 @@ pub(crate) mod tests {
                 ranks: vec![],
             },
             isolate: None,
+            nccl_logs: None,
         }
     }
 

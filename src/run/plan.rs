@@ -199,7 +199,6 @@ impl Settings {
             comm_blocking: None,
             datatype: self.datatype.name().into(),
             op: self.op.name().into(),
-            nccl_logs: Some(kept_logs.pattern()),
         };
         Ok(Plan {
             deadlines: Stage::ALL.map(|s| self.deadline(s)),

@@ -27,6 +27,7 @@ pub(super) fn launch_doc(
         &backing,
         Default::default(),
     );
+    doc.nccl_logs = Some(plan.kept_logs.pattern());
     if let Some(b) = &w.backend {
         doc.backend = b.clone();
     }

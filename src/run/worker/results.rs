@@ -71,6 +71,7 @@ impl Run<'_> {
             ..Fingerprint::default()
         };
         let mut doc = ResultsDoc::fresh(&self.plan.config, &self.who.host, &self.backing, fp);
+        doc.nccl_logs = Some(self.plan.kept_logs.pattern());
         doc.stages = self.stages.clone();
         events::send(&Event::Results {
             path: path.display().to_string(),
