@@ -95,19 +95,28 @@ pub fn scratch(name: &str) -> PathBuf {
 /// Open MPI 4.1's mpirun itself sometimes dies of SIGSEGV while tearing down a job whose
 /// processes ended without MPI_Finalize (in `PMIx_server_finalize`, or in
 /// `pmix_server_log_fn` when a peer's help message arrives mid-teardown) — after every rank has
-/// given its verdict. Such a run says nothing about nccl-smoke, so it is run once more; the
-/// ranks' own crashes are never retried.
+/// given its verdict. Such a run says nothing about nccl-smoke, so it is run again, up to
+/// [`LAUNCHER_RETRIES`] times (a rank hung in teardown and then killed, as the fault matrix's
+/// finalize hangs are, makes it likely: two crashes in a row were seen); the ranks' own crashes
+/// are never retried.
 pub fn mpirun(np: u32, args: &[&str], env: &[(&str, &str)], limit_s: u32) -> Output {
-    let first = mpirun_once(np, args, env, limit_s);
-    if launcher_crashed(&first) {
+    let mut out = mpirun_once(np, args, env, limit_s);
+    for attempt in 1..=LAUNCHER_RETRIES {
+        if !launcher_crashed(&out) {
+            break;
+        }
         eprintln!(
-            "mpirun itself crashed (Open MPI teardown); running the case once more:\n{}",
-            text(&first)
+            "mpirun itself crashed (Open MPI teardown); running the case again ({attempt} of \
+             {LAUNCHER_RETRIES}):\n{}",
+            text(&out)
         );
-        return mpirun_once(np, args, env, limit_s);
+        out = mpirun_once(np, args, env, limit_s);
     }
-    first
+    out
 }
+
+/// How many times [`mpirun`] runs a case again after mpirun itself crashed.
+pub const LAUNCHER_RETRIES: u32 = 3;
 
 /// Whether mpirun died of a signal with its own frames in the backtrace Open MPI printed.
 pub fn launcher_crashed(o: &Output) -> bool {
