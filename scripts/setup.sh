@@ -16,6 +16,7 @@
 #     into .deps/nccl/<version>/ (each loads without a GPU and fails at CUDA init: a real failure
 #     for the tests to pin down; on the stand-in driver, tests/control_plane.rs runs its whole
 #     control plane); a release already unpacked is not fetched again
+#   - promtool (from Debian's prometheus package, unpacked only) to check --prometheus files
 #   - a release build of the harness and of the simulation libraries, and one of the harness
 #     without MPI
 set -euo pipefail
@@ -71,6 +72,20 @@ with zipfile.ZipFile(wheel) as z, z.open("nvidia/cuda_nvcc/bin/ptxas") as src, o
     shutil.copyfileobj(src, dst)
 PY
   chmod +x "$ptxas"
+  rm -rf "$tmp"
+fi
+
+# promtool, Prometheus' own checker, for the --prometheus file (tests/exports.rs): taken out of
+# Debian's prometheus package, which is unpacked, not installed (no server, no service).
+promtool=.deps/prometheus/usr/bin/promtool
+if [ ! -x "$promtool" ]; then
+  echo "setup: fetching promtool (Debian's prometheus package)"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && { apt-get download -qq prometheus 2>/dev/null ||
+    { apt-get update -qq && apt-get download -qq prometheus 2>/dev/null; }; })
+  mkdir -p .deps/prometheus
+  dpkg -x "$tmp"/prometheus_*.deb "$tmp/x"
+  install -D -m 755 "$tmp/x/usr/bin/promtool" "$promtool"
   rm -rf "$tmp"
 fi
 

@@ -39,8 +39,9 @@ pub enum Event {
         #[serde(default)]
         waiting: bool,
     },
-    /// Rank 0's results document belongs here (its supervisor writes it).
-    Results { path: String },
+    /// Rank 0 keeps a results document (its supervisor writes it, with its `--csv` and
+    /// `--prometheus` copies): at `--json`'s path, when given.
+    Results { path: Option<String> },
     /// Rank 0's results document as it stands now, whole: after every size and at the
     /// worker's end. The supervisor is its one writer (`report::writer::Writer`).
     Doc { doc: serde_json::Value },

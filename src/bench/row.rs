@@ -81,6 +81,10 @@ pub struct Found {
     /// each): who sent to whom, for naming every rank the wrong data points at.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub wrong_pairs: Vec<(u32, Vec<u32>)>,
+    /// The ranks that received wrong elements, each with how many (rank order; a rank absent
+    /// received none, when the row was checked).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rank_wrong: Vec<(u32, u64)>,
 }
 
 impl Found {
@@ -102,6 +106,13 @@ impl Found {
         if self.wrong_pairs.is_empty() {
             self.wrong_pairs = other.wrong_pairs;
         }
+        for (rank, n) in other.rank_wrong {
+            match self.rank_wrong.iter_mut().find(|(r, _)| *r == rank) {
+                Some((_, m)) => *m += n,
+                None => self.rank_wrong.push((rank, n)),
+            }
+        }
+        self.rank_wrong.sort_unstable();
     }
 }
 
@@ -283,6 +294,10 @@ pub fn combine(
                 .filter(|(_, c)| !c.wrong_from.is_empty())
                 .take(verify::MAX_SENDERS)
                 .map(|(r, c)| (r, c.wrong_from.iter().map(|(q, _)| *q).collect()))
+                .collect(),
+            rank_wrong: checks()
+                .filter(|(_, c)| c.wrong > 0)
+                .map(|(r, c)| (r, c.wrong))
                 .collect(),
         },
         repeats: Vec::new(),

@@ -6,6 +6,7 @@ use crate::bootstrap::{Bootstrap, gather_json};
 use crate::comm::{CommError, Communicator};
 use crate::events;
 use crate::patterns::Pattern;
+use std::time::{Duration, Instant};
 
 /// How sizes grow from `-b` to `-e`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -165,6 +166,53 @@ pub trait Observer {
     fn row(&mut self, row: &SizeResult);
     /// A pattern ended, with its rows (rank 0; none elsewhere).
     fn pattern_done(&mut self, rows: &[SizeResult]);
+    /// Every rank: `--budget` left this pattern's sizes `bytes` (its rest, in sweep order)
+    /// unmeasured; `expected` is rank 0's estimate of the first one's time, `left` what was
+    /// left of the pattern's share of the budget.
+    fn dropped(&mut self, p: &dyn Pattern, bytes: &[usize], expected: Duration, left: Duration);
+}
+
+/// How many times the sweep runs over, and by when it must end (`--budget`).
+#[derive(Debug, Clone, Copy)]
+pub struct Schedule {
+    pub repeat: u32,
+    /// Rank 0's clock: when the sweep must be over. Each pattern (and pass) gets an equal
+    /// share of what is left when it begins; a size whose expected time (the size before it,
+    /// as measured end to end on rank 0, scaled by bytes) would overrun the share is dropped
+    /// with every larger size of its pattern. Every rank follows rank 0's decision (one byte
+    /// broadcast per size), so the ranks never disagree on what they run. The first size of
+    /// the sweep always runs.
+    pub ends_by: Option<Instant>,
+}
+
+/// Rank 0's view of the budget while the sweep goes on.
+struct Budget {
+    ends_by: Instant,
+    /// The end of the current pattern's share.
+    share_end: Instant,
+    /// The size measured last, end to end on rank 0 (bytes, time).
+    last: Option<(usize, Duration)>,
+    /// The sweep's first size, which a pattern's first size is estimated from.
+    first: Option<(usize, Duration)>,
+}
+
+impl Budget {
+    /// A pattern begins, with `left` patterns (this one included, over every pass) to go.
+    fn pattern(&mut self, left: usize) {
+        let now = Instant::now();
+        self.last = self.first;
+        self.share_end = now + self.ends_by.saturating_duration_since(now) / left.max(1) as u32;
+    }
+
+    /// `bytes`' expected time, and whether it fits what is left of the share.
+    fn fits(&self, bytes: usize) -> (bool, Duration, Duration) {
+        let left = self.share_end.saturating_duration_since(Instant::now());
+        let Some((prev, took)) = self.last else {
+            return (true, Duration::ZERO, left);
+        };
+        let expected = took.mul_f64((bytes as f64 / prev.max(1) as f64).max(1.0));
+        (expected <= left, expected, left)
+    }
 }
 
 /// The measured sweep: every selected pattern over every size (a size that rounds to the same
@@ -184,11 +232,18 @@ pub fn run(
     sizes: &[usize],
     bufs: &mut Buffers,
     timing: &Timing,
-    repeat: u32,
+    schedule: Schedule,
     obs: &mut dyn Observer,
 ) -> Result<Vec<SizeResult>, SweepError> {
     let nranks = comm.nranks;
-    let repeat = repeat.max(1);
+    let repeat = schedule.repeat.max(1);
+    let mut budget = schedule.ends_by.map(|ends_by| Budget {
+        ends_by,
+        share_end: ends_by,
+        last: None,
+        first: None,
+    });
+    let mut patterns_left = repeat as usize * selected.len();
     let mut rows = Vec::new();
     // The last size measured (bytes, µs per iteration on this rank).
     let mut last: Option<(usize, f64)> = None;
@@ -199,6 +254,10 @@ pub fn run(
             if tell {
                 obs.pattern(*p, nranks);
             }
+            if let Some(b) = budget.as_mut() {
+                b.pattern(patterns_left);
+            }
+            patterns_left -= 1;
             let mut last_count = None;
             let mut pattern_rows = Vec::new();
             for (i, &size) in sizes.iter().enumerate() {
@@ -208,6 +267,17 @@ pub fn run(
                 }
                 last_count = Some(layout.count);
                 let bytes = layout.bytes(timing.dtype);
+                let began = Instant::now();
+                if let Some(b) = &budget {
+                    let (fits, expected, left) = b.fits(bytes);
+                    let mut go = [u8::from(fits)];
+                    boot.broadcast(&mut go);
+                    if go[0] == 0 {
+                        let rest = rest_of(*p, &sizes[i..], timing, nranks);
+                        obs.dropped(*p, &rest, expected, left);
+                        break;
+                    }
+                }
                 done += 1;
                 obs.size(
                     *p,
@@ -259,6 +329,10 @@ pub fn run(
                     obs.row(&row);
                     pattern_rows.push(row);
                 }
+                if let Some(b) = budget.as_mut() {
+                    b.last = Some((bytes, began.elapsed()));
+                    b.first = b.first.or(b.last);
+                }
             }
             if tell {
                 obs.pattern_done(&pattern_rows);
@@ -267,6 +341,18 @@ pub fn run(
         }
     }
     Ok(rows)
+}
+
+/// The bytes of each message a pattern sends over `sizes` (a size rounding to the message
+/// before it counted once), as the sweep would measure them.
+fn rest_of(p: &dyn Pattern, sizes: &[usize], timing: &Timing, nranks: u32) -> Vec<usize> {
+    let mut last = None;
+    sizes
+        .iter()
+        .map(|&s| p.layout(s, timing.dtype.size(), nranks))
+        .filter(|l| last.replace(l.count) != Some(l.count))
+        .map(|l| l.bytes(timing.dtype))
+        .collect()
 }
 
 #[cfg(test)]

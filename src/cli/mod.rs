@@ -247,6 +247,18 @@ pub struct RunArgs {
     /// Write the results document here (rank 0), updated after every size.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write nccl-tests' columns (size, count, type, redop, root, time, algbw, busbw, #wrong)
+    /// with pattern, rank and host here as CSV (rank 0), one row per rank per size: each
+    /// rank's own time, so a spreadsheet sorts out the slow GPU. Updated with --json's file.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Write the results in Prometheus' text format here (rank 0), for node-exporter's
+    /// textfile collector: busbw, algbw, time and p50/p99 per pattern and size, wrong
+    /// elements, the verdict, the failing stage, the exit code and the run time, as
+    /// nccl_smoke_* gauges. Written atomically after every size and at the end (INCOMPLETE
+    /// while the run goes on).
+    #[arg(long, value_name = "FILE")]
+    pub prometheus: Option<PathBuf>,
     /// Where a rank that fails keeps NCCL's log (the INFO log NCCL writes for nccl-smoke when
     /// NCCL_DEBUG is not set), as `nccl-smoke.JOB.rankR.HOST.log`; default: the folder of
     /// --json, else the working directory. A rank that passes writes nothing there.
@@ -268,6 +280,13 @@ pub struct RunArgs {
     /// so `compare` can tell a change from noise; the table shows medians and their spread.
     #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
+    /// Fit the whole run in this time (e.g. 60s, for a Slurm HealthCheckProgram): each
+    /// pattern gets an equal share of what is left once the ranks are connected, less as much
+    /// again for teardown; a size whose expected time (the size before it, end to end, scaled
+    /// by bytes) would overrun its share is dropped with every larger size of its pattern, and
+    /// named. No stage's default deadline exceeds half the budget, so a hang is named inside it.
+    #[arg(long, value_name = "DURATION", value_parser = plan::parse_budget)]
+    pub budget: Option<f64>,
     /// Bus bandwidth floors per pattern and size (a JSON file, schema nccl-smoke/expect/v1;
     /// examples in deploy/expect/): a run below one fails with exit code 25, naming the hosts.
     /// Under `isolate`, each group is judged against the floors too (a floor's `ranks` is then
@@ -323,11 +342,16 @@ impl RunArgs {
             op: self.op,
             device: self.device,
             json: self.json.clone(),
+            exports: crate::report::exports::Exports {
+                csv: self.csv.clone(),
+                prometheus: self.prometheus.clone(),
+            },
             logs: self.logs.clone(),
             strict: self.strict,
             timeout: self.timeout,
             stage_timeout: self.stage_timeout.clone(),
             repeat: self.repeat,
+            budget: self.budget,
             expect: self.expect.clone(),
             bootstrap: self.bootstrap,
             isolate: None,

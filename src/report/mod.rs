@@ -5,6 +5,7 @@ pub mod backing;
 pub mod compare;
 pub mod control_plane;
 pub mod expect;
+pub mod exports;
 pub mod fingerprint;
 pub mod footer;
 pub mod isolate;

@@ -119,6 +119,28 @@ pub struct ResultsDoc {
     /// not a setting: not in `config`, which two runs of one sweep share.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl_logs: Option<String>,
+    /// `--budget`: the seconds given, and the sizes left unmeasured to fit them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetReport>,
+}
+
+/// What `--budget` did to the sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetReport {
+    pub seconds: f64,
+    /// Per pattern (and pass), the sizes dropped: each the rest of its pattern.
+    pub dropped: Vec<Dropped>,
+}
+
+/// The sizes of one pattern `--budget` dropped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dropped {
+    pub pattern: String,
+    /// Bytes, as the size column would have said them.
+    pub sizes: Vec<usize>,
+    /// Rank 0's estimate of the first one's time, and what was left of the pattern's share.
+    pub expected_s: f64,
+    pub left_s: f64,
 }
 
 impl ResultsDoc {
@@ -164,6 +186,7 @@ impl ResultsDoc {
             },
             isolate: None,
             nccl_logs: None,
+            budget: None,
         }
     }
 }
@@ -305,6 +328,7 @@ pub(crate) mod tests {
             },
             isolate: None,
             nccl_logs: None,
+            budget: None,
         }
     }
 

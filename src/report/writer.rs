@@ -2,6 +2,7 @@
 //! document to (`events::Event::Doc`); where a document's verdict is decided.
 
 use super::backing::verdict_line;
+use super::exports::Exports;
 use super::results::{ResultsDoc, Status, job_verdict};
 use super::verdict::RankState;
 use std::path::{Path, PathBuf};
@@ -11,7 +12,10 @@ use std::path::{Path, PathBuf};
 /// supervisor hears (other ranks' failures, the rank table, the job's verdict), and writes the
 /// file atomically each time, so that a worker killed mid-run loses nothing it sent.
 pub struct Writer {
-    path: PathBuf,
+    /// `--json`'s file (`None` when only machine-readable copies were asked for).
+    path: Option<PathBuf>,
+    /// `--csv` and `--prometheus`: copies written with the document, each time.
+    exports: Exports,
     /// The document as last written (`None` before the first).
     doc: Option<ResultsDoc>,
     /// The last write failed (a later one that succeeds clears it).
@@ -19,16 +23,22 @@ pub struct Writer {
 }
 
 impl Writer {
-    pub fn new(path: &Path) -> Writer {
+    /// The writer of `json` (when given) and of `exports`' files.
+    pub fn new(json: Option<&Path>, exports: Exports) -> Writer {
         Writer {
-            path: path.to_path_buf(),
+            path: json.map(Path::to_path_buf),
+            exports,
             doc: None,
             failing: false,
         }
     }
 
+    /// The file a message about this writer names: `--json`'s, else the first copy's.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.path
+            .as_deref()
+            .or_else(|| self.exports.files().next().map(|(_, p)| p))
+            .unwrap_or(Path::new("-"))
     }
 
     /// The worker's newer document: the failures and rank table this writer added are kept
@@ -72,9 +82,12 @@ impl Writer {
         self.failing
     }
 
+    /// The document, then its copies (each tried even when an earlier file failed).
     fn write(&mut self) -> std::io::Result<()> {
         let Some(doc) = &self.doc else { return Ok(()) };
-        let out = save(&self.path, doc);
+        let json = self.path.as_deref().map_or(Ok(()), |p| save(p, doc));
+        let copies = self.exports.write(doc);
+        let out = json.and(copies);
         self.failing = out.is_err();
         out
     }
@@ -177,7 +190,7 @@ mod tests {
             .failures
             .push(Failure::new(Stage::Device, &who, "from the earlier run"));
         save(&path, &earlier).unwrap();
-        let mut w = Writer::new(&path);
+        let mut w = Writer::new(Some(&path), Exports::default());
         assert!(
             w.amend(|_| {}).is_err(),
             "nothing to amend before a document"
@@ -202,7 +215,7 @@ mod tests {
     fn a_later_document_lets_a_more_causal_failure_take_the_verdict() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("run.json");
-        let mut w = Writer::new(&path);
+        let mut w = Writer::new(Some(&path), Exports::default());
         w.take(sample_doc()).unwrap();
         w.amend(|d| d.failures.push(at(0, Stage::Run, REMOTE)))
             .unwrap();
@@ -221,7 +234,7 @@ mod tests {
     fn a_failed_write_is_said_and_a_later_one_clears_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("gone").join("run.json");
-        let mut w = Writer::new(&path);
+        let mut w = Writer::new(Some(&path), Exports::default());
         assert!(w.take(sample_doc()).is_err() && w.failing());
         std::fs::create_dir(dir.path().join("gone")).unwrap();
         w.amend(|_| {}).unwrap();

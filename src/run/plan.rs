@@ -9,6 +9,7 @@ use crate::bootstrap::Mode;
 use crate::console::sanitize;
 use crate::elements::{DataType, RedOp};
 use crate::report::expect::{self, Expectations};
+use crate::report::exports::Exports;
 use crate::report::results::RunConfig;
 use crate::stage::Stage;
 use std::path::PathBuf;
@@ -38,6 +39,8 @@ pub struct Settings {
     pub op: RedOp,
     pub device: Option<i32>,
     pub json: Option<PathBuf>,
+    /// `--csv FILE`, `--prometheus FILE`: copies of the results for machines.
+    pub exports: Exports,
     /// `--logs DIR`: where a failed rank keeps NCCL's logs.
     pub logs: Option<PathBuf>,
     /// `--strict`: ranks started differently fail the run before NCCL's init.
@@ -47,6 +50,8 @@ pub struct Settings {
     pub stage_timeout: Vec<(Stage, f64)>,
     /// `--repeat N`: each size measured N times, interleaved.
     pub repeat: u32,
+    /// `--budget`: seconds the whole run should fit in.
+    pub budget: Option<f64>,
     /// `--expect FILE`: bus bandwidth floors.
     pub expect: Option<PathBuf>,
     /// `--bootstrap`: how the ranks find each other.
@@ -76,6 +81,8 @@ pub struct Plan {
     pub device: Option<i32>,
     /// Rank 0's results file.
     pub json: Option<PathBuf>,
+    /// Rank 0's copies of it for machines (`--csv`, `--prometheus`).
+    pub exports: Exports,
     /// Where a rank that fails on its own keeps NCCL's logs.
     pub kept_logs: crate::run::kept_logs::KeptLogs,
     /// Ranks started differently fail the run (else: a warning).
@@ -84,6 +91,9 @@ pub struct Plan {
     pub config: RunConfig,
     /// How many times each size is measured (interleaved; see [`crate::bench::sweep::run`]).
     pub repeat: u32,
+    /// Seconds the whole run should fit in: the sweep drops the sizes that would not fit
+    /// (see [`crate::bench::sweep::Schedule`]), and no stage's default deadline exceeds half.
+    pub budget: Option<f64>,
     /// The `--expect` file and its floors, read once here.
     pub expect: Option<(PathBuf, Expectations)>,
     /// How the ranks find each other (see [`crate::bootstrap::init`]).
@@ -119,7 +129,11 @@ impl Settings {
             .find(|(s, _)| *s == stage)
             .map(|(_, v)| *v)
             .or(self.timeout)
-            .unwrap_or(stage.default_deadline_s() as f64)
+            .unwrap_or_else(|| {
+                // A stage hung under --budget is named inside the budget, not after it.
+                let default = stage.default_deadline_s() as f64;
+                self.budget.map_or(default, |b| default.min(b / 2.0))
+            })
             .clamp(MIN_DEADLINE_S, MAX_DEADLINE_S);
         // In range by the clamp (and the flags' parsers); a NaN would fall back to the default.
         Duration::try_from_secs_f64(secs).unwrap_or(Duration::from_secs(stage.default_deadline_s()))
@@ -213,10 +227,12 @@ impl Settings {
             op: self.op,
             device: self.device,
             json: self.json,
+            exports: self.exports,
             kept_logs,
             strict: self.strict,
             config,
             repeat: self.repeat,
+            budget: self.budget,
             expect,
             bootstrap: self.bootstrap,
             isolate: self.isolate,
@@ -401,6 +417,25 @@ pub fn parse_secs(s: &str) -> Result<f64, String> {
             )
         })
 }
+
+/// `--budget`: a duration as humantime reads it (`60s`, `2m`, `1h30m`) or bare seconds, from 1 s
+/// to a week; in seconds.
+pub fn parse_budget(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    t.parse::<f64>()
+        .ok()
+        .or_else(|| humantime::parse_duration(t).ok().map(|d| d.as_secs_f64()))
+        .filter(|v| v.is_finite() && (1.0..=MAX_BUDGET_S).contains(v))
+        .ok_or_else(|| {
+            format!(
+                "'{}' is not a duration from 1 s to a week (e.g. 60s, 2m, 90)",
+                sanitize(s)
+            )
+        })
+}
+
+/// The longest `--budget`: a week.
+pub const MAX_BUDGET_S: f64 = 7.0 * 86_400.0;
 
 /// A percentage from 1 to 99, for `--slow-below`.
 pub fn parse_slow_pct(s: &str) -> Result<f64, String> {

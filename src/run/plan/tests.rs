@@ -23,6 +23,8 @@ fn settings(timeout: Option<f64>, stage_timeout: Vec<(Stage, f64)>) -> Settings 
         op: RedOp::Sum,
         device: None,
         json: None,
+        exports: Default::default(),
+        budget: None,
         logs: None,
         strict: false,
         timeout,
@@ -94,4 +96,32 @@ fn the_deadline_line_shows_the_deadlines_used() {
         "{line}"
     );
     assert!(line.contains("+ 1.5 (set with"), "{line}");
+}
+
+/// Under `--budget`, no stage's default deadline exceeds half of it (a hang is named inside
+/// the budget); a deadline the user set stands.
+#[test]
+fn a_budget_bounds_the_default_deadlines_not_the_ones_set() {
+    let mut s = settings(None, vec![(Stage::Run, 50.0)]);
+    s.budget = Some(20.0);
+    let p = s.clone().plan().unwrap();
+    assert_eq!(p.deadline(Stage::Init), Duration::from_secs(10));
+    assert_eq!(p.deadline(Stage::Run), Duration::from_secs(50));
+    s.timeout = Some(30.0);
+    assert_eq!(
+        s.plan().unwrap().deadline(Stage::Init),
+        Duration::from_secs(30)
+    );
+}
+
+#[test]
+fn budgets_read_as_durations_or_seconds() {
+    assert_eq!(parse_budget("60s"), Ok(60.0));
+    assert_eq!(parse_budget("2m"), Ok(120.0));
+    assert_eq!(parse_budget("90"), Ok(90.0));
+    assert_eq!(parse_budget("1h30m"), Ok(5400.0));
+    for bad in ["0", "0.5s", "8d", "soon", "-3", "NaN"] {
+        let e = parse_budget(bad).unwrap_err();
+        assert!(e.contains("is not a duration"), "{bad}: {e}");
+    }
 }

@@ -250,13 +250,14 @@ pub(super) fn conclude(
         code = v.exit_code;
     }
     // The job ended before rank 0's worker opened its results file (the launch stage): rank
-    // 0's supervisor writes it, so that a `--json` path is never left without the verdict.
+    // 0's supervisor writes it, so that a `--json` path (or a `--csv` or `--prometheus` one)
+    // is never left without the verdict.
     if w.results.is_none()
         && w.rank == Some(0)
         && !walked_through(code)
-        && let Some(path) = &plan.json
+        && (plan.json.is_some() || !plan.exports.is_empty())
     {
-        w.results = launch_doc(plan, w, path, unheard.then_some(code));
+        w.results = launch_doc(plan, w, unheard.then_some(code));
     }
     // The file first: a launcher tearing the job down may close this rank's output before
     // (and kill it soon after) it has printed.

@@ -13,12 +13,7 @@ use crate::stage::Stage;
 /// Rank 0's results file when its worker never opened it: a fresh document, labelled from the
 /// backend the worker reported or else the one asked for. `unheard`: rank 0 heard from no rank
 /// (with the job's exit code): the document's verdict says so and names no rank.
-pub(super) fn launch_doc(
-    plan: &Plan,
-    w: &Watch,
-    path: &std::path::Path,
-    unheard: Option<u8>,
-) -> Option<Writer> {
+pub(super) fn launch_doc(plan: &Plan, w: &Watch, unheard: Option<u8>) -> Option<Writer> {
     use crate::report::backing::Backing;
     let backing = Backing::of(plan.libs.sim, plan.libs.control_plane, None);
     let mut doc = crate::report::results::ResultsDoc::fresh(
@@ -47,7 +42,7 @@ pub(super) fn launch_doc(
             ranks: Vec::new(),
         };
     }
-    let mut out = Writer::new(path);
+    let mut out = Writer::new(plan.json.as_deref(), plan.exports.clone());
     match out.take(doc) {
         Ok(()) => Some(out),
         Err(e) => {

@@ -36,8 +36,9 @@ pub fn supervise(plan: &Plan) -> u8 {
     let rank = view.as_ref().and_then(|v| v.rank);
     let who = Who { rank, host };
     if rank.unwrap_or(0) == 0
-        && let Some(p) = &plan.json
-        && let Err(msg) = crate::report::results::check_writable(p)
+        && let Err(msg) = (plan.json.as_deref())
+            .map_or(Ok(()), crate::report::results::check_writable)
+            .and_then(|()| plan.exports.check_writable())
     {
         // Under a launcher rank 0 runs on a node of its choosing (mpirun: the first host of
         // the hostfile, an MPIJob's first worker), not where the command was typed.

@@ -71,6 +71,8 @@ pub(super) struct Watch {
     /// The stages left behind, timed, and when the current one was entered.
     pub(super) history: Vec<StageRecord>,
     pub(super) entered: Instant,
+    /// Rank 0: `--csv` and `--prometheus`, written with the results document.
+    pub(super) exports: crate::report::exports::Exports,
 }
 
 /// Rank 0: another rank's failure, and when it arrived.
@@ -106,6 +108,7 @@ impl Watch {
             ras: None,
             history: Vec::new(),
             entered: Instant::now(),
+            exports: Default::default(),
         }
     }
 }
@@ -151,7 +154,10 @@ pub(super) fn apply(w: &mut Watch, ev: Event) {
         }
         Event::Results { path } => {
             if w.results.is_none() {
-                w.results = Some(Writer::new(Path::new(path)));
+                w.results = Some(Writer::new(
+                    path.as_deref().map(Path::new),
+                    w.exports.clone(),
+                ));
             }
         }
         Event::Backend { backend } => w.backend = Some(backend.clone()),

@@ -34,6 +34,7 @@ pub(super) fn watch(
     let mut last_turn = Instant::now();
     let mut closed = false;
     let mut w = Watch::new(who, job);
+    w.exports = plan.exports.clone();
     loop {
         while let Ok(msg) = rx.recv_timeout(Duration::from_millis(50)) {
             match msg {

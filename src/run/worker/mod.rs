@@ -48,6 +48,10 @@ pub(super) struct Run<'a> {
     /// Rank 0: the failures its check of the data lays on other ranks besides the one it
     /// reports (see `causes::verify_failures`), sent after it.
     pub(super) implicated: Vec<Failure>,
+    /// When this rank's worker started (`--budget` counts from it).
+    pub(super) started: Instant,
+    /// `--budget`: the measurements the sweep dropped, (pattern, bytes), every pass's.
+    pub(super) dropped: Vec<(String, usize)>,
 }
 
 pub fn worker(plan: &Plan) -> u8 {
@@ -73,6 +77,8 @@ pub fn worker(plan: &Plan) -> u8 {
         hosts: 1,
         preflight_warnings: Vec::new(),
         local_rank: 0,
+        started: Instant::now(),
+        dropped: Vec::new(),
         implicated: Vec::new(),
     };
     match run.go() {
@@ -390,7 +396,8 @@ impl Run<'_> {
         if let Some(code) = self.below_expected(&rows, nranks) {
             return Ok(code);
         }
-        Ok(self.pass(&selected, sizes, nranks))
+        let unmeasured = self.never_measured(&rows);
+        Ok(self.pass(&selected, sizes, nranks, unmeasured))
     }
 
     /// The communicator's end: `ncclCommFinalize` and `ncclCommDestroy`, or on simulated GPUs
@@ -430,7 +437,9 @@ impl Run<'_> {
         }
         causes::timer_failure(rows, &self.who, host_of)
             .or_else(|| {
-                let planned = bench::sweep::planned(selected, sizes, timing.dtype, nranks);
+                // What --budget dropped was never planned to be checked (it is named instead).
+                let planned = bench::sweep::planned(selected, sizes, timing.dtype, nranks)
+                    - self.never_measured(rows);
                 causes::coverage_failure(rows, planned, nranks, timing.check, &self.who)
             })
             .into_iter()

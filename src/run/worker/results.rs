@@ -13,10 +13,12 @@ use crate::ffi::cuda::Driver;
 use crate::ffi::nccl::Nccl;
 use crate::patterns::Pattern;
 use crate::report::fingerprint::{self, DriverInfo, Fingerprint, NcclInfo, RankInfo};
-use crate::report::results::{ResultsDoc, Status, Verdict};
+use crate::report::footer::binary_size;
+use crate::report::results::{BudgetReport, Dropped, ResultsDoc, Status, Verdict};
 use crate::report::writer;
 use crate::report::{repeats, table};
 use crate::stage::{Stage, exit};
+use std::time::{Duration, Instant};
 
 impl Run<'_> {
     /// Sends the results document, whole, to this rank's supervisor, which writes it (rank 0
@@ -63,7 +65,9 @@ impl Run<'_> {
     /// Rank 0 opens the results file as soon as the launch stage is done, so that a failure
     /// anywhere after it (reported here or by another rank's supervisor) lands in it.
     pub(in crate::run) fn open_results(&mut self, boot: &dyn Bootstrap) {
-        let Some(path) = &self.plan.json else { return };
+        if self.plan.json.is_none() && self.plan.exports.is_empty() {
+            return;
+        }
         let fp = Fingerprint {
             launcher: boot.describe(),
             bootstrap: Some(boot.info()),
@@ -72,9 +76,13 @@ impl Run<'_> {
         };
         let mut doc = ResultsDoc::fresh(&self.plan.config, &self.who.host, &self.backing, fp);
         doc.nccl_logs = Some(self.plan.kept_logs.pattern());
+        doc.budget = self.plan.budget.map(|seconds| BudgetReport {
+            seconds,
+            dropped: Vec::new(),
+        });
         doc.stages = self.stages.clone();
         events::send(&Event::Results {
-            path: path.display().to_string(),
+            path: self.plan.json.as_ref().map(|p| p.display().to_string()),
         });
         self.results = Some(doc);
         self.send_doc();
@@ -121,7 +129,14 @@ impl Run<'_> {
         timing: &Timing,
     ) -> Result<Vec<SizeResult>, Failure> {
         let repeat = self.plan.repeat;
-        let swept = bench::sweep::run(comm, boot, selected, sizes, bufs, timing, repeat, self)
+        // --budget: the time to the sweep is spent again at the end (verify, teardown), so the
+        // sweep gets the budget less twice that.
+        let ends_by = self.plan.budget.map(|b| {
+            let setup = self.started.elapsed();
+            Instant::now() + Duration::from_secs_f64(b).saturating_sub(setup * 2)
+        });
+        let schedule = bench::sweep::Schedule { repeat, ends_by };
+        let swept = bench::sweep::run(comm, boot, selected, sizes, bufs, timing, schedule, self)
             .map_err(|e| match e {
                 bench::sweep::SweepError::Comm(e) => self.comm_failure(Stage::Run, e),
                 bench::sweep::SweepError::Sample { what, error } => {
@@ -179,6 +194,7 @@ impl Run<'_> {
         selected: &[&dyn Pattern],
         sizes: &[usize],
         nranks: u32,
+        unmeasured: usize,
     ) -> u8 {
         let hosts = self.hosts;
         let label = self
@@ -203,9 +219,16 @@ impl Run<'_> {
                 exit::UNVERIFIED,
             )
         };
+        // A size --budget dropped is no part of the claim, and said so.
+        let budget = match (unmeasured, self.plan.budget) {
+            (0, _) | (_, None) => String::new(),
+            (n, Some(secs)) => {
+                format!(" ({n} pattern × size(s) left unmeasured to fit --budget {secs} s)")
+            }
+        };
         let line = format!(
-            "{word}{label} — {} patterns × {} sizes, {checked}, on {nranks} ranks, {hosts} \
-             host(s){alone}",
+            "{word}{label} — {} patterns × {} sizes{budget}, {checked}, on {nranks} ranks, \
+             {hosts} host(s){alone}",
             selected.len(),
             sizes.len(),
         );
@@ -242,6 +265,48 @@ impl bench::sweep::Observer for Run<'_> {
     fn pattern_done(&mut self, rows: &[SizeResult]) {
         self.console()
             .job_lines(table::footer_lines(rows, &self.backing));
+    }
+
+    fn dropped(&mut self, p: &dyn Pattern, bytes: &[usize], expected: Duration, left: Duration) {
+        let name = p.name();
+        self.dropped
+            .extend(bytes.iter().map(|b| (name.to_string(), *b)));
+        let (first, last) = (bytes.first().copied(), bytes.last().copied());
+        let span = match (first, last) {
+            (Some(a), Some(b)) if a != b => format!("{} to {}", binary_size(a), binary_size(b)),
+            (Some(a), _) => binary_size(a),
+            _ => String::new(),
+        };
+        self.console().job(format!(
+            "# --budget: {name} {span} not measured ({} size(s)): the first would take about \
+             {:.2} s, {:.2} s of the pattern's share of the budget was left",
+            bytes.len(),
+            expected.as_secs_f64(),
+            left.as_secs_f64()
+        ));
+        if let Some(report) = self.results.as_mut().and_then(|r| r.budget.as_mut()) {
+            report.dropped.push(Dropped {
+                pattern: name.into(),
+                sizes: bytes.to_vec(),
+                expected_s: expected.as_secs_f64(),
+                left_s: left.as_secs_f64(),
+            });
+        }
+        self.send_doc();
+    }
+}
+
+impl Run<'_> {
+    /// The measurements --budget dropped that no pass measured: distinct (pattern, bytes).
+    pub(super) fn never_measured(&self, rows: &[SizeResult]) -> usize {
+        let mut never: Vec<&(String, usize)> = self
+            .dropped
+            .iter()
+            .filter(|(p, b)| !rows.iter().any(|r| r.pattern == *p && r.size_bytes == *b))
+            .collect();
+        never.sort_unstable();
+        never.dedup();
+        never.len()
     }
 }
 
