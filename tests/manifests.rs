@@ -98,7 +98,11 @@ fn pod_problems(file: &str, pod: &Value) -> Vec<String> {
     let mut bad = Vec::new();
     let spec = &pod["spec"];
     let volumes = spec["volumes"].as_array().cloned().unwrap_or_default();
-    for c in spec["containers"].as_array().unwrap() {
+    let init = spec["initContainers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for c in spec["containers"].as_array().unwrap().iter().chain(&init) {
         let name = s(&c["name"]);
         let w = words(c);
         if w.iter().any(|x| x == "mpirun")
@@ -178,7 +182,11 @@ fn every_manifest_has_its_required_fields_and_the_pod_settings_nccl_needs() {
         pod_templates(&d["spec"], &mut pods);
         for p in &pods {
             bad.extend(pod_problems(file, p));
-            for c in p["spec"]["containers"].as_array().unwrap() {
+            let init = p["spec"]["initContainers"].as_array().cloned();
+            for c in (p["spec"]["containers"].as_array().unwrap())
+                .iter()
+                .chain(init.iter().flatten())
+            {
                 let w = words(c);
                 if w.iter().any(|x| x == "nccl-smoke") {
                     runs += 1;
@@ -308,7 +316,10 @@ fn every_mpirun_passes_the_pods_nccl_settings_to_its_ranks() {
 #[test]
 fn the_indexed_job_names_rank_0_through_its_headless_service() {
     let docs = documents();
-    let jobs = of_kind(&docs, "Job");
+    let jobs: Vec<_> = of_kind(&docs, "Job")
+        .into_iter()
+        .filter(|(_, j)| j["spec"]["completionMode"] == "Indexed")
+        .collect();
     assert_eq!(jobs.len(), 1);
     let (file, j) = jobs[0];
     let spec = &j["spec"];

@@ -1,7 +1,8 @@
 //! nccl-smoke under Slurm, on a single-node cluster of its own (scripts/slurm/cluster.sh in a
 //! scratch folder, stopped by a guard even when an assertion fails): `srun --mpi=pmix`,
 //! `srun --mpi=none` (ranks from Slurm's environment), the shipped batch script under
-//! `sbatch --wait`, and a fault on one task. The three healthy runs must give the same sweep on
+//! `sbatch --wait`, a fault on one task, and the shipped HealthCheckProgram draining and resuming
+//! the node. The three healthy runs must give the same sweep on
 //! the same four ranks, every size verified; the failing one must name the rank and give the
 //! init stage's exit code. Needs slurm-wlm and munge (scripts/setup.sh installs them) and root.
 
@@ -385,6 +386,61 @@ fn srun_pmix_srun_env_sbatch_and_a_fault() {
     );
     assert!(b_boot.contains("Slurm"), "b: bootstrap {b_boot}");
     assert_eq!(a, b, "a (srun --mpi=pmix) and b (srun --mpi=none) differ");
+
+    // e. The shipped HealthCheckProgram, as slurmd runs it (outside any job, `launch` on the
+    // node's GPUs): a failing node is drained with the verdict, and resumed once it passes.
+    let e_dir = dir.join("healthcheck");
+    let prom = e_dir.join("nccl_smoke.prom");
+    let healthcheck = |fault: Option<&str>| {
+        let mut cmd = cluster.command("bash", &dir);
+        cmd.arg(Path::new(ROOT).join("scripts/slurm/healthcheck.sh"))
+            .env("NCCL_SMOKE", bin())
+            .env("NCCL_SMOKE_ARGS", SWEEP.join(" "))
+            .env("NCCL_SMOKE_GPUS", NTASKS.to_string())
+            .env("NCCL_SMOKE_DIR", &e_dir)
+            .env("NCCL_SMOKE_PROM", &prom)
+            .env_remove("NCCL_SMOKE_SIM_FAULT");
+        if let Some(f) = fault {
+            cmd.env("NCCL_SMOKE_SIM_FAULT", f);
+        }
+        bounded(cmd, STEP_LIMIT_S)
+    };
+    let node = || {
+        let mut cmd = cluster.command("scontrol", &dir);
+        cmd.args(["show", "node"]);
+        text(&bounded(cmd, 30))
+    };
+    let o = healthcheck(Some("init@2"));
+    let shown = node();
+    assert_eq!(code(&o), init, "e (health check, fault):\n{}", text(&o));
+    assert!(
+        shown.contains("DRAIN")
+            && shown.contains(&format!(
+                "Reason=nccl-smoke: exit {init}: VERDICT: FAIL at init on rank 2 (host "
+            )),
+        "e: the node is not drained with the verdict:\n{shown}"
+    );
+    let metrics = std::fs::read_to_string(&prom).unwrap_or_default();
+    assert!(
+        metrics.contains("nccl_smoke_failed_stage{stage=\"init\"} 1"),
+        "e: {metrics}"
+    );
+    let o = healthcheck(None);
+    let shown = node();
+    assert_eq!(code(&o), 0, "e (health check):\n{}", text(&o));
+    assert!(
+        !shown.contains("DRAIN") && !shown.contains("Reason=nccl-smoke"),
+        "e: the node was not resumed after a pass:\n{shown}"
+    );
+    let metrics = std::fs::read_to_string(&prom).unwrap_or_default();
+    assert!(
+        metrics.contains("nccl_smoke_verdict{status=\"PASS\"} 1"),
+        "e: {metrics}"
+    );
+    eprintln!(
+        "e: health check drained and resumed the node by {:.1}s",
+        t0.elapsed().as_secs_f64()
+    );
 
     // Nothing left: the daemons (by the PIDs cluster.sh recorded), nor any nccl-smoke.
     let daemons = cluster.daemons.clone();

@@ -5,13 +5,20 @@
 use clap::Args;
 use std::path::PathBuf;
 
+pub use crate::console::verdict::Field;
+
 #[derive(Args, Debug)]
 pub struct VerdictArgs {
     /// A results file written by `nccl-smoke run --json`.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
+    /// What to print: the verdict's line, its status (PASS, FAIL, UNVERIFIED, INCOMPLETE,
+    /// CANCELLED, ...), the stage it failed at (nothing when none), or its exit code; e.g. for
+    /// a node label or a drain reason.
+    #[arg(long, value_enum, default_value = "line")]
+    pub field: Field,
 }
 
 pub fn verdict(args: &VerdictArgs) -> u8 {
-    crate::console::verdict::run(&args.file)
+    crate::console::verdict::run(&args.file, args.field)
 }
