@@ -36,9 +36,7 @@ fn cancel_with(signal: &str) -> Result<(), String> {
     // Once the sweep is under way (a size is on disk), signal the launcher alone.
     while !results::load(&json).is_ok_and(|d| !d.results.is_empty()) {
         if start.elapsed() > Duration::from_secs(60) || child.try_wait().ok().flatten().is_some() {
-            let _ = Command::new("kill")
-                .args(["-KILL", &format!("-{}", child.id())])
-                .status();
+            common::signal("-KILL", &format!("-{}", child.id()));
             return Err("the sweep never got under way".into());
         }
         std::thread::sleep(Duration::from_millis(20));

@@ -166,6 +166,8 @@ pub trait Observer {
     fn row(&mut self, row: &SizeResult);
     /// A pattern ended, with its rows (rank 0; none elsewhere).
     fn pattern_done(&mut self, rows: &[SizeResult]);
+    /// Rank 0: pass `pass` (0-based) is over.
+    fn pass_done(&mut self, pass: u32);
     /// Every rank: `--budget` left this pattern's sizes `bytes` (its rest, in sweep order)
     /// unmeasured; `expected` is rank 0's estimate of the first one's time, `left` what was
     /// left of the pattern's share of the budget.
@@ -176,6 +178,9 @@ pub trait Observer {
 #[derive(Debug, Clone, Copy)]
 pub struct Schedule {
     pub repeat: u32,
+    /// Rank 0's clock: no pass begins after it (`--duration`; the first always does). Every
+    /// rank follows rank 0's decision, one byte broadcast per pass.
+    pub passes_until: Option<Instant>,
     /// Rank 0's clock: when the sweep must be over. Each pattern (and pass) gets an equal
     /// share of what is left when it begins; a size whose expected time (the size before it,
     /// as measured end to end on rank 0, scaled by bytes) would overrun the share is dropped
@@ -222,8 +227,9 @@ impl Budget {
 /// With `repeat` > 1 the whole sweep runs `repeat` times over, every pattern and size once
 /// before any again, so that drift over the run (a warming machine, a neighbour's burst)
 /// spreads over every row's repeats instead of landing on one pattern's. Each measurement is
-/// its own row, in measuring order, and the observer hears of patterns only without repeats
-/// (the caller prints the tables of medians once every repeat is in).
+/// its own row, in measuring order, given to the observer and not returned (the caller folds
+/// them and prints the tables of medians once every repeat is in); the observer hears of
+/// patterns only without repeats. `schedule.passes_until` makes the number of passes open.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     comm: &mut Communicator,
@@ -243,13 +249,25 @@ pub fn run(
         last: None,
         first: None,
     });
-    let mut patterns_left = repeat as usize * selected.len();
+    let mut patterns_left = (repeat as usize).saturating_mul(selected.len());
     let mut rows = Vec::new();
     // The last size measured (bytes, µs per iteration on this rank).
     let mut last: Option<(usize, f64)> = None;
     let mut done = 0;
-    let tell = repeat == 1;
+    let tell = repeat == 1 && schedule.passes_until.is_none();
+    let total = if schedule.passes_until.is_some() {
+        0
+    } else {
+        sizes.len() * selected.len() * repeat as usize
+    };
     for pass in 0..repeat {
+        if let Some(until) = schedule.passes_until {
+            let mut go = [u8::from(pass == 0 || Instant::now() < until)];
+            boot.broadcast(&mut go);
+            if go[0] == 0 {
+                break;
+            }
+        }
         for p in selected {
             if tell {
                 obs.pattern(*p, nranks);
@@ -279,12 +297,7 @@ pub fn run(
                     }
                 }
                 done += 1;
-                obs.size(
-                    *p,
-                    bytes,
-                    done,
-                    sizes.len() * selected.len() * repeat as usize,
-                );
+                obs.size(*p, bytes, done, total);
                 // The run deadline bounds the time without progress, so each size's waits get
                 // the deadline plus the time its iterations are expected to take (see
                 // `size_budget`), and the supervisor is told so.
@@ -296,7 +309,7 @@ pub fn run(
                     ..*timing
                 };
                 // A fresh data epoch per size and pass: a stale buffer never passes the check.
-                let epoch = (pass as usize * sizes.len() + i) as u32;
+                let epoch = pass.wrapping_mul(sizes.len() as u32).wrapping_add(i as u32);
                 // Where this rank is, for rank 0's view of a hang: a rank still in a size's
                 // iterations while the others wait at a barrier or gather is the one they wait for.
                 let name = p.name();
@@ -334,11 +347,14 @@ pub fn run(
                     b.first = b.first.or(b.last);
                 }
             }
+            // With repeats the rows go to the observer alone, which folds them: a burn-in's
+            // measurements are not all kept.
             if tell {
                 obs.pattern_done(&pattern_rows);
+                rows.extend(pattern_rows);
             }
-            rows.extend(pattern_rows);
         }
+        obs.pass_done(pass);
     }
     Ok(rows)
 }

@@ -133,8 +133,10 @@ pub struct IsolateArgs {
 impl IsolateArgs {
     /// The checked plan, or why not.
     pub fn plan(&self) -> Result<Plan, String> {
-        if self.run.repeat > 1 {
-            return Err("--repeat does not apply to isolate (each group measures once)".into());
+        if self.run.repeat > 1 || self.run.duration.is_some() {
+            return Err(
+                "--repeat and --duration do not apply to isolate (each group measures once)".into(),
+            );
         }
         let mut s = self.run.settings();
         s.isolate = Some(crate::run::isolate::Settings {
@@ -278,6 +280,8 @@ pub struct RunArgs {
     pub stage_timeout: Vec<(Stage, f64)>,
     /// Measure each size this many times, interleaved (every size, then every size again),
     /// so `compare` can tell a change from noise; the table shows medians and their spread.
+    /// Fresh data each pass, and a tally of wrong elements and slow samples per GPU (see
+    /// --duration).
     #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
     /// Fit the whole run in this time (e.g. 60s, for a Slurm HealthCheckProgram): each
@@ -285,8 +289,15 @@ pub struct RunArgs {
     /// again for teardown; a size whose expected time (the size before it, end to end, scaled
     /// by bytes) would overrun its share is dropped with every larger size of its pattern, and
     /// named. No stage's default deadline exceeds half the budget, so a hang is named inside it.
-    #[arg(long, value_name = "DURATION", value_parser = plan::parse_budget)]
+    #[arg(long, value_name = "DURATION", value_parser = plan::parse_budget, conflicts_with = "duration")]
     pub budget: Option<f64>,
+    /// Burn-in: run pass after pass over the sweep, with fresh data each pass, until this
+    /// time is up (e.g. 8h; a pass that has begun ends); as --repeat, with the number of passes
+    /// open. Each rank's wrong elements and slow samples (its time over twice the size's
+    /// median) are tallied per GPU (UUID, bus id) and host, kept in the results as they come,
+    /// and the GPU that produced wrong data is named at the end, and on Ctrl-C.
+    #[arg(long, value_name = "DURATION", value_parser = plan::parse_budget, conflicts_with = "repeat")]
+    pub duration: Option<f64>,
     /// Bus bandwidth floors per pattern and size (a JSON file, schema nccl-smoke/expect/v1;
     /// examples in deploy/expect/): a run below one fails with exit code 25, naming the hosts.
     /// Under `isolate`, each group is judged against the floors too (a floor's `ranks` is then
@@ -352,6 +363,7 @@ impl RunArgs {
             stage_timeout: self.stage_timeout.clone(),
             repeat: self.repeat,
             budget: self.budget,
+            duration: self.duration,
             expect: self.expect.clone(),
             bootstrap: self.bootstrap,
             isolate: None,

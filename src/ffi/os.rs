@@ -144,6 +144,19 @@ pub fn pid_alive(pid: u32) -> bool {
     rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// Sends signal `sig` to the process `pid` (a child of this one).
+pub fn signal(pid: u32, sig: i32) -> std::io::Result<()> {
+    let pid = libc::pid_t::try_from(pid)
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: kill(2) with a positive pid signals that process only; no memory is touched.
+    match unsafe { libc::kill(pid, sig) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
 /// Makes the process `cmd` starts die (SIGKILL) when this process dies, so that a worker never
 /// outlives the supervisor that a launcher (mpirun, srun, kubectl) is tearing down.
 ///

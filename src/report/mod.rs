@@ -2,6 +2,7 @@
 
 pub mod atomic_file;
 pub mod backing;
+pub mod burn_in;
 pub mod compare;
 pub mod control_plane;
 pub mod expect;

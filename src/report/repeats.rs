@@ -1,7 +1,7 @@
 //! `run --repeat N`: each size measured N times, the repeats interleaved (every size once,
 //! then every size again) so that drift over the run (a warming machine, a neighbour's job)
-//! spreads over all sizes instead of landing on a few. Every repeat's figures are kept; the
-//! row shows their medians and the spread.
+//! spreads over all sizes instead of landing on a few. Every repeat's figures are kept (the
+//! latest `burn_in::KEPT` of a long burn-in); the row shows their medians and the spread.
 
 use super::stats;
 use super::table;
@@ -30,6 +30,10 @@ pub fn record(rows: &mut Vec<SizeResult>, row: SizeResult, repeat: u32) {
     };
     match rows.iter_mut().find(|r| same(r)) {
         Some(r) => {
+            // A burn-in's passes are many: the figures are the latest ones' medians.
+            if r.repeats.len() >= super::burn_in::KEPT {
+                r.repeats.remove(0);
+            }
             r.repeats.push(one);
             r.wrong += row.wrong;
             r.first_wrong = r.first_wrong.take().or(row.first_wrong);

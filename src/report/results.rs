@@ -122,6 +122,9 @@ pub struct ResultsDoc {
     /// `--budget`: the seconds given, and the sizes left unmeasured to fit them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<BudgetReport>,
+    /// `--repeat N` / `--duration`: wrong elements and slow samples per rank, GPU and host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burn_in: Option<super::burn_in::BurnIn>,
 }
 
 /// What `--budget` did to the sweep.
@@ -187,6 +190,7 @@ impl ResultsDoc {
             isolate: None,
             nccl_logs: None,
             budget: None,
+            burn_in: None,
         }
     }
 }
@@ -329,6 +333,7 @@ pub(crate) mod tests {
             isolate: None,
             nccl_logs: None,
             budget: None,
+            burn_in: None,
         }
     }
 

@@ -77,6 +77,16 @@ impl Writer {
         self.write()
     }
 
+    /// The document as last taken (`None` before the first).
+    pub fn doc(&self) -> Option<&ResultsDoc> {
+        self.doc.as_ref()
+    }
+
+    /// Whether it writes any file (a burn-in keeps its document without one).
+    pub fn has_file(&self) -> bool {
+        self.path.is_some() || !self.exports.is_empty()
+    }
+
     /// Whether the last write failed.
     pub fn failing(&self) -> bool {
         self.failing

@@ -52,6 +52,8 @@ pub struct Settings {
     pub repeat: u32,
     /// `--budget`: seconds the whole run should fit in.
     pub budget: Option<f64>,
+    /// `--duration`: seconds of passes over the sweep (a burn-in).
+    pub duration: Option<f64>,
     /// `--expect FILE`: bus bandwidth floors.
     pub expect: Option<PathBuf>,
     /// `--bootstrap`: how the ranks find each other.
@@ -94,6 +96,8 @@ pub struct Plan {
     /// Seconds the whole run should fit in: the sweep drops the sizes that would not fit
     /// (see [`crate::bench::sweep::Schedule`]), and no stage's default deadline exceeds half.
     pub budget: Option<f64>,
+    /// Seconds of passes over the sweep: a pass begins while they last (`--duration`).
+    pub duration: Option<f64>,
     /// The `--expect` file and its floors, read once here.
     pub expect: Option<(PathBuf, Expectations)>,
     /// How the ranks find each other (see [`crate::bootstrap::init`]).
@@ -179,6 +183,7 @@ impl Settings {
                 (self.isolate.is_some(), "isolate"),
                 (self.expect.is_some(), "--expect"),
                 (self.repeat > 1, "--repeat"),
+                (self.duration.is_some(), "--duration"),
             ];
             if let Some((_, what)) = refused.iter().find(|(on, _)| *on) {
                 return Err(format!(
@@ -233,6 +238,7 @@ impl Settings {
             config,
             repeat: self.repeat,
             budget: self.budget,
+            duration: self.duration,
             expect,
             bootstrap: self.bootstrap,
             isolate: self.isolate,
@@ -241,6 +247,21 @@ impl Settings {
 }
 
 impl Plan {
+    /// Whether the sweep runs more than once (`--repeat N`, `--duration`): a burn-in, with
+    /// rows of medians and a tally per GPU.
+    pub fn repeats(&self) -> bool {
+        self.repeat > 1 || self.duration.is_some()
+    }
+
+    /// The passes the sweep may run: `--repeat`'s, unbounded under `--duration`.
+    pub fn passes(&self) -> u32 {
+        if self.duration.is_some() {
+            u32::MAX
+        } else {
+            self.repeat
+        }
+    }
+
     /// The deadline of `stage`.
     pub fn deadline(&self, stage: Stage) -> Duration {
         let i = Stage::ALL.iter().position(|s| *s == stage).unwrap_or(0);

@@ -118,6 +118,22 @@ pub fn mpirun(np: u32, args: &[&str], env: &[(&str, &str)], limit_s: u32) -> Out
 /// How many times [`mpirun`] runs a case again after mpirun itself crashed.
 pub const LAUNCHER_RETRIES: u32 = 3;
 
+/// `kill SIG -- TARGET` by bash's builtin: a negative target is a process group. Not procps'
+/// `kill` (4.0.2 here), which took `kill -KILL -PGID` for more than that group: the test
+/// machine's other processes died with it.
+pub fn signal(sig: &str, target: &str) {
+    assert!(
+        target
+            .trim_start_matches('-')
+            .parse::<u32>()
+            .is_ok_and(|p| p > 1),
+        "not a pid or process group: {target}"
+    );
+    let _ = Command::new("bash")
+        .args(["-c", &format!("kill {sig} -- {target}")])
+        .status();
+}
+
 /// Whether mpirun died of a signal with its own frames in the backtrace Open MPI printed.
 pub fn launcher_crashed(o: &Output) -> bool {
     let err = String::from_utf8_lossy(&o.stderr);

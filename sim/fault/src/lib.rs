@@ -9,7 +9,9 @@
 //! * `rank` — the rank it applies to (every rank when omitted).
 //! * `kind` — `error` (default: the return code and log lines the real library gives for that
 //!   failure), `hang`, `crash` (the process dies), `slow=<factor>` (transfers take `factor`
-//!   times as long), `corrupt` (one element of each received buffer is flipped).
+//!   times as long), `corrupt` (one element of each received buffer is flipped), or a data fault
+//!   at `verify` (`nothing`, `partial`, `flip`, `nan`, `peer`, each with an optional `=<bytes>`
+//!   and `/<K>`: only operations with a receive buffer that long, only in every K-th run of them).
 //!
 //! The simulation libraries and the harness share this parser, so a spec that one of them
 //! rejects is rejected everywhere, with a message naming the offending part.
@@ -114,10 +116,13 @@ pub enum Kind {
     /// One element of each received buffer is flipped.
     Corrupt,
     /// What an operation leaves in this rank's receive buffer (`verify` only), at every
-    /// operation or only at those whose receive buffer is `bytes` long.
+    /// operation or only at those whose receive buffer is `bytes` long; with `every` K, only in
+    /// every K-th run of such operations (a run: operations in a row that all match, as one
+    /// size's iterations are), so a sweep repeated pass after pass sees it once every K passes.
     Data {
         fault: DataFault,
         bytes: Option<u64>,
+        every: Option<u32>,
     },
 }
 
@@ -165,10 +170,17 @@ impl fmt::Display for Kind {
             Kind::Crash => f.write_str("crash"),
             Kind::Slow(x) => write!(f, "slow={x}"),
             Kind::Corrupt => f.write_str("corrupt"),
-            Kind::Data { fault, bytes } => {
+            Kind::Data {
+                fault,
+                bytes,
+                every,
+            } => {
                 f.write_str(fault.name())?;
-                match bytes {
-                    Some(b) => write!(f, "={b}"),
+                if let Some(b) = bytes {
+                    write!(f, "={b}")?;
+                }
+                match every {
+                    Some(k) => write!(f, "/{k}"),
                     None => Ok(()),
                 }
             }
@@ -311,9 +323,22 @@ fn parse_one(part: &str) -> Result<Fault, SpecError> {
     Ok(Fault { at, rank, kind })
 }
 
-/// `nothing`, `partial`, `flip`, `nan` or `peer`, with an optional `=<bytes>`: the receive
-/// buffer size of the operations it strikes.
+/// `nothing`, `partial`, `flip`, `nan` or `peer`, with an optional `=<bytes>` (the receive
+/// buffer size of the operations it strikes) and an optional `/<K>` (in every K-th run of them).
 fn parse_data(k: &str, part: &str) -> Result<Kind, SpecError> {
+    let (k, every) = match k.split_once('/') {
+        Some((k, e)) => {
+            let every = e.parse::<u32>().ok().filter(|e| *e >= 1).ok_or_else(|| {
+                SpecError(format!(
+                    "bad period '{}' in '{}': expected a whole number of runs from 1",
+                    shown(e),
+                    shown(part)
+                ))
+            })?;
+            (k, Some(every))
+        }
+        None => (k, None),
+    };
     let (name, bytes) = match k.split_once('=') {
         Some((n, b)) => {
             let bytes = b.parse::<u64>().map_err(|_| {
@@ -331,7 +356,11 @@ fn parse_data(k: &str, part: &str) -> Result<Kind, SpecError> {
         .into_iter()
         .find(|d| d.name() == name)
         .ok_or_else(|| SpecError(format!("unknown data fault '{}'", shown(name))))?;
-    Ok(Kind::Data { fault, bytes })
+    Ok(Kind::Data {
+        fault,
+        bytes,
+        every,
+    })
 }
 
 fn parse_kind(k: &str, part: &str) -> Result<Kind, SpecError> {
@@ -342,7 +371,7 @@ fn parse_kind(k: &str, part: &str) -> Result<Kind, SpecError> {
         "corrupt" => Ok(Kind::Corrupt),
         _ if DataFault::ALL
             .iter()
-            .any(|d| k.split('=').next() == Some(d.name())) =>
+            .any(|d| k.split(['=', '/']).next() == Some(d.name())) =>
         {
             parse_data(k, part)
         }

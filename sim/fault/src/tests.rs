@@ -7,14 +7,16 @@ fn data_faults_parse_with_an_optional_size_and_only_at_verify() {
         set.0[0].kind,
         Kind::Data {
             fault: DataFault::Nothing,
-            bytes: None
+            bytes: None,
+            every: None
         }
     );
     assert_eq!(
         set.0[1].kind,
         Kind::Data {
             fault: DataFault::Peer,
-            bytes: Some(4096)
+            bytes: Some(4096),
+            every: None
         }
     );
     assert_eq!(set.0[1].to_string(), "verify:peer=4096");
@@ -28,6 +30,24 @@ fn data_faults_parse_with_an_optional_size_and_only_at_verify() {
             .0
             .contains("at 'verify' only")
     );
+    let f = FaultSet::parse("verify@1:flip=1024/10").unwrap();
+    assert_eq!(
+        f.0[0].kind,
+        Kind::Data {
+            fault: DataFault::Flip,
+            bytes: Some(1024),
+            every: Some(10)
+        }
+    );
+    assert_eq!(f.0[0].to_string(), "verify@1:flip=1024/10");
+    assert_eq!(
+        FaultSet::parse("verify:nan/3").unwrap().0[0].to_string(),
+        "verify:nan/3"
+    );
+    for bad in ["verify:flip/0", "verify:flip=8/x"] {
+        let e = FaultSet::parse(bad).unwrap_err().0;
+        assert!(e.contains("bad period"), "{bad}: {e}");
+    }
     assert!(
         FaultSet::parse("verify:flip=lots")
             .unwrap_err()

@@ -58,6 +58,9 @@ pub struct Comm {
     pub first_p2p: AtomicBool,
     /// Transfer slowdown factor (f64 bits).
     slow: AtomicU64,
+    /// A periodic data fault's runs of matching operations so far, and whether the last
+    /// operation matched (see [`Comm::data_strikes`]).
+    data_runs: Mutex<(u64, bool)>,
     /// Point-to-point connections made, as (peer, send side): a send/recv to a peer not in
     /// here still has a connection to make (NCCL's `peers[peer]->send[1].connected`).
     connected: Mutex<std::collections::HashSet<(usize, bool)>>,
@@ -93,6 +96,7 @@ impl Comm {
             first_op: AtomicBool::new(true),
             first_p2p: AtomicBool::new(true),
             slow: AtomicU64::new(1.0f64.to_bits()),
+            data_runs: Mutex::new((0, false)),
             connected: Mutex::new(Default::default()),
             finalize_called: AtomicBool::new(false),
             allreduce_launched: AtomicU64::new(0),
@@ -321,6 +325,18 @@ impl Comm {
 
     pub fn set_slow(&self, f: f64) {
         self.slow.store(f.to_bits(), Ordering::SeqCst);
+    }
+
+    /// Whether a data fault strikes this operation: every matching one without `every`, else
+    /// those of every `every`-th run of matching operations (a run begins at a matching
+    /// operation after one that did not match). Called for every operation, matching or not.
+    pub fn data_strikes(&self, matches: bool, every: Option<u32>) -> bool {
+        let mut runs = self.data_runs.lock().unwrap_or_else(|p| p.into_inner());
+        if matches && !runs.1 {
+            runs.0 += 1;
+        }
+        runs.1 = matches;
+        matches && every.is_none_or(|k| runs.0.is_multiple_of(u64::from(k)))
     }
 
     /// A task was queued on a stream.

@@ -23,6 +23,11 @@ fn regions(ops: &[Op], nranks: usize, bytes: Option<u64>) -> Vec<(Ptr, usize, u3
         .collect()
 }
 
+/// Whether a fault limited to `bytes` applies to any receive region of `ops`.
+pub fn matches(ops: &[Op], nranks: usize, bytes: Option<u64>) -> bool {
+    !regions(ops, nranks, bytes).is_empty()
+}
+
 /// Keeps what the fault must put back after the operation.
 pub fn before(fault: DataFault, bytes: Option<u64>, ops: &[Op], nranks: usize) -> Saved {
     let keep = matches!(fault, DataFault::Nothing | DataFault::Partial);

@@ -140,11 +140,17 @@ pub fn run_batch(comm: &Arc<Comm>, ops: &[Op], setup: Setup) {
         }
     }
     let corrupt = index >= 1 && comm.fault(Where::Verify) == Some(Kind::Corrupt);
+    let nranks = comm.id.nranks;
     let data = match comm.fault(Where::Verify) {
-        Some(Kind::Data { fault, bytes }) => Some((fault, bytes)),
+        Some(Kind::Data {
+            fault,
+            bytes,
+            every,
+        }) => comm
+            .data_strikes(datafault::matches(ops, nranks, bytes), every)
+            .then_some((fault, bytes)),
         _ => None,
     };
-    let nranks = comm.id.nranks;
     let saved = data.map(|(f, b)| datafault::before(f, b, ops, nranks));
     let sent = match crate::moves::execute(comm, ops, corrupt) {
         Ok(bytes) => {

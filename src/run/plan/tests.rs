@@ -25,6 +25,7 @@ fn settings(timeout: Option<f64>, stage_timeout: Vec<(Stage, f64)>) -> Settings 
         json: None,
         exports: Default::default(),
         budget: None,
+        duration: None,
         logs: None,
         strict: false,
         timeout,

@@ -294,11 +294,18 @@ pub(super) fn conclude(
         job_lines.iter().for_each(|l| say_line(l));
     }
     if cancel {
+        // A burn-in stopped by Ctrl-C names the GPUs that went wrong so far.
+        let tally = w.results.as_ref().and_then(|r| r.doc()?.burn_in.as_ref());
+        tally
+            .iter()
+            .flat_map(|b| b.lines())
+            .for_each(|l| say_line(&l));
         say_line(&format!(
             "CANCELLED — the job was stopped by a signal during the {} stage before any rank failed{}",
             w.stage,
             w.results
                 .as_ref()
+                .filter(|p| p.has_file())
                 .map(|p| format!(
                     "; every size measured until then is in {}",
                     p.path().display()

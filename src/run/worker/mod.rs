@@ -1,5 +1,6 @@
 //! The worker side of `nccl-smoke run`: walk the stages, measure, and say how it ended.
 
+mod burn_in;
 mod consistency;
 mod control_plane;
 mod evidence;
@@ -52,6 +53,11 @@ pub(super) struct Run<'a> {
     pub(super) started: Instant,
     /// `--budget`: the measurements the sweep dropped, (pattern, bytes), every pass's.
     pub(super) dropped: Vec<(String, usize)>,
+    /// Rank 0, a sweep run more than once: its rows folded into medians, and the tally.
+    pub(super) folded: Vec<crate::bench::SizeResult>,
+    pub(super) burn_in: Option<crate::report::burn_in::BurnIn>,
+    /// When the results document was last sent.
+    pub(super) last_sent: Option<Instant>,
 }
 
 pub fn worker(plan: &Plan) -> u8 {
@@ -79,6 +85,9 @@ pub fn worker(plan: &Plan) -> u8 {
         local_rank: 0,
         started: Instant::now(),
         dropped: Vec::new(),
+        folded: Vec::new(),
+        burn_in: None,
+        last_sent: None,
         implicated: Vec::new(),
     };
     match run.go() {
@@ -379,6 +388,9 @@ impl Run<'_> {
                             .into(),
                     );
                 }
+            }
+            for f in &mut found {
+                self.burn_in_evidence(f);
             }
             // Tear down cleanly anyway: a data error is no reason to leave a hung peer.
             let _ = self.end_comm(comm);

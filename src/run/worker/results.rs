@@ -23,9 +23,15 @@ use std::time::{Duration, Instant};
 impl Run<'_> {
     /// Sends the results document, whole, to this rank's supervisor, which writes it (rank 0
     /// only: the other ranks have none).
-    pub(in crate::run) fn send_doc(&self) {
-        let Some(r) = &self.results else { return };
-        match serde_json::to_value(r) {
+    pub(in crate::run) fn send_doc(&mut self) {
+        let value = if self.plan.repeats() {
+            self.doc_now().map(|d| serde_json::to_value(&d))
+        } else {
+            self.results.as_ref().map(serde_json::to_value)
+        };
+        let Some(value) = value else { return };
+        self.last_sent = Some(Instant::now());
+        match value {
             Ok(doc) => events::send(&Event::Doc { doc }),
             // Not seen: the document is plain data (non-finite numbers are strings, see
             // `crate::lossless`). Said, so that a file left behind is not taken as current.
@@ -65,7 +71,9 @@ impl Run<'_> {
     /// Rank 0 opens the results file as soon as the launch stage is done, so that a failure
     /// anywhere after it (reported here or by another rank's supervisor) lands in it.
     pub(in crate::run) fn open_results(&mut self, boot: &dyn Bootstrap) {
-        if self.plan.json.is_none() && self.plan.exports.is_empty() {
+        // A burn-in keeps its document for the supervisor even without a file: Ctrl-C names
+        // the culprit GPU from it.
+        if self.plan.json.is_none() && self.plan.exports.is_empty() && !self.plan.repeats() {
             return;
         }
         let fp = Fingerprint {
@@ -109,6 +117,7 @@ impl Run<'_> {
         console.job_lines(table::fingerprint_lines(&fp, &self.backing));
         warn_shared_gpus(console, &fp);
         self.hosts = fp.hosts.len();
+        self.start_burn_in(&fp);
         if let Some(r) = self.results.as_mut() {
             r.simulated = self.backing.simulated();
             r.backend = self.backing.backend();
@@ -128,14 +137,18 @@ impl Run<'_> {
         bufs: &mut Buffers,
         timing: &Timing,
     ) -> Result<Vec<SizeResult>, Failure> {
-        let repeat = self.plan.repeat;
+        let repeat = self.plan.passes();
         // --budget: the time to the sweep is spent again at the end (verify, teardown), so the
         // sweep gets the budget less twice that.
         let ends_by = self.plan.budget.map(|b| {
             let setup = self.started.elapsed();
             Instant::now() + Duration::from_secs_f64(b).saturating_sub(setup * 2)
         });
-        let schedule = bench::sweep::Schedule { repeat, ends_by };
+        let schedule = bench::sweep::Schedule {
+            repeat,
+            passes_until: self.passes_until(),
+            ends_by,
+        };
         let swept = bench::sweep::run(comm, boot, selected, sizes, bufs, timing, schedule, self)
             .map_err(|e| match e {
                 bench::sweep::SweepError::Comm(e) => self.comm_failure(Stage::Run, e),
@@ -144,15 +157,18 @@ impl Run<'_> {
                     self.gather_failure(Stage::Verify, rank, format!("{what}: {}", error.what))
                 }
             })?;
-        if repeat <= 1 {
+        if !self.plan.repeats() {
             return Ok(swept);
         }
-        // `--repeat`: one row per pattern and size, of the medians of its repeats; the tables
-        // come at the end, when every repeat is in.
-        let mut rows = Vec::new();
-        for row in swept {
-            repeats::record(&mut rows, row, repeat);
-        }
+        // `--repeat`, `--duration`: one row per pattern and size, of the medians of its
+        // repeats (folded as they came); the tables come at the end, when every repeat is in.
+        let rows = self.folded.clone();
+        let shown = rows
+            .iter()
+            .map(|r| r.repeats.len())
+            .max()
+            .unwrap_or(0)
+            .max(1) as u32;
         let console = self.console();
         for p in selected {
             let mine: Vec<SizeResult> = rows
@@ -160,15 +176,12 @@ impl Run<'_> {
                 .filter(|r| r.pattern == p.name())
                 .cloned()
                 .collect();
-            console.job_lines(repeats::header(
-                p.name(),
-                comm.nranks,
-                &self.backing,
-                repeat,
-            ));
+            console.job_lines(repeats::header(p.name(), comm.nranks, &self.backing, shown));
             console.job_lines(mine.iter().map(repeats::row));
             console.job_lines(table::footer_lines(&mine, &self.backing));
         }
+        console.job_lines(self.burn_in_end());
+        self.send_doc();
         Ok(rows)
     }
 
@@ -252,14 +265,20 @@ impl bench::sweep::Observer for Run<'_> {
     }
 
     fn row(&mut self, row: &SizeResult) {
-        let repeat = self.plan.repeat;
-        if repeat <= 1 {
-            self.console().job(table::table_row(row));
+        if self.plan.repeats() {
+            return self.burn_in_row(row);
         }
+        self.console().job(table::table_row(row));
         if let Some(r) = self.results.as_mut() {
-            repeats::record(&mut r.results, row.clone(), repeat);
+            r.results.push(row.clone());
         }
         self.send_doc();
+    }
+
+    fn pass_done(&mut self, pass: u32) {
+        if self.plan.repeats() {
+            self.burn_in_pass(pass);
+        }
     }
 
     fn pattern_done(&mut self, rows: &[SizeResult]) {
