@@ -294,7 +294,8 @@ pub struct RunArgs {
     /// Burn-in: run pass after pass over the sweep, with fresh data each pass, until this
     /// time is up (e.g. 8h; a pass that has begun ends); as --repeat, with the number of passes
     /// open. Each rank's wrong elements and slow samples (its time over twice the size's
-    /// median) are tallied per GPU (UUID, bus id) and host, kept in the results as they come,
+    /// median and 50 µs above it) are tallied per GPU (UUID, bus id) and host, kept in the
+    /// results as they come,
     /// and the GPU that produced wrong data is named at the end, and on Ctrl-C.
     #[arg(long, value_name = "DURATION", value_parser = plan::parse_budget, conflicts_with = "repeat")]
     pub duration: Option<f64>,

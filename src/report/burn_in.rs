@@ -2,7 +2,9 @@
 //! host, how many samples (one rank's part of one measured size) it gave, how many of them held
 //! wrong elements and how many elements in all, and how many were slow: its time more than
 //! [`SLOW_FACTOR`] times the size's median so far (the median over earlier passes of the mean
-//! over ranks; a guess at a useful threshold, not a figure from NCCL or nccl-tests). Kept in
+//! over ranks) and at least [`SLOW_EXCESS_US`] above it (guesses at useful thresholds, not
+//! figures from NCCL or nccl-tests: on an H200, latency-bound sizes of about 5 µs took 10 to
+//! 24 µs once in a hundred passes, host jitter rather than a slow GPU). Kept in
 //! the results as it grows, so a run killed mid-way still names the GPU that produced wrong
 //! data.
 
@@ -12,8 +14,10 @@ use crate::bench::SizeResult;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
-/// A sample slower than this many times its size's median is slow.
+/// A sample slower than this many times its size's median is slow…
 pub const SLOW_FACTOR: f64 = 2.0;
+/// …when it is also this much above it (µs).
+pub const SLOW_EXCESS_US: f64 = 50.0;
 /// Earlier passes of a size needed before its samples are judged slow.
 pub const SLOW_AFTER: usize = 2;
 /// The most passes a size's median is taken over (the latest), and the most wrong passes
@@ -84,7 +88,7 @@ impl BurnIn {
                 continue;
             };
             t.samples += 1;
-            if median.is_some_and(|m| *us > m * SLOW_FACTOR) {
+            if median.is_some_and(|m| *us > m * SLOW_FACTOR && *us - m >= SLOW_EXCESS_US) {
                 t.slow_samples += 1;
             }
         }
@@ -119,7 +123,8 @@ impl BurnIn {
         let samples: u64 = self.ranks.iter().map(|t| t.samples).sum();
         let mut out = vec![format!(
             "# burn-in: {} pass(es), {samples} rank sample(s): wrong data from {} GPU(s), slow \
-             samples (over {}× the size's median) on {} rank(s)",
+             samples (over {}× the size's median, and {SLOW_EXCESS_US} µs above it) on {} \
+             rank(s)",
             self.passes,
             self.culprits().len(),
             self.slow_factor,
@@ -192,14 +197,18 @@ mod tests {
     }
 
     #[test]
-    fn a_sample_over_twice_its_sizes_median_is_slow_once_there_is_one() {
+    fn a_sample_over_twice_its_sizes_median_and_50_us_above_is_slow_once_there_is_one() {
         let doc = doc_on(&["a", "b"]);
         let mut b = BurnIn::new(&doc.fingerprint);
         // The first passes set the median; a slow first pass is not judged.
-        b.add(&row("all_reduce", 64, &[50.0, 10.0]), 0);
-        b.add(&row("all_reduce", 64, &[10.0, 10.0]), 1);
-        b.add(&row("all_reduce", 64, &[10.0, 10.0]), 2);
-        b.add(&row("all_reduce", 64, &[10.0, 35.0]), 3);
+        b.add(&row("all_reduce", 64, &[500.0, 100.0]), 0);
+        b.add(&row("all_reduce", 64, &[100.0, 100.0]), 1);
+        b.add(&row("all_reduce", 64, &[100.0, 100.0]), 2);
+        b.add(&row("all_reduce", 64, &[100.0, 350.0]), 3);
+        // Twice the median but a few µs: a latency-bound size's jitter, not slow.
+        b.add(&row("all_reduce", 8, &[5.0, 5.0]), 0);
+        b.add(&row("all_reduce", 8, &[5.0, 5.0]), 1);
+        b.add(&row("all_reduce", 8, &[20.0, 5.0]), 2);
         assert_eq!(b.ranks[0].slow_samples, 0);
         assert_eq!(b.ranks[1].slow_samples, 1);
         assert!(b.lines()[1].starts_with("# burn-in: slow: rank 1 (host b)"));
