@@ -23,7 +23,7 @@ pub const SLOW_AFTER: usize = 2;
 /// The most passes a size's median is taken over (the latest), and the most wrong passes
 /// listed per rank.
 pub const KEPT: usize = 1000;
-const LISTED: usize = 20;
+pub const LISTED: usize = 20;
 
 /// The tally, as the results file keeps it (`burn_in`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -102,10 +102,10 @@ fn fill(reg: &Registry, doc: &ResultsDoc) -> prometheus::Result<()> {
     gauges(
         reg,
         "run_info",
-        "The run's identity: its backend, NCCL version, CUDA driver version and run id (value 1).",
-        &["backend", "nccl_version", "cuda_driver_version", "run_id"],
+        "What the run ran on: its backend, NCCL version and CUDA driver version (value 1).",
+        &["backend", "nccl_version", "cuda_driver_version"],
     )?
-    .with_label_values(&[doc.backend.as_str(), nccl, cuda, doc.run_id.as_str()])
+    .with_label_values(&[doc.backend.as_str(), nccl, cuda])
     .set(1.0);
     gauge(reg, "ranks", "Ranks in the job.")?.set(doc.fingerprint.ranks.len() as f64);
     gauge(reg, "hosts", "Hosts in the job.")?.set(doc.fingerprint.hosts.len() as f64);

@@ -260,8 +260,14 @@ impl bench::sweep::Observer for Run<'_> {
     }
 
     fn size(&mut self, p: &dyn Pattern, bytes: usize, n: usize, of: usize) {
+        // `of` is 0 when the passes are open (`--duration`).
+        let place = if of == 0 {
+            n.to_string()
+        } else {
+            format!("{n}/{of}")
+        };
         self.console()
-            .progress(format!("{} {bytes} B ({n}/{of})", p.name()));
+            .progress(format!("{} {bytes} B ({place})", p.name()));
     }
 
     fn row(&mut self, row: &SizeResult) {
