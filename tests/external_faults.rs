@@ -114,10 +114,8 @@ fn run_case(c: Case) -> Result<f64, String> {
     }
     if child.try_wait().ok().flatten().is_none() {
         problems.push(format!("the job still ran after {} s", limit.as_secs()));
-        let _ = Command::new("kill")
-            .arg("-KILL")
-            .arg(format!("-{pgid}"))
-            .status();
+        signal("-KILL", &format!("-{pgid}"));
+        let _ = child.kill();
     }
     let status = child.wait().map_err(|e| e.to_string())?;
     let lines: Vec<(Instant, String)> = rx.iter().collect();

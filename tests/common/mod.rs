@@ -244,10 +244,10 @@ pub fn bounded(mut cmd: Command, limit_s: u32) -> Output {
         }
         if start.elapsed().as_secs() >= u64::from(limit_s) {
             family.note(pid);
-            let _ = Command::new("kill")
-                .arg("-KILL")
-                .arg(format!("-{pid}"))
-                .status();
+            // The group, and the process itself by its pid: procps' `kill -KILL -PGID` left
+            // a hung mpirun alive here (14 minutes past its 90 s bound, the suite waiting on it).
+            signal("-KILL", &format!("-{pid}"));
+            let _ = child.kill();
             family.kill();
             break child.wait().unwrap();
         }
