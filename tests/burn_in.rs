@@ -115,9 +115,8 @@ fn a_duration_runs_passes_until_it_is_up() {
 }
 
 /// A burn-in started in its own process group, output to `out`.
-fn start(name: &str, json: &Path, out: &Path) -> (Child, std::path::PathBuf) {
+fn start(json: &Path, out: &Path) -> (Child, std::path::PathBuf) {
     require_sim();
-    let _ = name;
     let mut cmd = launch(&["--duration", "60s"], json);
     cmd.env(FLAKY.0, FLAKY.1)
         .stdin(Stdio::null())
@@ -149,7 +148,7 @@ fn wait_for_passes(json: &Path, passes: u64, child: &mut Child) -> ResultsDoc {
 fn ctrl_c_names_the_gpu_that_went_wrong_so_far() {
     let dir = scratch("burn-in-ctrl-c");
     let json = dir.join("run.json");
-    let (mut child, out) = start("ctrl-c", &json, &dir.join("out.txt"));
+    let (mut child, out) = start(&json, &dir.join("out.txt"));
     // Pass 10 holds the first flipped element (the 10th run of 1 KiB operations).
     wait_for_passes(&json, 11, &mut child);
     signal("-INT", &child.id().to_string());
@@ -172,7 +171,7 @@ fn a_burn_in_killed_at_any_moment_leaves_a_file_that_reads_back() {
     for (i, after_ms) in [300u64, 1200, 2500].into_iter().enumerate() {
         let dir = scratch(&format!("burn-in-kill-{i}"));
         let json = dir.join("run.json");
-        let (mut child, _) = start("kill", &json, &dir.join("out.txt"));
+        let (mut child, _) = start(&json, &dir.join("out.txt"));
         std::thread::sleep(Duration::from_millis(after_ms));
         signal("-KILL", &format!("-{}", child.id()));
         let _ = child.wait();

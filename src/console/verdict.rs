@@ -19,10 +19,7 @@ impl Field {
     pub fn of(self, v: &Verdict) -> String {
         match self {
             Field::Line => v.line.clone(),
-            Field::Status => serde_json::to_value(v.status)
-                .ok()
-                .and_then(|s| s.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            Field::Status => results::status_name(v.status),
             Field::Stage => v.stage.map(|s| s.name().to_string()).unwrap_or_default(),
             Field::ExitCode => v.exit_code.to_string(),
         }

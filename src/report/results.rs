@@ -195,6 +195,14 @@ impl ResultsDoc {
     }
 }
 
+/// A status as the results file spells it (`PASS`, `CONTROL_PLANE_OK`, ...).
+pub fn status_name(s: Status) -> String {
+    serde_json::to_value(s)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
 /// Why a results file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {

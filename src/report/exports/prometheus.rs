@@ -5,7 +5,7 @@
 //! `nccl_smoke_failed_stage{stage="connect:net"} == 1`. Rewritten with the results file, so
 //! while a run goes on it holds the sizes measured so far and `status="INCOMPLETE"`.
 
-use crate::report::results::{ResultsDoc, Status};
+use crate::report::results::{ResultsDoc, Status, status_name};
 use crate::stage::Stage;
 use prometheus::{Encoder, Gauge, GaugeVec, Opts, Registry, TextEncoder};
 
@@ -44,13 +44,6 @@ fn gauges(reg: &Registry, name: &str, help: &str, labels: &[&str]) -> prometheus
     let g = GaugeVec::new(Opts::new(format!("nccl_smoke_{name}"), help), labels)?;
     reg.register(Box::new(g.clone()))?;
     Ok(g)
-}
-
-fn status_name(s: Status) -> String {
-    serde_json::to_value(s)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }
 
 fn fill(reg: &Registry, doc: &ResultsDoc) -> prometheus::Result<()> {

@@ -72,7 +72,7 @@ impl Run<'_> {
         }
     }
 
-    /// When a sweep run more than once began (for `--duration`), as rank 0 keeps it.
+    /// `--duration`: the moment after which no pass begins, on rank 0's clock, from now.
     pub(super) fn passes_until(&self) -> Option<Instant> {
         self.plan
             .duration
