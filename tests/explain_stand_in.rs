@@ -44,9 +44,11 @@ fn each_fault_is_named_on_its_rank_from_the_logs() {
     // (case, versions, verdict head, root cause on, NCCL's words)
     let cases: &[(&str, &[&str], &str, &str, &str)] = &[
         (
+            // NCCL's own allocation failed inside its init: explain's stage for memory that
+            // could not be had is alloc, whoever asked for it.
             "oom",
             &["2.19.3", "2.32.3"],
-            "VERDICT FAIL at init [oom]",
+            "VERDICT FAIL at alloc [oom]",
             "root cause on: rank 1 (host vm, ",
             "Cuda failure 2 'out of memory'",
         ),

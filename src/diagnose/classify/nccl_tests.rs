@@ -63,12 +63,17 @@ static CHECKS: LazyLock<HashMap<Key, Check>> = LazyLock::new(|| {
 });
 
 /// The row for an nccl-tests failure line (`HOST: Test NCCL failure common.cu:958 'internal
-/// error / '`, `Test CUDA failure common.cu:732 'invalid device ordinal'`), if the line is one and
-/// its check is placed.
+/// error / '`, `Test CUDA failure common.cu:732 'invalid device ordinal'`, before 2019 `NCCL
+/// failure common.cu:874 '…'`), if the line is one and its check is placed: a `file:line` of
+/// the table, which NCCL's own "Cuda failure 'out of memory'" never is.
 pub fn placed(line: &str) -> Option<&'static Check> {
+    // "Test …" since nccl-tests cbe7f65 (2019-03); plain "NCCL failure %s:%d '%s'" and "Cuda
+    // failure %s:%d '%s'" before it (src/common.h, b188a15, 2017-08).
     let (kind, rest) = [
         ("Test CUDA failure ", Kind::Cuda),
         ("Test NCCL failure ", Kind::Nccl),
+        ("NCCL failure ", Kind::Nccl),
+        ("Cuda failure ", Kind::Cuda),
     ]
     .iter()
     .find_map(|(words, kind)| Some((*kind, line.split_once(words)?.1)))?;
@@ -93,6 +98,16 @@ mod tests {
         let rows = crate::diagnose::classify::sources::data_lines(TABLE_TSV).count();
         assert!(rows > 1000, "{rows}");
         assert_eq!(CHECKS.len(), rows);
+    }
+
+    #[test]
+    fn the_first_format_is_placed_and_nccls_own_words_are_not() {
+        let c = placed("NCCL failure common.cu:874 'unhandled system error'").unwrap();
+        assert_eq!(c.stage, Stage::UniqueId);
+        assert!(
+            placed("h:1:1 [0] include/alloc.h:48 NCCL WARN Cuda failure 'out of memory'").is_none()
+        );
+        assert!(placed("h:1:1 [0] NCCL WARN Cuda failure 1 'invalid argument'").is_none());
     }
 
     #[test]

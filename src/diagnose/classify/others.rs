@@ -125,10 +125,13 @@ pub(super) const SIGNATURES: &[Signature] = &[
             "ncclInvalidArgument",
             "NCCL Error 4:",
             "NCCL Error 5:",
+            "Reason=4:invalid argument",
+            "Reason=5:invalid usage",
         ]),
         source: "NVIDIA/nccl src/nccl.h.in (ncclInvalidArgument = 4, ncclInvalidUsage = 5) and src/init.cc \
                  ncclGetErrorString (\"invalid argument\", \"invalid usage\", v2.4.8-1 to v2.30.7-1, with \" (run with \
-                 NCCL_DEBUG=WARN for details)\" from 2.16), as PyTorch, XLA and nccl-tests quote them",
+                 NCCL_DEBUG=WARN for details)\" from 2.16), as PyTorch, XLA and nccl-tests quote them, and RAPIDS \
+                 RAFT's RAFT_NCCL_TRY (\"call='…', Reason=4:invalid argument\", guess: the format from a public log)",
         releases: "2.4-2.30 (error string)",
         cause: "NCCL refused how it was called (ncclInvalidArgument / ncclInvalidUsage), and no line in this log says \
                 what it refused: ranks that disagree on the communicator (a rank outside 0..nranks-1, two ranks on one \

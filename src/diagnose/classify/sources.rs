@@ -66,11 +66,15 @@ pub fn lookup(printed: &str) -> Option<&'static SourceFile> {
     {
         return Some(r);
     }
-    if path.contains('/') {
+    // A path in another tree is another program's file, unless that tree is NCCL's own as a
+    // build system lays it out (Bazel's `external/nccl_archive/_virtual_includes/include_hdrs/
+    // alloc.h` in TensorFlow and XLA builds): then its file name places it.
+    let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+    if !dir.is_empty() && !dir.to_ascii_lowercase().contains("nccl") {
         return None;
     }
     rows.iter()
-        .filter(|r| r.path.rsplit('/').next() == Some(path))
+        .filter(|r| r.path.rsplit('/').next() == Some(name))
         .min_by_key(|r| r.path.len())
 }
 
@@ -103,6 +107,11 @@ mod tests {
         }
         assert_eq!(lookup("nccl_ofi_rdma.c:123"), None);
         assert_eq!(lookup("vendor/other/p2p.cc:1"), None);
+        assert_eq!(
+            lookup("bazel-out/k8-opt/bin/external/nccl_archive/_virtual_includes/include_hdrs/alloc.h:40")
+                .map(|r| r.path),
+            Some("include/alloc.h")
+        );
         assert_eq!(lookup("enqueue.cc:1").unwrap().stage, Stage::Run);
         assert_eq!(lookup("bootstrap.cc:1").unwrap().stage, Stage::Init);
     }

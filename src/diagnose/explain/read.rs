@@ -113,8 +113,9 @@ struct State {
     after_last_error: bool,
     /// (category, severity, host, pid, rank) already reported.
     seen: std::collections::HashSet<(Category, Severity, ProcKey)>,
-    /// Processes (host, pid) whose communicator init completed ("Init COMPLETE").
+    /// Processes (host, pid) whose init completed ("Init COMPLETE"); whose net plugin's failed.
     init_done: std::collections::HashSet<(Option<String>, u32)>,
+    plugin_init_failed: std::collections::HashSet<(Option<String>, u32)>,
     /// A nccl-tests results header was read and its footer not yet.
     in_sweep: bool,
     /// Per process: the finding of its last WARN from NCCL's shared socket layer
@@ -209,6 +210,7 @@ impl State {
             self.wrapper_progress(line);
         }
         self.init_call |= kind == LineKind::Other && inferred::names_init_call(line);
+        self.plugin_init(line);
         let mut found = classify::classify_line(line, kind);
         // XLA quotes NCCL's last WARN (ncclGetLastError) after its own generic words: that
         // text names the cause the way PyTorch's "Last error:" line does.
@@ -458,6 +460,8 @@ impl State {
         self.refusals_without_caller();
         self.plugin_behind_missing_network();
         self.wrapper_errors_at_init();
+        self.network_at_plugin_init();
+        self.unique_id_callers();
         let rank_of = |host: &Option<String>, pid: Option<u32>| {
             pid.and_then(|p| self.ranks.get(&(host.clone(), p)).copied())
         };

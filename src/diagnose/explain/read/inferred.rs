@@ -117,12 +117,11 @@ impl State {
         if !self.init_call {
             return;
         }
-        for f in self
-            .summary
-            .findings
-            .iter_mut()
-            .filter(|f| f.signature == "wrapper-nccl-error" && f.stage == Stage::Run.name())
-        {
+        for f in self.summary.findings.iter_mut().filter(|f| {
+            f.signature == "wrapper-nccl-error"
+                && f.stage == Stage::Run.name()
+                && called(&f.evidence).is_none()
+        }) {
             f.stage = Stage::Init.name().to_string();
             f.exit_code = Stage::Init.exit_code();
             f.cause = format!(
@@ -160,6 +159,66 @@ impl State {
             f.hint = "start every rank of the job (and the root first), check that the unique id is \
                       this job's, and that NCCL_SOCKET_IFNAME names an address the other ranks reach"
                 .to_string();
+        }
+    }
+
+    /// NCCL's lines before a program's report that ncclGetUniqueId failed (nccl-tests' check
+    /// at its file and line, a call named in the message) come from that call: it runs before
+    /// any communicator exists (src/init.cc ncclGetUniqueId: ncclInit, then the bootstrap's
+    /// network and root), so a bootstrap or socket failure they show is the unique id's, not
+    /// init's. Only that report's host (every host when it names none).
+    pub(super) fn unique_id_callers(&mut self) {
+        let reports: Vec<(u64, Option<String>)> = self
+            .summary
+            .findings
+            .iter()
+            .filter(|f| WRAPPER_RESULTS.contains(&f.signature.as_str()))
+            .filter(|f| f.stage == Stage::UniqueId.name())
+            .map(|f| (f.line, f.host.clone()))
+            .collect();
+        for (at, host) in reports {
+            for f in self.summary.findings.iter_mut().filter(|f| {
+                f.line < at
+                    && f.severity == Severity::Fail
+                    && f.stage == Stage::Init.name()
+                    && (host.is_none() || f.host == host)
+            }) {
+                f.stage = Stage::UniqueId.name().to_string();
+                f.exit_code = Stage::UniqueId.exit_code();
+                f.cause = format!(
+                    "{}; the program then reports that ncclGetUniqueId failed, so it happened there",
+                    f.cause
+                );
+            }
+        }
+    }
+
+    /// Notes a net plugin's own report that its init failed: aws-ofi-nccl's "aws-ofi-nccl
+    /// initialization failed" (src/nccl_ofi_net.cpp nccl_net_ofi_create_plugin, v1.9; called
+    /// through the plugin's init, which NCCL runs while it creates a communicator).
+    pub(super) fn plugin_init(&mut self, line: &str) {
+        if line.contains("aws-ofi-nccl initialization failed")
+            && let (host, Some(pid), _) = crate::diagnose::explain::prefix::parse_prefix(line)
+        {
+            self.plugin_init_failed.insert((host, pid));
+        }
+    }
+
+    /// A network failure of a process whose net plugin then said its init failed happened in
+    /// that init (creating the plugin's endpoints, completion queues and domains), not in a
+    /// connection to a peer: it is at init.
+    pub(super) fn network_at_plugin_init(&mut self) {
+        for f in self.summary.findings.iter_mut().filter(|f| {
+            f.stage == Stage::ConnectNet.name()
+                && f.pid
+                    .is_some_and(|p| self.plugin_init_failed.contains(&(f.host.clone(), p)))
+        }) {
+            f.stage = Stage::Init.name().to_string();
+            f.exit_code = Stage::Init.exit_code();
+            f.cause = format!(
+                "{}; the net plugin then said its own init failed, so this was NCCL's init",
+                f.cause
+            );
         }
     }
 
@@ -205,47 +264,105 @@ fn crash_process(line: &str) -> Option<(Option<String>, u32)> {
 }
 
 /// The stage of a finding. nccl-tests' own failure line is placed by the call at its file and
-/// line (`classify::nccl_tests`). Out of memory says what went wrong but not where: on an NCCL
-/// WARN line the source file NCCL printed places it (the generated table: `enqueue.cc` is a
-/// launch, `transport/p2p.cc` a buffer import). NCCL's own allocator (`include/alloc.h`,
-/// `allocator.cc`) allocates for init and for connections, as [`own_allocation_stage`] says,
-/// whatever CUDA error it returns (cudaMalloc, cuMemCreate, cuMemMap fail there at once); a CUDA
-/// error printed elsewhere is not placed by its file, for the call that reports it may only be
-/// the first to see a sticky error of earlier work (CUDA runtime API, "Error Handling").
+/// line (`classify::nccl_tests`), a wrapper's quote of NCCL's result by the NCCL call it names
+/// ([`called`]); an IB port's async event by how far its process had got. Out of memory says what went wrong but not where: on an NCCL WARN line the
+/// source file NCCL printed places it (the generated table: `enqueue.cc` is a launch,
+/// `transport/p2p.cc` a buffer import). A CUDA error in NCCL's own allocation code
+/// (`include/alloc.h`, `allocator.cc`) is the allocation's, whatever the error (cudaMalloc,
+/// cuMemCreate, cuMemMap fail there at once), and so is every allocation explain names: the
+/// `alloc` stage of a log is GPU memory that could not be had, NCCL's own during its init or
+/// the program's (unlike `run`, whose stages are its own steps). A CUDA error printed elsewhere
+/// is not placed by its file, for the call that reports it may only be the first to see a sticky
+/// error of earlier work (CUDA runtime API, "Error Handling").
 pub(super) fn stage_of(f: &Finding, line: &str, init_done: impl FnOnce() -> bool) -> Stage {
     if let Some(check) = classify::nccl_tests::placed(line) {
         return check.stage;
+    }
+    if WRAPPER_RESULTS.contains(&f.signature)
+        && let Some((_, stage)) = called(line)
+    {
+        return stage;
+    }
+    // NET/IB's async thread (src/transport/net_ib.cc ncclIbAsyncThreadMain, "NET/IB : Got
+    // async event : %s", v2.4.8-1 to v2.30.7-1) reports a port's events whenever they come,
+    // from init on: the event is at the stage its process had reached.
+    if f.signature == "loc-net-ib" && line.contains("Got async event") {
+        return if init_done() { Stage::Run } else { Stage::Init };
     }
     match classify::warn_source(line) {
         Some(row)
             if row.stage == Stage::Alloc
                 && matches!(f.category, Category::Oom | Category::Cuda) =>
         {
-            own_allocation_stage(Stage::Alloc, line, init_done)
+            Stage::Alloc
         }
         Some(row) if f.category == Category::Oom => row.stage,
-        _ => own_allocation_stage(f.stage, line, init_done),
+        _ => f.stage,
     }
 }
 
-/// The stage of a finding: an allocation that NCCL itself reports (an `NCCL WARN` line) failed
-/// inside NCCL, not in nccl-smoke's own buffer allocation, so it is at init before this
-/// process's "Init COMPLETE", and at connect after it (buffers per peer are made on the first
-/// operation through it); `run` names it the same way (a failed `ncclCommInitRank` is init).
-/// Other findings keep their signature's stage.
-pub(super) fn own_allocation_stage(
-    stage: Stage,
-    line: &str,
-    init_done: impl FnOnce() -> bool,
-) -> Stage {
-    if stage != Stage::Alloc || !line.contains("NCCL WARN") {
-        return stage;
+/// The signatures of NCCL's result as a program around it quotes it, with no cause of their
+/// own: the call the program names places them.
+const WRAPPER_RESULTS: &[&str] = &["wrapper-invalid-usage", "wrapper-nccl-error"];
+
+/// NCCL's API by the stage its call belongs to (src/nccl.h.in, v2.4.8-1 to v2.30.7-1):
+/// ncclGetUniqueId makes the id; the ncclCommInit* calls and ncclCommSplit/ncclCommShrink make
+/// a communicator; ncclMemAlloc allocates; the collectives and point-to-point calls run (their
+/// first call through a peer also connects, which only NCCL's own lines can tell); ncclCommFinalize,
+/// ncclCommDestroy and ncclCommAbort tear down. ncclGroupEnd is left out: it ends a group of
+/// inits as well as of operations.
+const CALLS: &[(&str, Stage)] = &[
+    ("ncclGetUniqueId", Stage::UniqueId),
+    ("ncclCommInitRank", Stage::Init),
+    ("ncclCommInitRankConfig", Stage::Init),
+    ("ncclCommInitRankScalable", Stage::Init),
+    ("ncclCommInitAll", Stage::Init),
+    ("ncclCommSplit", Stage::Init),
+    ("ncclCommShrink", Stage::Init),
+    ("ncclMemAlloc", Stage::Alloc),
+    ("ncclAllReduce", Stage::Run),
+    ("ncclBroadcast", Stage::Run),
+    ("ncclBcast", Stage::Run),
+    ("ncclReduce", Stage::Run),
+    ("ncclAllGather", Stage::Run),
+    ("ncclReduceScatter", Stage::Run),
+    ("ncclAlltoAll", Stage::Run),
+    ("ncclGather", Stage::Run),
+    ("ncclScatter", Stage::Run),
+    ("ncclSend", Stage::Run),
+    ("ncclRecv", Stage::Run),
+    ("ncclCommFinalize", Stage::Finalize),
+    ("ncclCommDestroy", Stage::Finalize),
+    ("ncclCommAbort", Stage::Finalize),
+];
+
+/// The NCCL call a line names as the one that failed, written as a call (`NCCL operation
+/// ncclAllReduce(…) failed`, XLA's nccl_utils; `call='ncclBroadcast(…)'`, RAPIDS RAFT's
+/// RAFT_NCCL_TRY), and its stage: the first name of [`CALLS`] followed by `(`, not part of a
+/// longer word.
+pub(super) fn called(line: &str) -> Option<(&'static str, Stage)> {
+    let mut from = 0;
+    while let Some(at) = line[from..].find("nccl").map(|i| i + from) {
+        from = at + 4;
+        if line[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            continue;
+        }
+        let rest = &line[at..];
+        let name_len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        if !rest[name_len..].starts_with('(') {
+            continue;
+        }
+        if let Some(&(name, stage)) = CALLS.iter().find(|(n, _)| *n == &rest[..name_len]) {
+            return Some((name, stage));
+        }
     }
-    if init_done() {
-        Stage::Connect
-    } else {
-        Stage::Init
-    }
+    None
 }
 
 /// Words of the callers that create a communicator, as a framework's traceback or message
