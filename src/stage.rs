@@ -272,7 +272,7 @@ pub mod exit {
     /// results table, a malformed or cut `-J` JSON file); the message names the file and line.
     pub const MALFORMED_INPUT: u8 = 34;
     /// `run --expect`: every stage passed, but bus bandwidth fell below a floor of the
-    /// expectations file.
+    /// expectations file or of the built-in table.
     pub const BELOW_EXPECTED: u8 = 25;
     /// `run -c 0`: every stage passed and the sizes were measured, but no data was checked,
     /// so the run is not a pass.
@@ -342,8 +342,9 @@ pub mod exit {
         fixed(
             BELOW_EXPECTED,
             "below a floor, or a slow host",
-            "every stage passed, but bus bandwidth fell below a floor of the `--expect` file (the \
-             verdict names the sizes and hosts), or `isolate` found a slow host",
+            "every stage passed, but bus bandwidth fell below a floor of `--expect FILE` or of the \
+             built-in table (`--expect auto`; the verdict names the sizes, by how much, and the \
+             hosts), or `isolate` found a slow host",
         ),
         fixed(
             UNVERIFIED,

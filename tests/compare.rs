@@ -296,21 +296,73 @@ fn a_run_below_an_expected_floor_fails_with_its_own_code_and_names_the_hosts() {
     let o = mpirun(2, &args, &[], 120);
     let t = text(&o);
     assert_eq!(code(&o), 25, "{t}");
-    assert!(t.contains("# expect: not checked (no such size or rank count in this run): all_to_all 1M on 8 ranks"), "{t}");
     assert!(
-        t.contains("BELOW EXPECTED — all_reduce 524288 B: bus bandwidth"),
+        t.contains(
+            "# expect: not checked (no such size or system in this run): all_to_all 1M on 8 ranks"
+        ),
+        "{t}"
+    );
+    // One line per floor over the sizes it covers: by how much, or PASS.
+    assert!(
+        t.contains("# expect: all_reduce 512K and up for a CPU at 100 GB/s: lowest "),
+        "{t}"
+    );
+    assert!(
+        t.contains("2 of 2 size(s) BELOW FLOOR 100 GB/s by up to "),
+        "{t}"
+    );
+    assert!(t.contains("# expect: send_recv_ring 1M: lowest "), "{t}");
+    assert!(
+        t.contains(": PASS (floor 0.000001 GB/s; source: this test)"),
+        "{t}"
+    );
+    assert!(
+        t.contains("BELOW FLOOR — all_reduce 524288 B: bus bandwidth"),
         "{t}"
     );
     assert!(
         t.contains(
-            "below the floor 100 GB/s for a CPU at 100 GB/s (source: this test); slowest rank"
+            "% below the floor 100 GB/s for a CPU at 100 GB/s (source: this test); slowest rank"
         ),
         "{t}"
     );
     assert!(t.contains("; host(s) "), "{t}");
+    // Without --json too, the hosts are named (each rank's host from the gathered devices).
+    assert!(!t.contains("on host ?"), "{t}");
     assert!(
         !t.contains("send_recv_ring 1048576 B: bus bandwidth"),
         "{t}"
+    );
+    // auto: the built-in floors are for real GPUs; a simulated one has none, and says so.
+    let o = mpirun(
+        2,
+        &[
+            "run",
+            "--backend",
+            "sim",
+            "-b",
+            "1M",
+            "-e",
+            "1M",
+            "--expect",
+            "auto",
+        ],
+        &[],
+        120,
+    );
+    let t = text(&o);
+    assert_eq!(code(&o), 0, "{t}");
+    assert!(
+        t.contains("# expect: no built-in floor for 2 ranks of NVIDIA Simulated GPU (nccl-smoke SIMULATED), 2 per host on 1 host(s): bus bandwidth not judged"),
+        "{t}"
+    );
+    // isolate judges groups, not a known system: auto is refused there.
+    let o = run1(&["isolate", "--backend", "sim", "--expect", "auto"], &[]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("--expect auto picks floors"),
+        "{}",
+        text(&o)
     );
     // A floors file that cannot be read is refused before anything runs.
     let missing = dir.join("none.json").display().to_string();

@@ -63,6 +63,6 @@ if [ "$code" = 0 ]; then
 fi
 # The job's one VERDICT line, else the last line that ends a run without one.
 verdict=$(grep '^VERDICT: ' "$dir/last.txt" | tail -n 1)
-[ -n "$verdict" ] || verdict=$(grep -E '^(FAIL|UNVERIFIED|BELOW EXPECTED|CANCELLED)' "$dir/last.txt" | tail -n 1)
+[ -n "$verdict" ] || verdict=$(grep -E '^(FAIL|UNVERIFIED|BELOW FLOOR|CANCELLED)' "$dir/last.txt" | tail -n 1)
 drain "exit $code: ${verdict:-no verdict (see $dir/last.txt)}"
 exit "$code"

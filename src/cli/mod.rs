@@ -299,11 +299,14 @@ pub struct RunArgs {
     /// and the GPU that produced wrong data is named at the end, and on Ctrl-C.
     #[arg(long, value_name = "DURATION", value_parser = plan::parse_budget, conflicts_with = "repeat")]
     pub duration: Option<f64>,
-    /// Bus bandwidth floors per pattern and size (a JSON file, schema nccl-smoke/expect/v1;
-    /// examples in deploy/expect/): a run below one fails with exit code 25, naming the hosts.
+    /// Bus bandwidth floors per pattern and size: a JSON file (schema nccl-smoke/expect/v1;
+    /// examples in deploy/expect/), or `auto` for the built-in floors of the system the ranks
+    /// report (GPU name, GPUs per host, hosts; every figure with its public source). Each floor
+    /// says PASS or BELOW FLOOR by how much over its sizes; a run below one fails with exit code
+    /// 25, naming the hosts.
     /// Under `isolate`, each group is judged against the floors too (a floor's `ranks` is then
     /// the group's rank count): the reference two hosts alone do not have.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE|auto")]
     pub expect: Option<PathBuf>,
     /// How the ranks find each other: `mpi`, `env` (nccl-smoke's TCP rendezvous from launcher
     /// variables) or `auto`.

@@ -54,7 +54,7 @@ pub struct Settings {
     pub budget: Option<f64>,
     /// `--duration`: seconds of passes over the sweep (a burn-in).
     pub duration: Option<f64>,
-    /// `--expect FILE`: bus bandwidth floors.
+    /// `--expect FILE|auto`: bus bandwidth floors.
     pub expect: Option<PathBuf>,
     /// `--bootstrap`: how the ranks find each other.
     pub bootstrap: Mode,
@@ -98,7 +98,7 @@ pub struct Plan {
     pub budget: Option<f64>,
     /// Seconds of passes over the sweep: a pass begins while they last (`--duration`).
     pub duration: Option<f64>,
-    /// The `--expect` file and its floors, read once here.
+    /// The `--expect` file (or `auto`) and its floors, read once here.
     pub expect: Option<(PathBuf, Expectations)>,
     /// How the ranks find each other (see [`crate::bootstrap::init`]).
     pub bootstrap: Mode,
@@ -193,9 +193,17 @@ impl Settings {
             }
         }
         let expect = match &self.expect {
+            Some(path) if self.isolate.is_some() && path.as_os_str() == expect::AUTO => {
+                return Err(
+                    "--expect auto picks floors for a whole run of a known system; \
+                            isolate judges groups of hosts: give --expect FILE with your \
+                            fleet's figures"
+                        .into(),
+                );
+            }
             Some(path) => Some((
                 path.clone(),
-                expect::load(path).map_err(|e| format!("--expect: {e}"))?,
+                expect::load_arg(path).map_err(|e| format!("--expect: {e}"))?,
             )),
             None => None,
         };

@@ -9,7 +9,7 @@
 //! not known, and the verdict says so (ours; NCCL has no such feature).
 
 use super::{GroupResult, HostStatus, HostVerdict, Outcome, Phase};
-use crate::report::expect::{self, Expectations};
+use crate::report::expect::{self, Expectations, System};
 
 /// Per group: `None` when it did not pass or no floor of `exp` applies to its rows (its
 /// pattern, size and rank count), else the rows below their floor (empty: every floor met).
@@ -20,12 +20,12 @@ pub(super) fn shortfalls(exp: &Expectations, groups: &[GroupResult]) -> Vec<Opti
             let Outcome::Passed { rows } = &g.outcome else {
                 return None;
             };
-            let n = g.ranks.len() as u32;
-            if expect::unchecked(exp, rows, n).len() == exp.floors.len() {
+            let n = System::ranks_only(g.ranks.len() as u32);
+            if expect::unchecked(exp, rows, &n).len() == exp.floors.len() {
                 return None;
             }
             Some(
-                expect::check(exp, rows, n)
+                expect::check(exp, rows, &n)
                     .iter()
                     .map(expect::Shortfall::what)
                     .collect(),
@@ -40,7 +40,11 @@ pub(super) fn shortfalls(exp: &Expectations, groups: &[GroupResult]) -> Vec<Opti
 /// verdict is a failure then, and "not checked" would blame the file.
 pub(super) fn unchecked(exp: &Expectations, groups: &[GroupResult]) -> Vec<String> {
     let mut passed = groups.iter().filter_map(|g| match &g.outcome {
-        Outcome::Passed { rows } => Some(expect::unchecked(exp, rows, g.ranks.len() as u32)),
+        Outcome::Passed { rows } => Some(expect::unchecked(
+            exp,
+            rows,
+            &System::ranks_only(g.ranks.len() as u32),
+        )),
         _ => None,
     });
     let Some(mut left) = passed.next() else {
