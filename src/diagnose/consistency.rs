@@ -151,22 +151,9 @@ pub fn mismatches(infos: &[RankInfo]) -> Vec<Mismatch> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ffi::cuda::DeviceInfo;
 
     fn rank(rank: u32, host: &str, nccl: &str, env: &[(&str, &str)]) -> RankInfo {
         RankInfo {
-            rank,
-            host: host.into(),
-            local_rank: 0,
-            pid: 1,
-            device: DeviceInfo {
-                ordinal: 0,
-                name: "NVIDIA H100".into(),
-                uuid: format!("GPU-{rank}"),
-                bus_id: "0000:18:00.0".into(),
-                total_mem: 80 << 30,
-                compute_capability: Some((9, 0)),
-            },
             setup: Some(RankSetup {
                 nccl: nccl.into(),
                 nccl_path: "/usr/lib/libnccl.so.2".into(),
@@ -177,6 +164,7 @@ mod tests {
                     .collect(),
                 nic_firmware: BTreeMap::new(),
             }),
+            ..RankInfo::sample(rank, host, "NVIDIA H100")
         }
     }
 

@@ -268,6 +268,29 @@ fn capabilities(c: &Capabilities) -> String {
 }
 
 #[cfg(test)]
+impl RankInfo {
+    /// A rank for unit tests: local rank 0 on `host` with one 80 GB GPU named `gpu` (UUID
+    /// `GPU-<rank>`), nothing recorded of its setup.
+    pub(crate) fn sample(rank: u32, host: &str, gpu: &str) -> RankInfo {
+        RankInfo {
+            rank,
+            host: host.into(),
+            local_rank: 0,
+            pid: 1,
+            device: DeviceInfo {
+                ordinal: 0,
+                name: gpu.into(),
+                uuid: format!("GPU-{rank}"),
+                bus_id: "0000:18:00.0".into(),
+                total_mem: 80 << 30,
+                compute_capability: Some((9, 0)),
+            },
+            setup: None,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

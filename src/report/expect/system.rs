@@ -125,24 +125,9 @@ pub fn fitting(exp: &Expectations, sys: &System) -> Expectations {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ffi::cuda::DeviceInfo;
 
     fn rank(rank: u32, host: &str, gpu: &str) -> RankInfo {
-        RankInfo {
-            rank,
-            host: host.into(),
-            local_rank: 0,
-            pid: 1,
-            device: DeviceInfo {
-                ordinal: 0,
-                name: gpu.into(),
-                uuid: String::new(),
-                bus_id: String::new(),
-                total_mem: 0,
-                compute_capability: None,
-            },
-            setup: None,
-        }
+        RankInfo::sample(rank, host, gpu)
     }
 
     #[test]

@@ -93,21 +93,7 @@ pub(crate) mod tests {
         doc.fingerprint.ranks = hosts
             .iter()
             .enumerate()
-            .map(|(i, h)| RankInfo {
-                rank: i as u32,
-                host: (*h).into(),
-                local_rank: 0,
-                pid: 1,
-                device: crate::ffi::cuda::DeviceInfo {
-                    ordinal: 0,
-                    name: "NVIDIA H100".into(),
-                    uuid: format!("GPU-{i}"),
-                    bus_id: "0000:18:00.0".into(),
-                    total_mem: 80 << 30,
-                    compute_capability: Some((9, 0)),
-                },
-                setup: None,
-            })
+            .map(|(i, h)| RankInfo::sample(i as u32, h, "NVIDIA H100"))
             .collect();
         doc
     }
