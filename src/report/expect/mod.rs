@@ -4,13 +4,13 @@
 //!
 //! ```json
 //! { "schema": "nccl-smoke/expect/v1",
-//!   "floors": [ { "name": "8x H100 SXM", "pattern": "all_reduce", "gpu": "H100",
+//!   "floors": [ { "name": "8x H100 SXM", "pattern": "all_reduce", "gpu": "NVIDIA H100 80GB HBM3",
 //!                 "gpus_per_node": 8, "nodes": 1, "size": "16G", "busbw_gbs": 460.0,
 //!                 "source": "https://…" } ] }
 //! ```
 //!
 //! A floor applies to the rows of its pattern of exactly `size` bytes, or of `min_size` bytes
-//! and more (up to `max_size` when given); with `ranks`, `gpu` (part of the GPU's name),
+//! and more (up to `max_size` when given); with `ranks`, `gpu` (the GPU's whole name),
 //! `gpus_per_node` or `nodes`, only to a run of that shape ([`system`]). `auto` takes the
 //! built-in table's rows for the system the ranks report; a file is one's own fleet's figures
 //! (examples in `deploy/expect/`).
@@ -78,6 +78,16 @@ pub struct Expectations {
     pub floors: Vec<Floor>,
 }
 
+impl Floor {
+    /// ` for NAME`, or nothing for a floor without a name.
+    fn for_name(&self) -> String {
+        self.name
+            .as_ref()
+            .map(|n| format!(" for {n}"))
+            .unwrap_or_default()
+    }
+}
+
 /// A row below its floor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Shortfall {
@@ -101,11 +111,7 @@ impl Shortfall {
             self.busbw_gbs,
             below_by(self.busbw_gbs, self.floor.busbw_gbs),
             self.floor.busbw_gbs,
-            self.floor
-                .name
-                .as_ref()
-                .map(|n| format!(" for {n}"))
-                .unwrap_or_default(),
+            self.floor.for_name(),
             self.floor.source
         )
     }
@@ -212,19 +218,14 @@ pub struct Judged {
 }
 
 impl Judged {
-    /// `all_reduce 8G-16G for 8x H100 (…): lowest 431.20 GB/s at 8589934592 B, 2 of 2 sizes
-    /// BELOW FLOOR 460 GB/s by 6.3 % (source: …)`, or `… PASS (floor 460 GB/s; source: …)`.
+    /// `all_reduce 8G-16G for 8x H100 (…): lowest 431.20 GB/s at 8589934592 B, 2 of 2 size(s)
+    /// BELOW FLOOR 460 GB/s by up to 6.3 % (source: …)`, or `…: PASS (floor 460 GB/s; source: …)`.
     pub fn line(&self) -> String {
-        let name = self
-            .floor
-            .name
-            .as_ref()
-            .map(|n| format!(" for {n}"))
-            .unwrap_or_default();
         let head = format!(
-            "{} {}{name}: lowest {:.2} GB/s at {} B",
+            "{} {}{}: lowest {:.2} GB/s at {} B",
             self.floor.pattern,
             size_range(&self.floor),
+            self.floor.for_name(),
             self.lowest.0,
             self.lowest.1
         );

@@ -87,11 +87,7 @@ impl Run<'_> {
     }
 
     pub(in crate::run) fn host_of(&self, rank: u32) -> Option<String> {
-        if let Some(h) = self.rank_hosts.get(rank as usize) {
-            return Some(h.clone());
-        }
-        let r = self.results.as_ref()?;
-        let info = r.fingerprint.ranks.iter().find(|i| i.rank == rank)?;
+        let info = self.ranks.iter().find(|i| i.rank == rank)?;
         Some(info.host.clone())
     }
 

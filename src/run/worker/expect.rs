@@ -19,11 +19,11 @@ impl Run<'_> {
             return None;
         }
         let (path, exp) = self.plan.expect.as_ref()?;
-        let sys = self
-            .system
-            .clone()
-            .filter(|s| s.ranks == nranks)
-            .unwrap_or_else(|| System::ranks_only(nranks));
+        let sys = if self.ranks.len() == nranks as usize {
+            System::of(&self.ranks)
+        } else {
+            System::ranks_only(nranks)
+        };
         let auto = path.as_os_str() == expect::AUTO;
         let (exp, from) = if auto {
             (

@@ -36,10 +36,8 @@ pub(super) struct Run<'a> {
     /// Rank 0 only, with `--json`: the results document, sent whole to the supervisor (which
     /// writes it) after every change.
     pub(super) results: Option<ResultsDoc>,
-    /// Rank 0: the system its ranks reported (GPU name, ranks per host, hosts), for `--expect`;
-    /// each rank's host, by rank (with or without a results file).
-    pub(super) system: Option<crate::report::expect::System>,
-    pub(super) rank_hosts: Vec<String>,
+    /// Rank 0: every rank's host and device as gathered (with or without a results file).
+    pub(super) ranks: Vec<RankInfo>,
     pub(super) stages: Vec<StageRecord>,
     /// What runs underneath: every label comes from it.
     pub(super) backing: Backing,
@@ -75,8 +73,7 @@ pub fn worker(plan: &Plan) -> u8 {
         stage: Stage::Launch,
         stage_start: Instant::now(),
         results: None,
-        system: None,
-        rank_hosts: Vec::new(),
+        ranks: Vec::new(),
         stages: Vec::new(),
         backing: if plan.libs.sim {
             Backing::Simulated

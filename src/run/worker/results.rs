@@ -117,16 +117,7 @@ impl Run<'_> {
         console.job_lines(table::fingerprint_lines(&fp, &self.backing));
         warn_shared_gpus(console, &fp);
         self.hosts = fp.hosts.len();
-        self.system = Some(crate::report::expect::System::of(&fp.ranks));
-        let mut by_rank: Vec<&RankInfo> = fp.ranks.iter().collect();
-        by_rank.sort_by_key(|r| r.rank);
-        if by_rank
-            .iter()
-            .enumerate()
-            .all(|(i, r)| r.rank as usize == i)
-        {
-            self.rank_hosts = by_rank.iter().map(|r| r.host.clone()).collect();
-        }
+        self.ranks = fp.ranks.clone();
         self.start_burn_in(&fp);
         if let Some(r) = self.results.as_mut() {
             r.simulated = self.backing.simulated();

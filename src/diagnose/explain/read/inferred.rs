@@ -122,12 +122,11 @@ impl State {
                 && f.stage == Stage::Run.name()
                 && called(&f.evidence).is_none()
         }) {
-            f.stage = Stage::Init.name().to_string();
-            f.exit_code = Stage::Init.exit_code();
-            f.cause = format!(
-                "{}; the log names the call that creates the communicator (ncclCommInitRank, \
+            restage(
+                f,
+                Stage::Init,
+                "the log names the call that creates the communicator (ncclCommInitRank, \
                  init_process_group), so it failed at init",
-                f.cause
             );
         }
     }
@@ -183,11 +182,10 @@ impl State {
                     && f.stage == Stage::Init.name()
                     && (host.is_none() || f.host == host)
             }) {
-                f.stage = Stage::UniqueId.name().to_string();
-                f.exit_code = Stage::UniqueId.exit_code();
-                f.cause = format!(
-                    "{}; the program then reports that ncclGetUniqueId failed, so it happened there",
-                    f.cause
+                restage(
+                    f,
+                    Stage::UniqueId,
+                    "the program then reports that ncclGetUniqueId failed, so it happened there",
                 );
             }
         }
@@ -213,11 +211,10 @@ impl State {
                 && f.pid
                     .is_some_and(|p| self.plugin_init_failed.contains(&(f.host.clone(), p)))
         }) {
-            f.stage = Stage::Init.name().to_string();
-            f.exit_code = Stage::Init.exit_code();
-            f.cause = format!(
-                "{}; the net plugin then said its own init failed, so this was NCCL's init",
-                f.cause
+            restage(
+                f,
+                Stage::Init,
+                "the net plugin then said its own init failed, so this was NCCL's init",
             );
         }
     }
@@ -386,7 +383,16 @@ pub(super) fn names_init_call(line: &str) -> bool {
 /// A crash's finding placed in `category` at `stage`, the cause saying what placed it.
 fn place_at(f: &mut Located, category: Category, stage: Stage, what: &str) {
     f.category = category;
+    restage(
+        f,
+        stage,
+        &format!("{what} places it in {}", category.name()),
+    );
+}
+
+/// A finding moved to `stage` (and its exit code), its cause saying why.
+fn restage(f: &mut Located, stage: Stage, why: &str) {
     f.stage = stage.name().to_string();
     f.exit_code = stage.exit_code();
-    f.cause = format!("{}; {what} places it in {}", f.cause, category.name());
+    f.cause = format!("{}; {why}", f.cause);
 }
