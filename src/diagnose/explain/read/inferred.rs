@@ -280,10 +280,12 @@ pub(super) fn stage_of(f: &Finding, line: &str, init_done: impl FnOnce() -> bool
     {
         return stage;
     }
-    // NET/IB's async thread (src/transport/net_ib.cc ncclIbAsyncThreadMain, "NET/IB : Got
-    // async event : %s", v2.4.8-1 to v2.30.7-1) reports a port's events whenever they come,
-    // from init on: the event is at the stage its process had reached.
-    if f.signature == "loc-net-ib" && line.contains("Got async event") {
+    // NET/IB's async thread (ncclIbAsyncThreadMain) reports a port's events whenever they
+    // come, from init on: the event is at the stage its process had reached. Its words by
+    // release: "Got async event : %s" (src/transport/net_ib.cc v2.4.8-1 to v2.22.3-1), "Got
+    // async error event" (v2.23.4-1 on), "Got non-fatal async event" (src/transport/net_ib/
+    // common.cc v2.28 on). Fatal events have their own signature (net-ib-async-fatal).
+    if f.signature == "loc-net-ib" && IB_ASYNC_EVENTS.iter().any(|w| line.contains(w)) {
         return if init_done() { Stage::Run } else { Stage::Init };
     }
     match classify::warn_source(line) {
@@ -297,6 +299,13 @@ pub(super) fn stage_of(f: &Finding, line: &str, init_done: impl FnOnce() -> bool
         _ => f.stage,
     }
 }
+
+/// NET/IB's async-event WARNs, every release (see [`stage_of`]).
+const IB_ASYNC_EVENTS: &[&str] = &[
+    "Got async event",
+    "Got async error event",
+    "Got non-fatal async event",
+];
 
 /// The signatures of NCCL's result as a program around it quotes it, with no cause of their
 /// own: the call the program names places them.

@@ -358,3 +358,26 @@ fn quotes_relays_stacks_and_rows() {
                \x20     524288        131072     float     sum      -1    663.1    0.79    0.79  237858    569.4    0.92    0.92  238038\n";
     assert_eq!(findings_of(row)[0].1, Category::WrongData);
 }
+
+/// An IB port's async event is at the stage its process had reached, in each release's words.
+#[test]
+fn an_ib_async_event_is_where_its_process_was() {
+    for event in [
+        "transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : client reregistration",
+        "transport/net_ib.cc:179 NCCL WARN NET/IB : mlx5_0:1 Got async error event: port error",
+        "transport/net_ib/common.cc:179 NCCL WARN NET/IB : mlx5_0:1 Got non-fatal async event: port error(10)",
+    ] {
+        let before = format!("h:1:2 [0] {event}\n");
+        assert_eq!(findings_of(&before)[0].2, "init", "{event}");
+        let after = format!(
+            "h:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n\
+             h:1:2 [0] {event}\n"
+        );
+        let f = findings_of(&after);
+        assert_eq!(
+            (f[0].1, f[0].2.as_str()),
+            (Category::NetIb, "run"),
+            "{event}"
+        );
+    }
+}
