@@ -333,6 +333,38 @@ fn a_run_below_an_expected_floor_fails_with_its_own_code_and_names_the_hosts() {
         !t.contains("send_recv_ring 1048576 B: bus bandwidth"),
         "{t}"
     );
+    // A file whose only floor covers no size this run measured judges nothing, and says so.
+    let unswept = dir.join("unswept.json");
+    std::fs::write(
+        &unswept,
+        r#"{"schema":"nccl-smoke/expect/v1","floors":[
+            {"pattern":"all_reduce","size":"16G","busbw_gbs":100.0,"source":"this test"}]}"#,
+    )
+    .unwrap();
+    let u = unswept.display().to_string();
+    let o = mpirun(
+        2,
+        &[
+            "run",
+            "--backend",
+            "sim",
+            "-b",
+            "1M",
+            "-e",
+            "1M",
+            "--expect",
+            &u,
+        ],
+        &[],
+        120,
+    );
+    let t = text(&o);
+    assert_eq!(code(&o), 0, "{t}");
+    assert!(
+        t.contains("covers a size this run measured: bus bandwidth not judged"),
+        "{t}"
+    );
+    assert!(!t.contains("every floor of"), "{t}");
     // auto: the built-in floors are for real GPUs; a simulated one has none, and says so.
     let o = mpirun(
         2,
