@@ -4,8 +4,8 @@
 use super::first_meeting::{launch_doc, report_before_meeting, waited_at_launch};
 use super::recorder::{record, say_line, say_verdict, walked};
 use super::state::{OWN_FAILURE, Watch, rank0_gone, who_label};
-use super::timing::{CANCEL_SETTLE, GATHER, HOLD, SETTLE};
-use crate::error::{Failure, Who};
+use super::timing::{CANCEL_SETTLE, GATHER, GATHER_ALIKE, HOLD, SETTLE};
+use crate::error::{Failure, Kind, Who};
 use crate::events::Event;
 use crate::report::results::{self, RankState};
 use crate::run::Plan;
@@ -25,6 +25,22 @@ pub(super) fn cancelled(w: &Watch, own: Option<&Failure>, term: &AtomicBool) -> 
                 .map(|v| v.all_connected() && v.failures.iter().all(Failure::is_stopped))
                 .unwrap_or(false)
         })
+}
+
+/// Whether rank 0, gathering the ends of a failed job, waits on (up to [`GATHER_ALIKE`]): a
+/// rank that shares a host with a rank that failed with an error of its own (not a hang, a
+/// crash, a wait that ran out or a stop) is still running, beating and not waiting on others.
+/// Ranks of one host fail alike, and the verdict names them together; hangs and waits are not
+/// stretched for, so their verdict keeps its time.
+pub(super) fn alike_coming(v: &status::JobView, mine: Option<&Failure>) -> bool {
+    let hosts: Vec<&str> = v
+        .failures
+        .iter()
+        .chain(mine)
+        .filter(|f| f.kind == Kind::Own && results::blame(f) == results::Blame::Own)
+        .map(|f| f.host.as_str())
+        .collect();
+    !hosts.is_empty() && v.alike_pending(&hosts, status::ALIVE_EVERY * 10)
 }
 
 /// A conclusion that cannot end (a wait not bounded here, a lock never released) must not hold
@@ -171,17 +187,21 @@ pub(super) fn conclude(
         // GATHER of the first failure known (each keeps its process for this rank's goodbye),
         // unless the launcher is tearing the job down already, or will at once: a rank's
         // process is gone, which it saw (it stops every rank tens of milliseconds later).
-        let until = w
+        // A rank of a failed rank's host still on its way may take up to GATHER_ALIKE.
+        let since = w
             .first_remote
             .as_ref()
-            .map_or_else(Instant::now, |c| c.since)
-            + GATHER;
-        while Instant::now() < until
-            && !term.load(Ordering::SeqCst)
-            && !job
+            .map_or_else(Instant::now, |c| c.since);
+        let mine = failure.as_ref().filter(|f| !f.is_stopped());
+        while !term.load(Ordering::SeqCst)
+            && job
                 .lock()
-                .map(|v| v.all_ended() || v.any_lost())
-                .unwrap_or(true)
+                .map(|v| {
+                    !(v.all_ended() || v.any_lost())
+                        && (since.elapsed() < GATHER
+                            || (since.elapsed() < GATHER_ALIKE && alike_coming(&v, mine)))
+                })
+                .unwrap_or(false)
         {
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -17,10 +17,18 @@ pub(super) const WAITING_BACKSTOP: Duration = Duration::from_millis(400);
 /// launcher stopped first being left out by chance.
 pub(super) const GATHER: Duration = Duration::from_millis(1000);
 
+/// How long rank 0 may stretch [`GATHER`] while a rank that shares a host with a failed one
+/// is still running, heard from, and not waiting on others (see
+/// [`crate::run::status::JobView::alike_pending`]): ranks of one host often fail alike (the
+/// same missing interface, the same full /dev/shm), a moment apart when the host is loaded.
+/// Less than [`HOLD`], so that rank 0 concludes before the first failed rank gives up on its
+/// goodbye and the launcher stops the job.
+pub(super) const GATHER_ALIKE: Duration = Duration::from_millis(2500);
+
 /// How long a rank whose worker failed keeps its process for rank 0's goodbye: its exit makes
 /// the launcher stop every rank, those about to report the same failure among them. Longer than
-/// [`GATHER`], so that rank 0 concludes first when it can.
-pub(super) const HOLD: Duration = Duration::from_millis(2000);
+/// [`GATHER_ALIKE`], so that rank 0 concludes first when it can.
+pub(super) const HOLD: Duration = Duration::from_millis(3000);
 
 /// How long rank 0 waits, after a pass, for the other ranks' end reports.
 pub(super) const SETTLE: Duration = Duration::from_secs(2);

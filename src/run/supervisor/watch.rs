@@ -1,12 +1,12 @@
 //! The supervisor's watch loop: follows the worker's stages, and names a hang, a crash, a stop
 //! by the launcher, or a rank gone, when the worker cannot.
 
-use super::conclude::conclude;
+use super::conclude::{alike_coming, conclude};
 use super::recorder::record_remote_failures;
 use super::state::{
     Watch, apply, hung, ours, rank0_gone, stopped_by_launcher, waits_on_others, who_at,
 };
-use super::timing::{GATHER, GRACE, LAUNCHER_SIGNAL_WAIT, WAITING_BACKSTOP};
+use super::timing::{GATHER, GATHER_ALIKE, GRACE, LAUNCHER_SIGNAL_WAIT, WAITING_BACKSTOP};
 use crate::diagnose::causes;
 use crate::error::{Failure, Who};
 use crate::ffi::os;
@@ -152,11 +152,17 @@ pub(super) fn watch(
             return conclude(plan, &mut w, Some(f), code, term);
         }
         // Rank 0: another rank failed, and the ranks failing alike have had GATHER to report
-        // too. Rank 0 ends the job now, before the failing ranks stop waiting
-        // for its goodbye (HOLD) and their exit makes the launcher stop this one mid-verdict.
+        // too (GATHER_ALIKE while one of a failed rank's host is still on its way). Rank 0
+        // ends the job now, before the failing ranks stop waiting for its goodbye (HOLD) and
+        // their exit makes the launcher stop this one mid-verdict.
         if w.failed.is_none()
             && let Some(c) = w.first_remote.clone()
             && c.since.elapsed() >= GATHER
+            && (c.since.elapsed() >= GATHER_ALIKE
+                || !w
+                    .job
+                    .as_ref()
+                    .is_some_and(|j| j.lock().map(|v| alike_coming(&v, None)).unwrap_or(false)))
         {
             let _ = child.kill();
             // What the worker said before it was stopped (its own failure, at that moment).
