@@ -7,30 +7,12 @@
 use crate::report::fingerprint::RankInfo;
 pub use crate::report::fingerprint::RankSetup;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::path::Path;
 
 /// A field the ranks are compared on: its name, and its value on one rank.
 type Field = (String, Box<dyn Fn(&RankInfo, &RankSetup) -> String>);
 
 /// Variables that differ between ranks by design: each rank's own GPU.
 const PER_RANK: &[&str] = &["CUDA_VISIBLE_DEVICES"];
-
-/// Each RDMA device's firmware version under `root` (`/` on a node).
-pub fn nic_firmware(root: &Path) -> BTreeMap<String, String> {
-    let Ok(devs) = std::fs::read_dir(root.join("sys/class/infiniband")) else {
-        return BTreeMap::new();
-    };
-    devs.flatten()
-        .filter_map(|d| {
-            let fw = std::fs::read_to_string(d.path().join("fw_ver")).ok()?;
-            Some((
-                d.file_name().to_string_lossy().into_owned(),
-                fw.trim().to_string(),
-            ))
-        })
-        .collect()
-}
 
 /// One thing the ranks disagree on: its name, and each value with the ranks and hosts that have it
 /// (the value rank 0 has first).
@@ -79,6 +61,15 @@ fn spans(ranks: &[u32]) -> String {
     out.join(", ")
 }
 
+/// A value a rank could not read (an older supervisor, no NVIDIA driver loaded).
+fn or_unknown(v: &str) -> String {
+    if v.is_empty() {
+        "(unknown)".into()
+    } else {
+        v.into()
+    }
+}
+
 /// Everything the ranks of `infos` disagree on (ranks without a setup are left out: their
 /// supervisor's build did not gather one).
 pub fn mismatches(infos: &[RankInfo]) -> Vec<Mismatch> {
@@ -90,6 +81,10 @@ pub fn mismatches(infos: &[RankInfo]) -> Vec<Mismatch> {
         ("NCCL version".into(), Box::new(|_, s| s.nccl.clone())),
         ("NCCL library".into(), Box::new(|_, s| s.nccl_path.clone())),
         ("CUDA driver".into(), Box::new(|_, s| s.driver.clone())),
+        (
+            "NVIDIA kernel driver".into(),
+            Box::new(|_, s| or_unknown(&s.kernel_driver)),
+        ),
         ("GPU model".into(), Box::new(|r, _| r.device.name.clone())),
     ];
     let mut keys: Vec<&String> = with
@@ -121,6 +116,23 @@ pub fn mismatches(infos: &[RankInfo]) -> Vec<Mismatch> {
                     .get(&nic)
                     .cloned()
                     .unwrap_or_else(|| "(no such device)".into())
+            }),
+        ));
+    }
+    // A port trained at a lower rate, or down, on one host: slow or failing NCCL traffic that
+    // looks like the network's.
+    let mut ports: Vec<&String> = with.iter().flat_map(|(_, s)| s.rdma_ports.keys()).collect();
+    ports.sort();
+    ports.dedup();
+    for p in ports {
+        let port = p.clone();
+        fields.push((
+            format!("RDMA port {p}"),
+            Box::new(move |_, s| {
+                s.rdma_ports
+                    .get(&port)
+                    .map(|p| p.line())
+                    .unwrap_or_else(|| "(no such port)".into())
             }),
         ));
     }
@@ -162,7 +174,7 @@ mod tests {
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect(),
-                nic_firmware: BTreeMap::new(),
+                ..RankSetup::default()
             }),
             ..RankInfo::sample(rank, host, "NVIDIA H100")
         }
@@ -203,22 +215,48 @@ mod tests {
     }
 
     #[test]
+    fn a_kernel_driver_or_a_port_that_differs_is_named() {
+        use crate::report::fingerprint::RdmaPort;
+        let port = |rate: &str, state: &str| RdmaPort {
+            rate: rate.into(),
+            link_layer: "InfiniBand".into(),
+            state: state.into(),
+        };
+        let mut infos: Vec<RankInfo> = ["a", "b", "c"]
+            .iter()
+            .enumerate()
+            .map(|(i, h)| rank(i as u32, h, "2.21.5", &[]))
+            .collect();
+        for (i, (driver, rate, state)) in [
+            ("570.86.15", "400 Gb/sec (4X NDR)", "ACTIVE"),
+            ("570.86.15", "200 Gb/sec (4X HDR)", "ACTIVE"),
+            ("570.124.06", "400 Gb/sec (4X NDR)", "DOWN"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let s = infos[i].setup.as_mut().unwrap();
+            s.kernel_driver = driver.into();
+            s.rdma_ports.insert("mlx5_0/1".into(), port(rate, state));
+        }
+        let lines: Vec<String> = mismatches(&infos).iter().map(Mismatch::line).collect();
+        assert_eq!(
+            lines,
+            vec![
+                "NVIDIA kernel driver: 570.86.15 on ranks 0-1 (hosts a, b); 570.124.06 on rank 2 (host c)",
+                "RDMA port mlx5_0/1: 400 Gb/sec (4X NDR), InfiniBand, ACTIVE on rank 0 (host a); \
+                 200 Gb/sec (4X HDR), InfiniBand, ACTIVE on rank 1 (host b); \
+                 400 Gb/sec (4X NDR), InfiniBand, DOWN on rank 2 (host c)",
+            ]
+        );
+    }
+
+    #[test]
     fn agreeing_ranks_and_old_ranks_give_nothing() {
         let infos = vec![rank(0, "a", "2.19.3", &[]), rank(1, "b", "2.19.3", &[])];
         assert!(mismatches(&infos).is_empty());
         let mut old = rank(2, "c", "2.30.7", &[]);
         old.setup = None;
         assert!(mismatches(&[infos[0].clone(), old]).is_empty());
-    }
-
-    #[test]
-    fn firmware_is_read_per_device() {
-        let root = tempfile::tempdir().unwrap();
-        let dev = root.path().join("sys/class/infiniband/mlx5_0");
-        std::fs::create_dir_all(&dev).unwrap();
-        std::fs::write(dev.join("fw_ver"), "28.39.1002\n").unwrap();
-        let fw = nic_firmware(root.path());
-        assert_eq!(fw.get("mlx5_0").map(String::as_str), Some("28.39.1002"));
-        assert!(nic_firmware(Path::new("/nonexistent")).is_empty());
     }
 }

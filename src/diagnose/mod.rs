@@ -6,6 +6,7 @@ pub mod classify;
 pub mod consistency;
 pub mod doctor;
 pub mod explain;
+pub mod node_setup;
 pub mod preflight;
 pub mod probe;
 pub mod ras;

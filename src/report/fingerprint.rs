@@ -35,6 +35,46 @@ pub struct RankSetup {
     /// Each RDMA device's firmware (`/sys/class/infiniband/DEV/fw_ver`).
     #[serde(default)]
     pub nic_firmware: BTreeMap<String, String>,
+    /// The NVIDIA kernel driver's version (`570.86.15`, from `/proc/driver/nvidia/version`);
+    /// empty where the node has none (the simulation) or in results from before it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kernel_driver: String,
+    /// Each RDMA port (`mlx5_0/1`): its rate, link layer and state, from
+    /// `/sys/class/infiniband/DEV/ports/N/`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rdma_ports: BTreeMap<String, RdmaPort>,
+}
+
+/// One RDMA port as the kernel describes it (`Documentation/ABI/stable/sysfs-class-infiniband`
+/// in the Linux tree: `rate`, `link_layer`, `state`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RdmaPort {
+    /// `400 Gb/sec (4X NDR)`.
+    pub rate: String,
+    /// `InfiniBand` or `Ethernet` (RoCE).
+    pub link_layer: String,
+    /// `ACTIVE`, `DOWN`, `INIT`, … (the name, without the kernel's number).
+    pub state: String,
+}
+
+impl RdmaPort {
+    /// The link rate in Gb/s (`400` for `400 Gb/sec (4X NDR)`), when the kernel gave one.
+    pub fn gbps(&self) -> Option<f64> {
+        let (n, unit) = self.rate.trim().split_once(' ')?;
+        unit.starts_with("Gb/sec")
+            .then(|| n.parse::<f64>().ok())
+            .flatten()
+    }
+
+    /// Whether the port carries traffic (`ACTIVE`).
+    pub fn active(&self) -> bool {
+        self.state == "ACTIVE"
+    }
+
+    /// `400 Gb/sec (4X NDR), InfiniBand, ACTIVE`.
+    pub fn line(&self) -> String {
+        format!("{}, {}, {}", self.rate, self.link_layer, self.state)
+    }
 }
 
 /// The NCCL library that ran.

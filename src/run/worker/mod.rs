@@ -13,7 +13,7 @@ use crate::bench::{self, Buffers};
 use crate::bootstrap::{self, Bootstrap};
 use crate::comm::Communicator;
 use crate::console::rank::Console;
-use crate::diagnose::{causes, probe};
+use crate::diagnose::{causes, node_setup, probe};
 use crate::error::{AtStage, Failure, Who};
 use crate::events;
 use crate::ffi::cuda::{self, CudaError, Driver};
@@ -254,6 +254,7 @@ impl Run<'_> {
                 &device.info,
             ));
         }
+        let root = node_setup::root(nccl.simulated.is_some());
         let me = RankInfo {
             rank,
             host: self.who.host.clone(),
@@ -265,7 +266,9 @@ impl Run<'_> {
                 nccl_path: nccl.path.clone(),
                 driver: cuda::version_string(driver.version),
                 env: crate::report::fingerprint::env_snapshot(),
-                nic_firmware: crate::diagnose::consistency::nic_firmware(std::path::Path::new("/")),
+                nic_firmware: node_setup::nic_firmware(&root),
+                kernel_driver: node_setup::kernel_driver(&root),
+                rdma_ports: node_setup::rdma_ports(&root),
             }),
         };
         events::waiting(
