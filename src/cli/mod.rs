@@ -301,9 +301,9 @@ pub struct RunArgs {
     pub duration: Option<f64>,
     /// Bus bandwidth floors per pattern and size: a JSON file (schema nccl-smoke/expect/v1;
     /// examples in deploy/expect/), or `auto` for the built-in floors of the system the ranks
-    /// report (GPU name, GPUs per host, hosts; every figure with its public source). Each floor
-    /// says PASS or BELOW FLOOR by how much over its sizes; a run below one fails with exit code
-    /// 25, naming the hosts.
+    /// report (GPU name, GPUs per host, hosts, active RDMA ports and their rate; every figure
+    /// with its public source). Each floor says PASS or BELOW FLOOR by how much over its sizes;
+    /// a run below one fails with exit code 25, naming the hosts.
     /// Under `isolate`, each group is judged against the floors too (a floor's `ranks` is then
     /// the group's rank count): the reference two hosts alone do not have.
     #[arg(long, value_name = "FILE|auto")]

@@ -21,6 +21,54 @@ pub struct System {
     pub gpus_per_node: Option<u32>,
     /// Hosts in the run.
     pub nodes: Option<u32>,
+    /// The RDMA ports every host has active, when every host has the same number at one link
+    /// rate.
+    pub nics: Option<Nics>,
+}
+
+/// Each host's active RDMA ports ([`crate::report::fingerprint::RdmaPort`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Nics {
+    /// How many, on every host.
+    pub per_node: u32,
+    /// Their link rate, Gb/s.
+    pub gbps: f64,
+}
+
+impl Nics {
+    /// The hosts' active ports, from the first rank of each host that reported its setup:
+    /// `None` when a host has none, or their count or rate differs between ports or hosts.
+    fn of(ranks: &[RankInfo]) -> Option<Nics> {
+        let mut seen: Vec<&str> = Vec::new();
+        let mut all: Option<Nics> = None;
+        for r in ranks {
+            if seen.contains(&r.host.as_str()) {
+                continue;
+            }
+            seen.push(&r.host);
+            let rates: Vec<f64> = r
+                .setup
+                .as_ref()?
+                .rdma_ports
+                .values()
+                .filter(|p| p.active())
+                .map(|p| p.gbps())
+                .collect::<Option<_>>()?;
+            let gbps = *rates.first()?;
+            if rates.iter().any(|&g| g != gbps) {
+                return None;
+            }
+            let here = Nics {
+                per_node: rates.len() as u32,
+                gbps,
+            };
+            match all {
+                Some(a) if a != here => return None,
+                _ => all = Some(here),
+            }
+        }
+        all
+    }
 }
 
 impl System {
@@ -53,6 +101,7 @@ impl System {
             gpu,
             gpus_per_node,
             nodes: (!per_host.is_empty()).then_some(per_host.len() as u32),
+            nics: Nics::of(ranks),
         }
     }
 
@@ -67,7 +116,13 @@ impl System {
             (None, Some(n)) => format!(", unevenly on {n} host(s)"),
             _ => String::new(),
         };
-        format!("{} ranks of {gpu}{shape}", self.ranks)
+        let nics = match self.nics {
+            Some(n) if self.nodes.is_some_and(|h| h > 1) => {
+                format!(", {} RDMA port(s) of {} Gb/s per host", n.per_node, n.gbps)
+            }
+            _ => String::new(),
+        };
+        format!("{} ranks of {gpu}{shape}{nics}", self.ranks)
     }
 }
 
@@ -88,6 +143,15 @@ impl Floor {
         {
             return Some(format!("for {want}"));
         }
+        if let Some(names) = &self.gpu_any
+            && !sys.gpu.as_ref().is_some_and(|g| {
+                names
+                    .iter()
+                    .any(|n| g.trim().eq_ignore_ascii_case(n.trim()))
+            })
+        {
+            return Some(format!("for {}", names.join(" or ")));
+        }
         if let Some(n) = self.gpus_per_node
             && sys.gpus_per_node != Some(n)
         {
@@ -98,7 +162,69 @@ impl Floor {
         {
             return Some(format!("on {n} host(s)"));
         }
+        if let Some(n) = self.min_nodes
+            && sys.nodes.is_none_or(|h| h < n)
+        {
+            return Some(format!("on {n} or more hosts"));
+        }
+        if let Some(rate) = self.nic_gbps
+            && !sys.nics.is_some_and(|n| n.gbps == rate)
+        {
+            return Some(format!(
+                "with active RDMA ports of {rate} Gb/s, the same number on every host"
+            ));
+        }
+        if self.per_nic
+            && sys
+                .nics
+                .is_none_or(|n| sys.gpus_per_node.is_none_or(|g| n.per_node > g))
+        {
+            return Some("with at most one active RDMA port per GPU on every host".into());
+        }
         None
+    }
+
+    /// This floor as judged on `sys`: a figure per NIC times the hosts' active ports, and a
+    /// peak less its margin, made one figure, with how it was made in its name. Unchanged
+    /// when it has neither.
+    pub fn resolved(&self, sys: &System) -> Floor {
+        if !self.per_nic && self.below_peak_pct.is_none() {
+            return self.clone();
+        }
+        let mut f = self.clone();
+        let mut how = Vec::new();
+        if self.per_nic
+            && let Some(n) = sys.nics
+        {
+            f.busbw_gbs *= n.per_node as f64;
+            how.push(format!("{} NICs × {} GB/s", n.per_node, self.busbw_gbs));
+        }
+        if let Some(p) = self.below_peak_pct {
+            how.push(format!("less {p} % of {} GB/s", f.busbw_gbs));
+            f.busbw_gbs *= 1.0 - p / 100.0;
+        }
+        f.busbw_gbs = (f.busbw_gbs * 10.0).round() / 10.0;
+        f.per_nic = false;
+        f.below_peak_pct = None;
+        let name = self.name.clone().unwrap_or_else(|| "the network".into());
+        f.name = Some(format!("{name} ({})", how.join(", ")));
+        f
+    }
+}
+
+/// `exp` for `sys`: each floor that fits it made one figure ([`Floor::resolved`]); the others
+/// as they are, for [`super::unchecked`] to name.
+pub fn resolved(exp: &Expectations, sys: &System) -> Expectations {
+    Expectations {
+        floors: exp
+            .floors
+            .iter()
+            .map(|f| match f.mismatch(sys) {
+                None => f.resolved(sys),
+                Some(_) => f.clone(),
+            })
+            .collect(),
+        ..exp.clone()
     }
 }
 
@@ -141,11 +267,104 @@ mod tests {
                 "floors[{i}]: {}",
                 f.source
             );
+            let node = f.gpu.is_some() && f.gpus_per_node.is_some() && f.nodes.is_some();
+            let network = f.gpu_any.is_some()
+                && f.min_nodes.is_some_and(|n| n >= 2)
+                && f.nic_gbps.is_some()
+                && f.per_nic;
             assert!(
-                f.gpu.is_some() && f.gpus_per_node.is_some() && f.nodes.is_some(),
+                node || network,
                 "floors[{i}]: a built-in figure names its system"
             );
         }
+    }
+
+    /// `nodes` hosts of 8 H100s, each with `ports` active RDMA ports at `rate`.
+    fn cluster(nodes: u32, ports: u32, rate: &str) -> Vec<RankInfo> {
+        use crate::report::fingerprint::{RankSetup, RdmaPort};
+        (0..nodes * 8)
+            .map(|r| {
+                let mut info = rank(r, &format!("n{}", r / 8), "NVIDIA H100 80GB HBM3");
+                let rdma_ports = (0..ports)
+                    .map(|p| {
+                        let port = RdmaPort {
+                            rate: rate.into(),
+                            link_layer: "InfiniBand".into(),
+                            state: "ACTIVE".into(),
+                        };
+                        (format!("mlx5_{p}/1"), port)
+                    })
+                    .collect();
+                info.setup = Some(RankSetup {
+                    rdma_ports,
+                    ..RankSetup::default()
+                });
+                info
+            })
+            .collect()
+    }
+
+    #[test]
+    fn hosts_with_ndr_ports_get_the_per_nic_floor_times_their_ports() {
+        let sys = System::of(&cluster(2, 8, "400 Gb/sec (4X NDR)"));
+        assert_eq!(
+            sys.nics,
+            Some(Nics {
+                per_node: 8,
+                gbps: 400.0
+            })
+        );
+        assert!(
+            sys.describe()
+                .ends_with("8 RDMA port(s) of 400 Gb/s per host")
+        );
+        let fit = resolved(&fitting(&built_in(), &sys), &sys);
+        assert_eq!(fit.floors.len(), 1, "{:?}", fit.floors);
+        let f = &fit.floors[0];
+        // 8 × 48 GB/s = 384, less 10 %.
+        assert_eq!(f.busbw_gbs, 345.6);
+        assert!(
+            f.name
+                .as_deref()
+                .unwrap()
+                .ends_with("(8 NICs × 48 GB/s, less 10 % of 384 GB/s)"),
+            "{:?}",
+            f.name
+        );
+        // HDR ports: the 200 Gb/s row; a host with a port down or one more port, one host, or
+        // more ports than GPUs: none.
+        let hdr = System::of(&cluster(3, 4, "200 Gb/sec (4X HDR)"));
+        let fit = resolved(&fitting(&built_in(), &hdr), &hdr);
+        assert_eq!(fit.floors.len(), 1);
+        assert_eq!(fit.floors[0].busbw_gbs, 86.4);
+        let mut uneven = cluster(2, 8, "400 Gb/sec (4X NDR)");
+        let last = uneven.last_mut().unwrap().setup.as_mut().unwrap();
+        last.rdma_ports.get_mut("mlx5_7/1").unwrap().state = "DOWN".into();
+        // Only the first rank of a host is read: rank 8 speaks for host n1.
+        uneven[8].setup = uneven[15].setup.clone();
+        let sys = System::of(&uneven);
+        assert_eq!(sys.nics, None);
+        assert!(fitting(&built_in(), &sys).floors.is_empty());
+        assert!(
+            fitting(
+                &built_in(),
+                &System::of(&cluster(1, 8, "400 Gb/sec (4X NDR)"))
+            )
+            .floors
+            .iter()
+            .all(|f| f.nodes == Some(1))
+        );
+        let many = System::of(&cluster(2, 9, "400 Gb/sec (4X NDR)"));
+        assert!(fitting(&built_in(), &many).floors.is_empty());
+        let other = built_in()
+            .floors
+            .into_iter()
+            .find(|f| f.nic_gbps == Some(400.0))
+            .unwrap();
+        assert_eq!(
+            other.mismatch(&many).as_deref(),
+            Some("with at most one active RDMA port per GPU on every host")
+        );
     }
 
     #[test]

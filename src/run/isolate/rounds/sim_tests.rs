@@ -45,14 +45,9 @@ fn floor(busbw_gbs: f64) -> Expectations {
             pattern: "all_reduce".into(),
             ranks: Some(4),
             size: Some("1M".into()),
-            min_size: None,
-            max_size: None,
-            gpu: None,
-            gpus_per_node: None,
-            nodes: None,
-            assumes: None,
             busbw_gbs,
             source: "this test".into(),
+            ..Floor::default()
         }],
     }
 }
