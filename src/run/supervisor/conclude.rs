@@ -28,14 +28,23 @@ pub(super) fn cancelled(w: &Watch, own: Option<&Failure>, term: &AtomicBool) -> 
 }
 
 /// Whether rank 0, gathering the ends of a failed job, waits on (up to [`GATHER_ALIKE`]): a
-/// rank that shares a host with a rank that failed with an error of its own (not a hang, a
-/// crash, a wait that ran out or a stop) is still running, beating and not waiting on others.
+/// rank that shares a host with a rank that reported an error of its own (not a hang, a crash,
+/// a wait that ran out or a stop; not a silence rank 0 named) is still running, beating and
+/// not waiting on others.
 /// Ranks of one host fail alike, and the verdict names them together; hangs and waits are not
 /// stretched for, so their verdict keeps its time.
 pub(super) fn alike_coming(v: &status::JobView, mine: Option<&Failure>) -> bool {
+    // Failures the ranks reported themselves: not one rank 0 named for a rank it lost or that
+    // went silent (a stopped supervisor, a host cut off).
+    let reported = |f: &&Failure| {
+        f.rank
+            .and_then(|r| v.ranks.get(&r))
+            .is_some_and(|r| !r.unresponsive && !r.lost)
+    };
     let hosts: Vec<&str> = v
         .failures
         .iter()
+        .filter(reported)
         .chain(mine)
         .filter(|f| f.kind == Kind::Own && results::blame(f) == results::Blame::Own)
         .map(|f| f.host.as_str())
