@@ -4,12 +4,16 @@
 //! look like network faults, NVIDIA/nccl issue #1634), so every rank's setup is gathered before
 //! NCCL's init, and rank 0 names each difference: which ranks and hosts, and what differs.
 
-use crate::report::fingerprint::RankInfo;
 pub use crate::report::fingerprint::RankSetup;
+use crate::report::fingerprint::{RankInfo, RdmaPort};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// A field the ranks are compared on: its name, and its value on one rank.
-type Field = (String, Box<dyn Fn(&RankInfo, &RankSetup) -> String>);
+type Field = (String, Value);
+
+/// A field's value on one rank.
+type Value = Box<dyn Fn(&RankInfo, &RankSetup) -> String>;
 
 /// Variables that differ between ranks by design: each rank's own GPU.
 const PER_RANK: &[&str] = &["CUDA_VISIBLE_DEVICES"];
@@ -70,6 +74,32 @@ fn or_unknown(v: &str) -> String {
     }
 }
 
+/// One field per key any rank has in the map `map` picks from its setup (but the variables
+/// that differ per rank by design): named by `name`, its value shown by `show`, or `missing`.
+fn keyed<V: 'static>(
+    with: &[(&RankInfo, &RankSetup)],
+    map: fn(&RankSetup) -> &BTreeMap<String, V>,
+    name: fn(&str) -> String,
+    show: fn(&V) -> String,
+    missing: &'static str,
+) -> Vec<Field> {
+    let mut keys: Vec<&String> = with
+        .iter()
+        .flat_map(|(_, s)| map(s).keys())
+        .filter(|k| !PER_RANK.contains(&k.as_str()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .map(|k| {
+            let key = k.clone();
+            let value: Value =
+                Box::new(move |_, s| map(s).get(&key).map(show).unwrap_or_else(|| missing.into()));
+            (name(k), value)
+        })
+        .collect()
+}
+
 /// Everything the ranks of `infos` disagree on (ranks without a setup are left out: their
 /// supervisor's build did not gather one).
 pub fn mismatches(infos: &[RankInfo]) -> Vec<Mismatch> {
@@ -87,55 +117,29 @@ pub fn mismatches(infos: &[RankInfo]) -> Vec<Mismatch> {
         ),
         ("GPU model".into(), Box::new(|r, _| r.device.name.clone())),
     ];
-    let mut keys: Vec<&String> = with
-        .iter()
-        .flat_map(|(_, s)| s.env.keys())
-        .filter(|k| !PER_RANK.contains(&k.as_str()))
-        .collect();
-    keys.sort();
-    keys.dedup();
-    for k in keys {
-        let key = k.clone();
-        fields.push((
-            k.clone(),
-            Box::new(move |_, s| s.env.get(&key).cloned().unwrap_or_else(|| "(unset)".into())),
-        ));
-    }
-    let mut nics: Vec<&String> = with
-        .iter()
-        .flat_map(|(_, s)| s.nic_firmware.keys())
-        .collect();
-    nics.sort();
-    nics.dedup();
-    for n in nics {
-        let nic = n.clone();
-        fields.push((
-            format!("{n} firmware"),
-            Box::new(move |_, s| {
-                s.nic_firmware
-                    .get(&nic)
-                    .cloned()
-                    .unwrap_or_else(|| "(no such device)".into())
-            }),
-        ));
-    }
+    fields.extend(keyed(
+        &with,
+        |s| &s.env,
+        |k| k.to_string(),
+        String::clone,
+        "(unset)",
+    ));
+    fields.extend(keyed(
+        &with,
+        |s| &s.nic_firmware,
+        |n| format!("{n} firmware"),
+        String::clone,
+        "(no such device)",
+    ));
     // A port trained at a lower rate, or down, on one host: slow or failing NCCL traffic that
     // looks like the network's.
-    let mut ports: Vec<&String> = with.iter().flat_map(|(_, s)| s.rdma_ports.keys()).collect();
-    ports.sort();
-    ports.dedup();
-    for p in ports {
-        let port = p.clone();
-        fields.push((
-            format!("RDMA port {p}"),
-            Box::new(move |_, s| {
-                s.rdma_ports
-                    .get(&port)
-                    .map(|p| p.line())
-                    .unwrap_or_else(|| "(no such port)".into())
-            }),
-        ));
-    }
+    fields.extend(keyed(
+        &with,
+        |s| &s.rdma_ports,
+        |p| format!("RDMA port {p}"),
+        RdmaPort::line,
+        "(no such port)",
+    ));
     fields
         .iter()
         .filter_map(|(what, value)| {
