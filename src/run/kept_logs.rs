@@ -69,36 +69,54 @@ impl KeptLogs {
             .to_string()
     }
 
-    /// Moves the NCCL logs of a run folder to their kept names; the paths written, or why they
-    /// could not be (then they stay where they are, and the caller says where).
-    pub fn keep(
-        &self,
-        run_dir: &Path,
-        rank: Option<u32>,
-        host: &str,
-    ) -> Result<Vec<PathBuf>, String> {
-        let mut logs: Vec<PathBuf> = std::fs::read_dir(run_dir)
-            .map_err(|e| format!("cannot read {}: {e}", run_dir.display()))?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "log"))
-            .collect();
+    /// Moves the NCCL logs of a run folder to their kept names, every one it can: the paths
+    /// written, and why each of the others could not be (those stay in the run folder, and the
+    /// caller says where). A log moved before another failed is still among the paths.
+    pub fn keep(&self, run_dir: &Path, rank: Option<u32>, host: &str) -> Kept {
+        let mut out = Kept::default();
+        let mut logs: Vec<PathBuf> = match std::fs::read_dir(run_dir) {
+            Ok(it) => it
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "log"))
+                .collect(),
+            Err(e) => {
+                out.errors
+                    .push(format!("cannot read {}: {e}", run_dir.display()));
+                return out;
+            }
+        };
         logs.sort();
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
-        let mut kept = Vec::new();
+        if let Err(e) = std::fs::create_dir_all(&self.dir) {
+            out.errors
+                .push(format!("cannot create {}: {e}", self.dir.display()));
+            return out;
+        }
         for (n, from) in logs.iter().enumerate() {
             let to = self.path(rank, host, n);
             // A rename does not cross file systems: copy, then remove.
             if std::fs::rename(from, &to).is_err() {
-                std::fs::copy(from, &to)
-                    .map_err(|e| format!("cannot write {}: {e}", to.display()))?;
+                if let Err(e) = std::fs::copy(from, &to) {
+                    let _ = std::fs::remove_file(&to);
+                    out.errors
+                        .push(format!("cannot write {}: {e}", to.display()));
+                    continue;
+                }
                 let _ = std::fs::remove_file(from);
             }
-            kept.push(to);
+            out.kept.push(to);
         }
-        Ok(kept)
+        out
     }
+}
+
+/// What [`KeptLogs::keep`] did.
+#[derive(Debug, Default)]
+pub struct Kept {
+    /// The logs' kept paths.
+    pub kept: Vec<PathBuf>,
+    /// Why the others stayed in the run folder.
+    pub errors: Vec<String>,
 }
 
 /// A name made of letters, digits and `._-+` only (a job id or host name in a file name).
@@ -196,13 +214,45 @@ mod tests {
             dir: root.path().join("kept"),
             job: "j".into(),
         };
-        let kept = k.keep(&run, Some(1), "h").unwrap();
+        let out = k.keep(&run, Some(1), "h");
+        assert!(out.errors.is_empty(), "{:?}", out.errors);
+        let kept = out.kept;
         assert_eq!(
             kept,
             vec![root.path().join("kept/nccl-smoke.j.rank1.h.log")]
         );
         assert_eq!(std::fs::read_to_string(&kept[0]).unwrap(), "WARN x\n");
         assert!(!run.join("nccl.h.12.log").exists());
+    }
+
+    #[test]
+    fn a_log_that_cannot_be_kept_leaves_the_others_kept_and_named() {
+        let root = tempfile::tempdir().unwrap();
+        let run = root.path().join("nccl-smoke.1.000000001");
+        std::fs::create_dir(&run).unwrap();
+        std::fs::write(run.join("a.log"), "first\n").unwrap();
+        std::fs::write(run.join("b.log"), "second\n").unwrap();
+        let k = KeptLogs {
+            dir: root.path().join("kept"),
+            job: "j".into(),
+        };
+        // The first log's kept name is taken by a folder: it cannot be written there.
+        std::fs::create_dir_all(k.path(Some(1), "h", 0).join("x")).unwrap();
+        let out = k.keep(&run, Some(1), "h");
+        assert_eq!(out.kept, vec![k.path(Some(1), "h", 1)]);
+        assert_eq!(std::fs::read_to_string(&out.kept[0]).unwrap(), "second\n");
+        assert_eq!(out.errors.len(), 1, "{:?}", out.errors);
+        assert!(
+            out.errors[0].contains("nccl-smoke.j.rank1.h.log"),
+            "{:?}",
+            out.errors
+        );
+        // Not lost: still in the run folder.
+        assert_eq!(
+            std::fs::read_to_string(run.join("a.log")).unwrap(),
+            "first\n"
+        );
+        assert!(!run.join("b.log").exists());
     }
 
     #[test]

@@ -79,20 +79,18 @@ pub fn supervise(plan: &Plan) -> u8 {
     // Keep NCCL's logs of this rank's own failure for the operator, where the results are kept;
     // a clean, cancelled or stopped rank leaves nothing behind.
     if code != exit::PASS && OWN_FAILURE.load(Ordering::SeqCst) && has_logs(&run_dir) {
-        match plan.kept_logs.keep(&run_dir, rank, &who.host) {
-            Ok(kept) => {
-                for p in kept {
-                    say_err!("nccl-smoke: NCCL log of this rank kept in {}", p.display());
-                }
-            }
-            Err(e) => {
-                // Not lost: left in the run folder, which is then not removed.
-                say_err!(
-                    "nccl-smoke: {e}; NCCL logs of this rank left in {}",
-                    run_dir.display()
-                );
-                return code;
-            }
+        let out = plan.kept_logs.keep(&run_dir, rank, &who.host);
+        for p in &out.kept {
+            say_err!("nccl-smoke: NCCL log of this rank kept in {}", p.display());
+        }
+        if !out.errors.is_empty() {
+            // Not lost: left in the run folder, which is then not removed.
+            say_err!(
+                "nccl-smoke: {}; NCCL logs of this rank left in {}",
+                out.errors.join("; "),
+                run_dir.display()
+            );
+            return code;
         }
     }
     let _ = std::fs::remove_dir_all(&run_dir);
