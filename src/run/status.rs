@@ -434,18 +434,17 @@ impl JobView {
         }
     }
 
-    /// Whether a rank other than rank 0 is still running on one of `hosts`, was heard from
-    /// within `fresh`, and is not waiting on other ranks: it may be about to report the failure
-    /// its host's other ranks reported (ranks of one host fail alike), so rank 0 waits for it a
-    /// little longer. A rank waiting on others, or silent, is not coming: it is a victim, or
-    /// stuck, and its deadline names it.
+    /// Whether a rank other than rank 0 is still running on one of `hosts` and was heard from
+    /// within `fresh`: it may be about to report the failure its host's other ranks reported
+    /// (ranks of one host fail alike), so rank 0 waits for it a little longer. Its last step
+    /// may still read as a wait (the unique id's broadcast) on a loaded host while it fails
+    /// alike, so a waiting rank counts too. A silent one is not coming: its deadline names it.
     pub fn alike_pending(&self, hosts: &[&str], fresh: Duration) -> bool {
         self.ranks.iter().any(|(&r, v)| {
             r != 0
                 && v.ended.is_none()
                 && !v.lost
                 && !v.unresponsive
-                && !v.waiting
                 && v.last_heard.elapsed() < fresh
                 && hosts.contains(&v.host.as_str())
         })

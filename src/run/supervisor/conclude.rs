@@ -29,8 +29,7 @@ pub(super) fn cancelled(w: &Watch, own: Option<&Failure>, term: &AtomicBool) -> 
 
 /// Whether rank 0, gathering the ends of a failed job, waits on (up to [`GATHER_ALIKE`]): a
 /// rank that shares a host with a rank that reported an error of its own (not a hang, a crash,
-/// a wait that ran out or a stop; not a silence rank 0 named) is still running, beating and
-/// not waiting on others.
+/// a wait that ran out or a stop; not a silence rank 0 named) is still running and beating.
 /// Ranks of one host fail alike, and the verdict names them together; hangs and waits are not
 /// stretched for, so their verdict keeps its time.
 pub(super) fn alike_coming(v: &status::JobView, mine: Option<&Failure>) -> bool {

@@ -18,7 +18,7 @@ pub(super) const WAITING_BACKSTOP: Duration = Duration::from_millis(400);
 pub(super) const GATHER: Duration = Duration::from_millis(1000);
 
 /// How long rank 0 may stretch [`GATHER`] while a rank that shares a host with a failed one
-/// is still running, heard from, and not waiting on others (see
+/// is still running and heard from (see
 /// [`crate::run::status::JobView::alike_pending`]): ranks of one host often fail alike (the
 /// same missing interface, the same full /dev/shm), a moment apart when the host is loaded.
 /// Less than [`HOLD`], so that rank 0 concludes before the first failed rank gives up on its
