@@ -90,6 +90,8 @@ pub fn rdma_ports(root: &Path) -> BTreeMap<String, RdmaPort> {
                 ),
                 RdmaPort {
                     rate,
+                    // A kernel that writes no link_layer leaves it empty (unknown): the
+                    // comparison still sees the rate and the state.
                     link_layer: read("link_layer").unwrap_or_default(),
                     state,
                 },

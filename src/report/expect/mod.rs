@@ -276,21 +276,30 @@ impl Judged {
     }
 }
 
-/// Per floor of `exp` that fits `sys` and covers at least one row: its verdict, in file order.
-pub fn judge(exp: &Expectations, rows: &[SizeResult], sys: &System) -> Vec<Judged> {
+/// The floors of `exp` that fit `sys`, each as judged there ([`Floor::resolved`]: a figure per
+/// NIC times the hosts' ports, a peak less its margin), in file order.
+fn applying(exp: &Expectations, sys: &System) -> Vec<Floor> {
     exp.floors
         .iter()
         .filter(|f| f.mismatch(sys).is_none())
+        .map(|f| f.resolved(sys))
+        .collect()
+}
+
+/// Per floor of `exp` that fits `sys` and covers at least one row: its verdict, in file order.
+pub fn judge(exp: &Expectations, rows: &[SizeResult], sys: &System) -> Vec<Judged> {
+    applying(exp, sys)
+        .into_iter()
         .filter_map(|f| {
-            let mine: Vec<&SizeResult> = rows.iter().filter(|r| covers(f, r)).collect();
+            let mine: Vec<&SizeResult> = rows.iter().filter(|r| covers(&f, r)).collect();
             let low = mine
                 .iter()
                 .min_by(|a, b| a.busbw_gbs.total_cmp(&b.busbw_gbs))?;
             Some(Judged {
-                floor: f.clone(),
                 rows: mine.len(),
                 lowest: (low.busbw_gbs, low.size_bytes),
                 below: mine.iter().filter(|r| r.busbw_gbs < f.busbw_gbs).count(),
+                floor: f,
             })
         })
         .collect()
@@ -298,10 +307,11 @@ pub fn judge(exp: &Expectations, rows: &[SizeResult], sys: &System) -> Vec<Judge
 
 /// The rows of a run on `sys` that fall below a floor of `exp`, in row order.
 pub fn check(exp: &Expectations, rows: &[SizeResult], sys: &System) -> Vec<Shortfall> {
+    let floors = applying(exp, sys);
     let mut out = Vec::new();
     for r in rows {
-        for f in &exp.floors {
-            if f.mismatch(sys).is_none() && covers(f, r) && r.busbw_gbs < f.busbw_gbs {
+        for f in &floors {
+            if covers(f, r) && r.busbw_gbs < f.busbw_gbs {
                 out.push(Shortfall {
                     floor: f.clone(),
                     pattern: r.pattern.clone(),

@@ -139,3 +139,27 @@ fn bad_files_are_refused_with_the_reason() {
     let lone = EXP.replace(r#""size":"16G""#, r#""size":"16G","max_size":"32G""#);
     assert!(write(&lone).unwrap_err().contains("goes with"));
 }
+
+#[test]
+fn a_peak_is_judged_less_its_margin_by_every_caller() {
+    // No system needed (an isolate group's): the floor is 10 % below the peak of 100.
+    let e = floors(
+        r#"{"schema":"nccl-smoke/expect/v1","floors":[
+        {"name":"peak","pattern":"all_reduce","size":"1M","below_peak_pct":10,"busbw_gbs":100.0,"source":"ours"}]}"#,
+    );
+    let sys = System::ranks_only(4);
+    let fine = vec![row("all_reduce", 1 << 20, 95.0)];
+    assert!(check(&e, &fine, &sys).is_empty());
+    let j = judge(&e, &fine, &sys);
+    assert!(
+        j[0].line().contains(
+            "for peak (less 10 % of 100 GB/s): lowest 95.00 GB/s at 1048576 B: PASS (floor 90 GB/s"
+        ),
+        "{}",
+        j[0].line()
+    );
+    let slow = vec![row("all_reduce", 1 << 20, 85.0)];
+    let short = check(&e, &slow, &sys);
+    assert_eq!(short.len(), 1);
+    assert_eq!(short[0].floor.busbw_gbs, 90.0);
+}

@@ -33,7 +33,6 @@ impl Run<'_> {
         } else {
             (exp.clone(), path.display().to_string())
         };
-        let exp = expect::system::resolved(&exp, &sys);
         if auto && exp.floors.is_empty() {
             console.job(format!(
                 "# expect: no built-in floor for {}: bus bandwidth not judged (give --expect FILE \
